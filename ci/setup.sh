@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages mtp-harness needs to build and test (idempotent: apt-get runs
+# only when a package is missing). Usage: ci/setup.sh
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build git pkg-config
+      libtorch-dev libhdf5-dev hdf5-tools libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
+      libfmt-dev libxxhash-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "ci/setup.sh: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+echo "ci/setup.sh: installing ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

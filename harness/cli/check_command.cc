@@ -1,0 +1,139 @@
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+
+#include "harness/cli/commands.h"
+#include "harness/engine/trainer.h"
+#include "harness/report/report.h"
+#include "harness/scenario/scenario.h"
+#include "scenarios/embedded.h"
+
+namespace mtp::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Writes `text` to `path` atomically (temporary file + rename).
+void write_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) throw InfraError(fmt::format("cannot write {}", tmp));
+    out << text;
+    if (!out) throw InfraError(fmt::format("error while writing {}", tmp));
+  }
+  fs::rename(tmp, path);
+}
+
+}  // namespace
+
+int run_check(const CheckOptions& opt) {
+  scenario::Scenario sc = opt.scenario.empty()
+                              ? scenario::parse_scenario(scenarios::default_scenario_text(),
+                                                         "<embedded default scenario>")
+                              : scenario::load_scenario(opt.scenario);
+  const std::string out_dir = opt.out_dir.empty() ? "runs/" + sc.name : opt.out_dir;
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) throw InputError(fmt::format("--out: cannot create directory {}: {}", out_dir, ec.message()));
+
+  std::set<std::string> wanted(opt.only_variants.begin(), opt.only_variants.end());
+  for (const auto& v : wanted) sc.variant(v);  // unknown names are errors
+
+  std::cout << fmt::format("# mtp-harness check: scenario \"{}\" ({})\n", sc.name, sc.source);
+  if (!sc.description.empty()) std::cout << "# " << sc.description << "\n";
+  std::cout << fmt::format("# model: N={} H={} heads={} ffn={} V={} s={} b={} D={} lambda={} {}\n",
+                           sc.model.num_layers, sc.model.hidden_size, sc.model.num_attention_heads,
+                           sc.model.ffn_hidden_size, sc.model.vocab_size, sc.model.seq_length,
+                           sc.model.micro_batch_size, sc.model.mtp_num_layers,
+                           sc.model.mtp_loss_scaling_factor,
+                           sc.model.untie_embeddings ? "untied" : "tied");
+  std::cout << fmt::format("# training: {} steps x {} microbatches, clip_grad={}, {}\n",
+                           sc.training.steps, sc.training.num_microbatches, sc.training.clip_grad,
+                           sc.training.dtype);
+  std::cout << fmt::format("# {:<24} {:<10} {:<22} {:>2} {:>2} {:<11} {:<10} {:>8} {:>14} {:>10}\n",
+                           "variant", "impl", "layout", "P", "V", "schedule", "standalone",
+                           "wall(s)", "final loss", "record(B)");
+  std::map<std::string, std::string> records;
+  std::vector<report::VariantRun> runs;
+  for (const auto& v : sc.variants) {
+    if (!wanted.empty() && !wanted.count(v.name)) continue;
+    auto impl = make_implementation(v.implementation);
+    engine::RunOptions ro;
+    ro.record_path = out_dir + "/" + v.name + ".h5";
+    ro.scenario_name = sc.name;
+    auto l = engine::variant_layout(v, sc.model);
+    auto sched = engine::variant_schedule(v, l, sc.training.num_microbatches);
+    engine::RunResult rr;
+    try {
+      rr = engine::run_variant(sc.model, sc.training, sc.data, v, *impl, ro);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: variant \"{}\": {}", sc.source, v.name, e.what()));
+    }
+    report::VariantRun run;
+    run.name = v.name;
+    run.implementation = v.implementation;
+    run.layout = l.text;
+    run.schedule = schedule::schedule_kind_name(sched.kind);
+    run.record_path = ro.record_path;
+    run.pipeline_size = l.pipeline_size;
+    run.virtual_size = l.virtual_size;
+    run.mtp_standalone = l.mtp_standalone;
+    run.wall_seconds = rr.wall_seconds;
+    run.final_total_loss = rr.total_loss.back();
+    run.record_bytes = static_cast<int64_t>(fs::file_size(ro.record_path));
+    std::cout << fmt::format("  {:<24} {:<10} {:<22} {:>2} {:>2} {:<11} {:<10} {:>8.2f} {:>14.9g} {:>10}\n",
+                             run.name, run.implementation, run.layout, run.pipeline_size,
+                             run.virtual_size, run.schedule, run.mtp_standalone ? "yes" : "no",
+                             run.wall_seconds, run.final_total_loss, run.record_bytes);
+    if (opt.verbose) {
+      for (const auto& line : rr.chunk_map) std::cout << "      " << line << "\n";
+    }
+    std::cout.flush();
+    records[v.name] = ro.record_path;
+    runs.push_back(run);
+  }
+
+  std::vector<report::ExpectationResult> results;
+  int skipped = 0;
+  for (const auto& e : sc.expectations) {
+    bool have_all = true;
+    for (const auto& v : e.variants) have_all = have_all && records.count(v);
+    if (!have_all) {
+      ++skipped;
+      continue;
+    }
+    results.push_back(report::evaluate(e, records));
+  }
+  std::cout << "\n" << report::format_table(results);
+  int failed = 0;
+  for (const auto& r : results) failed += r.holds ? 0 : 1;
+  for (const auto& r : results) {
+    if (r.holds) continue;
+    for (const auto& p : r.pairs) {
+      if (p.holds) continue;
+      std::cout << fmt::format("\n## {} FAILED: {} vs {} ({})\n# why it should hold: {}\n",
+                               r.expectation->name, p.baseline, p.other,
+                               r.expectation->cls.to_string(), r.expectation->why);
+      if (!p.note.empty()) std::cout << "# " << p.note << "\n";
+      std::cout << compare::format_report(p.result, records[p.baseline], records[p.other]);
+      std::cout << fmt::format("# rerun: mtp-harness compare {} {} --class {}\n",
+                               records[p.baseline], records[p.other],
+                               r.expectation->cls.kind == compare::CompareClass::Kind::kDiffer
+                                   ? "bitwise" : r.expectation->cls.to_string());
+    }
+  }
+  const std::string json_path = opt.json_path.empty() ? out_dir + "/report.json" : opt.json_path;
+  write_file(json_path, report::to_json(sc, runs, results).dump(2) + "\n");
+  if (!opt.junit_path.empty()) write_file(opt.junit_path, report::to_junit(sc, results));
+  std::cout << fmt::format("\n# {} expectation(s): {} passed, {} failed{}; report: {}\n",
+                           results.size(), results.size() - failed, failed,
+                           skipped ? fmt::format(", {} skipped (variants not run)", skipped) : "",
+                           json_path);
+  return failed == 0 ? kExitOk : kExitMismatch;
+}
+
+}  // namespace mtp::cli

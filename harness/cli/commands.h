@@ -1,0 +1,59 @@
+// File: harness/cli/commands.h
+//
+// The mtp-harness subcommands. Each returns the process exit code (harness/common/error.h) and
+// throws InputError / InfraError / RecordError for main() to report.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/engine/chunk.h"
+
+namespace mtp::cli {
+
+/// "reference" or "candidate" → the implementation; InputError otherwise.
+std::unique_ptr<engine::Implementation> make_implementation(const std::string& name);
+
+struct CheckOptions {
+  std::string scenario;        ///< path; "" = the embedded default scenario
+  std::string out_dir;         ///< "" = runs/<scenario name>
+  std::string json_path;       ///< "" = <out_dir>/report.json
+  std::string junit_path;      ///< "" = none
+  std::vector<std::string> only_variants;  ///< run just these (expectations needing others are skipped)
+  bool verbose = false;
+};
+/// Runs every variant of the scenario, evaluates every expectation, prints the verdict table and
+/// writes the JSON (and JUnit) report. 0 = all hold, 1 = one fails.
+int run_check(const CheckOptions& opt);
+
+struct CompareOptions {
+  std::string a, b;
+  std::string cls = "bitwise";
+  std::vector<std::string> records{"loss", "grad", "weight"};
+  std::vector<std::string> include{"*"};
+  std::vector<std::string> exclude;
+  std::string steps = "all";
+  int max_rows = 20;
+  std::string json_path;
+};
+/// Compares two records. 0 = equal under the class, 1 = different.
+int run_compare(const CompareOptions& opt);
+
+struct LayoutOptions {
+  std::string layout;
+  int pipeline_size = 1;
+  int num_layers = -1;   ///< −1: the number of `t` in the layout
+  int mtp_num_layers = -1;  ///< −1: the number of `m` in the layout
+};
+/// Prints the rank map of a layout (or throws LayoutError). 0 on success.
+int run_layout(const LayoutOptions& opt);
+
+struct ScheduleOptions {
+  std::string kind;      ///< "" = derived from P and V
+  int pipeline_size = 2, virtual_size = 1, num_microbatches = 4, group_size = 0;
+};
+/// Prints every rank's op order. 0 on success.
+int run_schedule(const ScheduleOptions& opt);
+
+}  // namespace mtp::cli

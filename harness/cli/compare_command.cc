@@ -1,0 +1,53 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "harness/cli/commands.h"
+#include "harness/compare/compare.h"
+#include "harness/scenario/scenario.h"
+
+namespace mtp::cli {
+
+int run_compare(const CompareOptions& opt) {
+  const auto cls = compare::CompareClass::parse(opt.cls);
+  record::RecordReader a(opt.a);
+  record::RecordReader b(opt.b);
+  compare::Selection sel;
+  sel.groups = opt.records;
+  for (const auto& g : sel.groups) {
+    const auto& known = record::record_groups();
+    if (std::find(known.begin(), known.end(), g) == known.end()) {
+      throw InputError(fmt::format("--records: unknown record \"{}\" (accepted: batch, loss, grad, weight)", g));
+    }
+  }
+  sel.include = opt.include;
+  sel.exclude = opt.exclude;
+  int max_step = 0;
+  for (int s : a.steps()) max_step = std::max(max_step, s);
+  for (int s : b.steps()) max_step = std::max(max_step, s);
+  sel.steps = scenario::parse_step_spec(opt.steps, max_step);
+  auto r = compare::compare_records(a, b, cls, sel);
+  std::cout << compare::format_report(r, opt.a, opt.b, opt.max_rows);
+  if (!opt.json_path.empty()) {
+    nlohmann::json j{{"a", opt.a}, {"b", opt.b}, {"class", cls.to_string()}, {"equal", r.equal},
+                     {"holds", r.holds()}, {"tensors_compared", r.tensors_compared},
+                     {"structural", r.structural}};
+    if (r.first_divergence) {
+      const auto& fd = *r.first_divergence;
+      j["first_divergence"] = {{"step", fd.step}, {"group", fd.group}, {"name", fd.name},
+                               {"structural", fd.structural}, {"index", fd.first_index},
+                               {"coord", fd.first_coord}, {"a", fd.a_value}, {"b", fd.b_value},
+                               {"a_bits", fd.a_bits}, {"b_bits", fd.b_bits},
+                               {"mismatches", fd.mismatches}, {"max_ulp", fd.max_ulp}};
+    }
+    std::ofstream out(opt.json_path);
+    if (!out) throw InputError(fmt::format("--json: cannot write {}", opt.json_path));
+    out << j.dump(2) << "\n";
+  }
+  return r.holds() ? kExitOk : kExitMismatch;
+}
+
+}  // namespace mtp::cli

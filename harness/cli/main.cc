@@ -1,0 +1,83 @@
+// mtp-harness: runs MTP-standalone and reference pipeline implementations side by side, records
+// every step to HDF5 and compares the records bit for bit. `mtp-harness --help` lists the
+// subcommands; README.md documents them.
+#include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
+
+#include <iostream>
+
+#include "harness/cli/commands.h"
+#include "harness/common/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"mtp-harness: bitwise-determinism harness for pipeline-parallel training with "
+               "Multi-Token Prediction (MTP standalone vs MTP with the loss)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "mtp-harness 0.1");
+
+  mtp::cli::CheckOptions check;
+  auto* c = app.add_subcommand("check", "run every variant of a scenario and check its expectations "
+                                        "(exit 0: all hold, 1: one fails, 2: bad input, 3: failure)");
+  c->add_option("scenario", check.scenario, "scenario TOML file (default: the embedded default scenario)");
+  c->add_option("--out", check.out_dir, "directory for the records (default: runs/<scenario>)");
+  c->add_option("--json", check.json_path, "JSON report path (default: <out>/report.json)");
+  c->add_option("--junit", check.junit_path, "also write JUnit XML here");
+  c->add_option("--variant", check.only_variants, "run only these variants (repeatable)");
+  c->add_flag("-v,--verbose", check.verbose, "print each variant's chunk map");
+
+  mtp::cli::CompareOptions cmp;
+  auto* k = app.add_subcommand("compare", "compare two step records (exit 0: equal under the class, "
+                                          "1: different, 2: bad input)");
+  k->add_option("a", cmp.a, "first record (.h5)")->required();
+  k->add_option("b", cmp.b, "second record (.h5)")->required();
+  k->add_option("--class", cmp.cls, "bitwise | ulp:N | tol:RTOL,ATOL | differ")->capture_default_str();
+  k->add_option("--records", cmp.records, "records to compare: batch, loss, grad, weight")
+      ->delimiter(',')->capture_default_str();
+  k->add_option("--include", cmp.include, "glob on tensor names (repeatable)")->capture_default_str();
+  k->add_option("--exclude", cmp.exclude, "glob on tensor names (repeatable)");
+  k->add_option("--steps", cmp.steps, "all | A | A-B | A- | A,B,...")->capture_default_str();
+  k->add_option("--max-rows", cmp.max_rows, "differing tensors to list")->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  k->add_option("--json", cmp.json_path, "also write the result as JSON");
+
+  mtp::cli::LayoutOptions lay;
+  auto* l = app.add_subcommand("layout", "validate a pipeline layout string and print its rank map");
+  l->add_option("layout", lay.layout, "Megatron layout string, e.g. \"E|t*3|(t|)*4tm|L\"")->required();
+  l->add_option("--pp", lay.pipeline_size, "pipeline-parallel size P")->required()->check(CLI::Range(1, 4096));
+  l->add_option("--layers", lay.num_layers, "decoder layers N (default: the number of t)")->check(CLI::Range(0, 1000000));
+  l->add_option("--mtp", lay.mtp_num_layers, "MTP depths D (default: the number of m)")->check(CLI::Range(0, 1000000));
+
+  mtp::cli::ScheduleOptions sch;
+  auto* s = app.add_subcommand("schedule", "print every pipeline rank's forward/backward order");
+  s->add_option("--pp", sch.pipeline_size, "P")->required()->check(CLI::Range(1, 4096));
+  s->add_option("--vpp", sch.virtual_size, "V")->capture_default_str()->check(CLI::Range(1, 4096));
+  s->add_option("--microbatches", sch.num_microbatches, "M")->required()->check(CLI::Range(1, 100000));
+  s->add_option("--group", sch.group_size, "N, interleaved microbatch group size (default P)")->check(CLI::Range(0, 100000));
+  s->add_option("--kind", sch.kind, "none | 1f1b | interleaved (default: from P and V)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : mtp::kExitUsage;
+  }
+  try {
+    if (*c) return mtp::cli::run_check(check);
+    if (*k) return mtp::cli::run_compare(cmp);
+    if (*l) return mtp::cli::run_layout(lay);
+    if (*s) return mtp::cli::run_schedule(sch);
+  } catch (const mtp::InputError& e) {
+    std::cerr << "mtp-harness: error: " << e.what() << "\n";
+    return mtp::kExitUsage;
+  } catch (const mtp::InfraError& e) {
+    std::cerr << "mtp-harness: failure: " << e.what() << "\n";
+    return mtp::kExitInfra;
+  } catch (const c10::Error& e) {
+    std::cerr << "mtp-harness: LibTorch error: " << e.what_without_backtrace() << "\n";
+    return mtp::kExitInfra;
+  } catch (const std::exception& e) {
+    std::cerr << "mtp-harness: internal error: " << e.what() << "\n";
+    return mtp::kExitInfra;
+  }
+  return mtp::kExitUsage;
+}

@@ -1,0 +1,238 @@
+// compare_records: walks both records in canonical order (steps ascending; groups batch, loss,
+// grad, weight; names in A's creation order, then names only in B), checks structure, then
+// compares the values of every tensor present in both (compare.h).
+
+#include "harness/compare/compare.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "harness/common/glob.h"
+#include "harness/compare/tensor_compare.h"
+
+namespace mtp::compare {
+namespace {
+
+using record::RecordReader;
+using record::TensorData;
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+/// The selected groups in canonical order; InputError for an unknown group.
+std::vector<std::string> selected_groups(const Selection& sel) {
+  const std::vector<std::string>& all = record::record_groups();
+  for (const std::string& g : sel.groups) {
+    if (std::find(all.begin(), all.end(), g) == all.end()) {
+      throw InputError(fmt::format("unknown group '{}' in the comparison selection (expected "
+                                   "some of: {})",
+                                   g, fmt::join(all, ", ")));
+    }
+  }
+  std::vector<std::string> out;
+  for (const std::string& g : all) {
+    if (std::find(sel.groups.begin(), sel.groups.end(), g) != sel.groups.end()) {
+      out.push_back(g);
+    }
+  }
+  return out;
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+/// One comparison in progress: the readers, the class, the selection and the result so far.
+class Walk {
+ public:
+  Walk(const RecordReader& a, const RecordReader& b, const CompareClass& cls,
+       const Selection& sel)
+      : a_(a), b_(b), cls_(cls), sel_(sel), groups_(selected_groups(sel)) {
+    result_.cls = cls;
+  }
+
+  CompareResult run();
+
+ private:
+  /// Selected names of `group` in `step` of `r` (empty when the step or group is absent).
+  std::vector<std::string> selected_names(const RecordReader& r, int step,
+                                          const std::string& group) const;
+  /// Number of selected tensors in `step` of `r`.
+  size_t selected_count(const RecordReader& r, int step) const;
+  void step_or_group_difference(int step, const std::string& group, const std::string& why);
+  void add(TensorDiff d);
+  void compare_group(int step, const std::string& group);
+  void compare_tensor(int step, const std::string& group, const std::string& name);
+
+  const RecordReader& a_;
+  const RecordReader& b_;
+  const CompareClass& cls_;
+  const Selection& sel_;
+  std::vector<std::string> groups_;
+  CompareResult result_;
+};
+
+std::vector<std::string> Walk::selected_names(const RecordReader& r, int step,
+                                              const std::string& group) const {
+  std::vector<int> steps = r.steps();
+  if (!std::binary_search(steps.begin(), steps.end(), step) || !contains(r.groups(step), group)) {
+    return {};
+  }
+  std::vector<std::string> out;
+  for (const std::string& name : r.names(step, group)) {
+    if (glob_match_any(sel_.include, name) && !glob_match_any(sel_.exclude, name)) {
+      out.push_back(name);
+    }
+  }
+  return out;
+}
+
+size_t Walk::selected_count(const RecordReader& r, int step) const {
+  size_t n = 0;
+  for (const std::string& g : groups_) {
+    n += selected_names(r, step, g).size();
+  }
+  return n;
+}
+
+void Walk::step_or_group_difference(int step, const std::string& group, const std::string& why) {
+  TensorDiff d;
+  d.step = step;
+  d.group = group;
+  d.structural = why;
+  result_.structural.push_back(d.describe());
+  if (!result_.first_divergence) {
+    result_.first_divergence = d;
+  }
+}
+
+void Walk::add(TensorDiff d) {
+  if (d.failed() && !result_.first_divergence) {
+    result_.first_divergence = d;
+  }
+  result_.tensors.push_back(std::move(d));
+}
+
+void Walk::compare_tensor(int step, const std::string& group, const std::string& name) {
+  TensorDiff d;
+  d.step = step;
+  d.group = group;
+  d.name = name;
+  TensorData da = a_.describe(step, group, name);
+  TensorData db = b_.describe(step, group, name);
+  d.numel = da.numel();
+  std::vector<std::string> problems;
+  if (da.dtype != db.dtype) {
+    problems.push_back(fmt::format("dtype {} in A, {} in B", record::dtype_name(da.dtype),
+                                   record::dtype_name(db.dtype)));
+  }
+  if (da.shape != db.shape) {
+    problems.push_back(fmt::format("shape {} in A, {} in B", shape_string(da.shape),
+                                   shape_string(db.shape)));
+  }
+  if (!problems.empty()) {
+    d.structural = fmt::format("{}", fmt::join(problems, "; "));
+    add(std::move(d));
+    return;
+  }
+  compare_values(a_.read(step, group, name), b_.read(step, group, name), cls_, d);
+  ++result_.tensors_compared;
+  add(std::move(d));
+}
+
+void Walk::compare_group(int step, const std::string& group) {
+  std::vector<std::string> in_a = selected_names(a_, step, group);
+  std::vector<std::string> in_b = selected_names(b_, step, group);
+  bool group_a = contains(a_.groups(step), group);
+  bool group_b = contains(b_.groups(step), group);
+  if (group_a != group_b) {
+    const std::vector<std::string>& names = group_a ? in_a : in_b;
+    if (!names.empty()) {
+      step_or_group_difference(step, group,
+                               fmt::format("group only in {} ({} selected tensors)",
+                                           group_a ? "A" : "B", names.size()));
+    }
+    return;
+  }
+  std::unordered_set<std::string> set_a(in_a.begin(), in_a.end());
+  std::unordered_set<std::string> set_b(in_b.begin(), in_b.end());
+  for (const std::string& name : in_a) {
+    if (set_b.count(name) == 0) {
+      TensorDiff d;
+      d.step = step;
+      d.group = group;
+      d.name = name;
+      d.numel = a_.describe(step, group, name).numel();
+      d.structural = "only in A";
+      add(std::move(d));
+    } else {
+      compare_tensor(step, group, name);
+    }
+  }
+  for (const std::string& name : in_b) {
+    if (set_a.count(name) == 0) {
+      TensorDiff d;
+      d.step = step;
+      d.group = group;
+      d.name = name;
+      d.numel = b_.describe(step, group, name).numel();
+      d.structural = "only in B";
+      add(std::move(d));
+    }
+  }
+}
+
+CompareResult Walk::run() {
+  std::vector<int> steps_a = a_.steps();
+  std::vector<int> steps_b = b_.steps();
+  std::set<int> steps = sel_.steps;
+  if (steps.empty()) {
+    steps.insert(steps_a.begin(), steps_a.end());
+    steps.insert(steps_b.begin(), steps_b.end());
+  }
+  for (int step : steps) {
+    bool in_a = std::binary_search(steps_a.begin(), steps_a.end(), step);
+    bool in_b = std::binary_search(steps_b.begin(), steps_b.end(), step);
+    if (!in_a && !in_b) {
+      step_or_group_difference(step, "", "selected step is in neither record");
+      continue;
+    }
+    if (in_a != in_b) {
+      size_t n = selected_count(in_a ? a_ : b_, step);
+      if (n > 0) {
+        step_or_group_difference(
+            step, "", fmt::format("step only in {} ({} selected tensors)", in_a ? "A" : "B", n));
+      }
+      continue;
+    }
+    for (const std::string& group : groups_) {
+      compare_group(step, group);
+    }
+  }
+  if (result_.tensors.empty() && result_.structural.empty()) {
+    throw InputError(fmt::format(
+        "nothing to compare: the selection (groups {}; include {}; exclude {}; steps {}) matches "
+        "no tensor in {} or {}",
+        fmt::join(groups_, ","), fmt::join(sel_.include, ","),
+        sel_.exclude.empty() ? "none" : fmt::format("{}", fmt::join(sel_.exclude, ",")),
+        sel_.steps.empty() ? "all" : fmt::format("{}", fmt::join(sel_.steps, ",")), a_.path(),
+        b_.path()));
+  }
+  result_.equal = result_.structural.empty() &&
+                  std::none_of(result_.tensors.begin(), result_.tensors.end(),
+                               [](const TensorDiff& d) { return d.failed(); });
+  return std::move(result_);
+}
+
+}  // namespace
+
+CompareResult compare_records(const RecordReader& a, const RecordReader& b,
+                              const CompareClass& cls, const Selection& sel) {
+  return Walk(a, b, cls, sel).run();
+}
+
+}  // namespace mtp::compare

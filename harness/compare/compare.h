@@ -1,0 +1,97 @@
+// File: harness/compare/compare.h
+//
+// Compares two step records: structure first (steps, groups, names, dtypes, shapes — every
+// difference is reported, never passed silently), then values under a comparison class.
+// bitwise: bit patterns equal (+0 ≠ −0; NaN equals NaN only with the same bits).
+// ulp:N: for floats, |ordered(a) − ordered(b)| ≤ N where ordered() maps the bit pattern to a
+//        monotone integer (so +0 and −0 are 0 ULP apart; any NaN vs non-NaN fails); ints exact.
+// tol:RTOL,ATOL: |a − b| ≤ ATOL + RTOL·|b| (b = the second record), NaN only equals NaN, inf
+//        only equals the same inf; ints exact.
+// differ: a negative control; holds iff the records are NOT bitwise equal on the selection.
+// Report: first divergent step, first divergent tensor in canonical order (steps ascending;
+// groups batch, loss, grad, weight; names in record A's creation order), its first differing
+// element (flat index and multi-index, both values printed with 17 significant digits, both bit
+// patterns in hex), and per tensor the max ULP distance and mismatch count.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "harness/common/error.h"
+#include "harness/record/record.h"
+
+namespace mtp::compare {
+
+/// A comparison class (architecture.md §5 item 6).
+struct CompareClass {
+  enum class Kind { kBitwise, kUlp, kTol, kDiffer };
+  Kind kind = Kind::kBitwise;
+  int64_t max_ulp = 0;  ///< kUlp
+  double rtol = 0.0;    ///< kTol
+  double atol = 0.0;    ///< kTol
+  /// Parses "bitwise", "ulp:N" (N ≥ 0 integer), "tol:RTOL,ATOL" (both ≥ 0, finite), "differ".
+  /// Throws InputError naming the text and the accepted forms.
+  static CompareClass parse(const std::string& text);
+  std::string to_string() const;
+};
+
+/// Which part of the records to compare.
+struct Selection {
+  std::vector<std::string> groups{"loss", "grad", "weight"};  ///< subset of record_groups()
+  std::vector<std::string> include{"*"};  ///< glob patterns on the dataset name
+  std::vector<std::string> exclude;       ///< glob patterns on the dataset name
+  /// Steps to compare; empty = every step present in either record.
+  std::set<int> steps;
+};
+
+/// What differs in one tensor (or that it is structurally different).
+struct TensorDiff {
+  int step = 0;
+  std::string group;
+  std::string name;
+  std::string structural;   ///< non-empty: why the tensor could not be compared (missing, dtype, shape)
+  int64_t numel = 0;
+  int64_t mismatches = 0;   ///< elements outside the class (bitwise: bit patterns differ)
+  int64_t bit_mismatches = 0;  ///< elements whose bits differ (regardless of the class)
+  uint64_t max_ulp = 0;     ///< max ULP distance (UINT64_MAX: NaN vs number; ints: |a − b|)
+  double max_abs = 0.0;     ///< max |a − b| over finite pairs
+  int64_t first_index = -1;          ///< flat index of the first element outside the class (−1: none)
+  std::vector<int64_t> first_coord;  ///< the same as a multi-index
+  std::string a_value, b_value;      ///< first element, 17 significant digits
+  std::string a_bits, b_bits;        ///< first element's bit pattern, "0x3f800000"
+  bool failed() const { return !structural.empty() || mismatches > 0; }
+  /// "step 1 grad/embedding.word_embeddings.weight[12, 3]: a=... (0x...) b=... (0x...)".
+  std::string describe() const;
+};
+
+struct CompareResult {
+  CompareClass cls;
+  std::vector<std::string> structural;  ///< record-level structural differences (missing steps/groups)
+  std::vector<TensorDiff> tensors;      ///< every compared tensor, canonical order
+  int64_t tensors_compared = 0;  ///< tensors whose values were compared (structural ones not)
+  /// True iff no structural difference and no tensor outside the class. (For kDiffer the tensor
+  /// check is bitwise and `holds()` is the negation.)
+  bool equal = false;
+  /// First failure in canonical order, if any: a failing tensor (structural or value), or, for a
+  /// step or group holding selected tensors in only one record, a TensorDiff with `structural`
+  /// set and an empty name (and an empty group for a whole step).
+  std::optional<TensorDiff> first_divergence;
+  /// Whether the expectation holds: `equal` for bitwise/ulp/tol, `!equal` for differ.
+  bool holds() const { return cls.kind == CompareClass::Kind::kDiffer ? !equal : equal; }
+};
+
+/// Compares `a` against `b` on `sel` under `cls`. Throws RecordError when a file cannot be read,
+/// and InputError when `sel` names an unknown group or selects nothing in either record (so a
+/// mistyped pattern never passes as "equal").
+CompareResult compare_records(const record::RecordReader& a, const record::RecordReader& b,
+                              const CompareClass& cls, const Selection& sel);
+
+/// Multi-line human report: verdict, first divergence, then one row per failing tensor
+/// (step, group/name, mismatches/numel, max ULP, max |diff|), at most `max_rows` rows.
+std::string format_report(const CompareResult& r, const std::string& a_label,
+                          const std::string& b_label, int max_rows = 20);
+
+}  // namespace mtp::compare

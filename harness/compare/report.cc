@@ -1,0 +1,110 @@
+// TensorDiff::describe and format_report: the human-readable side of a comparison (compare.h).
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "harness/compare/compare.h"
+
+namespace mtp::compare {
+namespace {
+
+/// "step 1", "step 1 grad" or "step 1 grad/name".
+std::string location(const TensorDiff& d) {
+  if (d.group.empty()) {
+    return fmt::format("step {}", d.step);
+  }
+  if (d.name.empty()) {
+    return fmt::format("step {} {}", d.step, d.group);
+  }
+  return fmt::format("step {} {}/{}", d.step, d.group, d.name);
+}
+
+std::string ulp_string(uint64_t ulp) {
+  return ulp == std::numeric_limits<uint64_t>::max() ? "NaN" : fmt::format("{}", ulp);
+}
+
+/// One table row's tensor column: "grad/name".
+std::string tensor_column(const TensorDiff& d) { return d.group + "/" + d.name; }
+
+}  // namespace
+
+std::string TensorDiff::describe() const {
+  std::string loc = location(*this);
+  if (!structural.empty()) {
+    return fmt::format("{}: {}", loc, structural);
+  }
+  if (first_index < 0) {
+    if (bit_mismatches == 0) {
+      return fmt::format("{}: bitwise equal", loc);
+    }
+    return fmt::format("{}: {} of {} elements differ in bits, all within the class (max ULP {})",
+                       loc, bit_mismatches, numel, ulp_string(max_ulp));
+  }
+  std::string index = first_coord.empty() ? "" : fmt::format("[{}]", fmt::join(first_coord, ", "));
+  return fmt::format("{}{}: a={} ({}) b={} ({})", loc, index, a_value, a_bits, b_value, b_bits);
+}
+
+std::string format_report(const CompareResult& r, const std::string& a_label,
+                          const std::string& b_label, int max_rows) {
+  std::string out = fmt::format("{} ({}): A = {}, B = {}\n", r.equal ? "EQUAL" : "DIFFERENT",
+                                r.cls.to_string(), a_label, b_label);
+  std::vector<const TensorDiff*> failing;
+  for (const TensorDiff& d : r.tensors) {
+    if (d.failed()) {
+      failing.push_back(&d);
+    }
+  }
+  out += fmt::format("{} tensors checked, {} compared by value; {} failing tensors; {} step/group "
+                     "differences\n",
+                     r.tensors.size(), r.tensors_compared, failing.size(), r.structural.size());
+  if (r.cls.kind == CompareClass::Kind::kDiffer) {
+    out += r.holds() ? "negative control holds: the records differ\n"
+                     : "negative control FAILS: the records are bitwise equal\n";
+  }
+  if (r.first_divergence) {
+    out += fmt::format("first divergence: {}\n", r.first_divergence->describe());
+    const TensorDiff& f = *r.first_divergence;
+    if (f.structural.empty() && f.mismatches > 0) {
+      out += fmt::format("  {} of {} elements outside {}, max ULP {}, max |diff| {:.6g}\n",
+                         f.mismatches, f.numel, r.cls.to_string(), ulp_string(f.max_ulp),
+                         f.max_abs);
+    }
+  }
+  if (!r.structural.empty()) {
+    out += "step/group differences:\n";
+    for (const std::string& s : r.structural) {
+      out += fmt::format("  {}\n", s);
+    }
+  }
+  if (failing.empty()) {
+    return out;
+  }
+  size_t rows = std::min(failing.size(), static_cast<size_t>(std::max(max_rows, 0)));
+  size_t width = std::string("tensor").size();
+  for (size_t i = 0; i < rows; ++i) {
+    width = std::max(width, tensor_column(*failing[i]).size());
+  }
+  out += "failing tensors:\n";
+  out += fmt::format("  {:>6}  {:<{}}  {:>18}  {:>10}  {:>12}\n", "step", "tensor", width,
+                     "mismatches/numel", "max ULP", "max |diff|");
+  for (size_t i = 0; i < rows; ++i) {
+    const TensorDiff& d = *failing[i];
+    std::string head = fmt::format("  {:>6}  {:<{}}", d.step, tensor_column(d), width);
+    if (!d.structural.empty()) {
+      out += fmt::format("{}  {}\n", head, d.structural);
+      continue;
+    }
+    out += fmt::format("{}  {:>18}  {:>10}  {:>12.6g}\n", head,
+                       fmt::format("{}/{}", d.mismatches, d.numel), ulp_string(d.max_ulp),
+                       d.max_abs);
+  }
+  if (failing.size() > rows) {
+    out += fmt::format("  ... {} more failing tensors\n", failing.size() - rows);
+  }
+  return out;
+}
+
+}  // namespace mtp::compare

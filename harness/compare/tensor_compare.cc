@@ -1,0 +1,166 @@
+#include "harness/compare/tensor_compare.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "harness/compare/float_bits.h"
+
+namespace mtp::compare {
+namespace {
+
+using record::DType;
+using Kind = CompareClass::Kind;
+
+template <typename U>
+U load(const uint8_t* p, int64_t i) {
+  U u;
+  std::memcpy(&u, p + i * static_cast<int64_t>(sizeof(U)), sizeof(U));
+  return u;
+}
+
+/// "0x3f800000": the bit pattern in hex, two digits per byte.
+std::string bits_string(uint64_t bits, size_t bytes) {
+  return fmt::format("0x{:0{}x}", bits, 2 * bytes);
+}
+
+/// |a − b| ≤ ATOL + RTOL·|b|; NaN only equals NaN, inf only the same inf.
+bool within_tol(double a, double b, bool a_nan, bool b_nan, const CompareClass& cls) {
+  if (a_nan || b_nan) {
+    return a_nan && b_nan;
+  }
+  if (std::isinf(a) || std::isinf(b)) {
+    return a == b;
+  }
+  return std::fabs(a - b) <= cls.atol + cls.rtol * std::fabs(b);
+}
+
+template <class F>
+void compare_float(const uint8_t* pa, const uint8_t* pb, int64_t n, const CompareClass& cls,
+                   TensorDiff& d) {
+  using U = typename F::Bits;
+  for (int64_t i = 0; i < n; ++i) {
+    U ua = load<U>(pa, i);
+    U ub = load<U>(pb, i);
+    if (ua == ub) {
+      continue;  // same bits: 0 ULP, within every class
+    }
+    ++d.bit_mismatches;
+    bool a_nan = F::is_nan(ua);
+    bool b_nan = F::is_nan(ub);
+    double va = F::to_double(ua);
+    double vb = F::to_double(ub);
+    uint64_t ulp;
+    if (a_nan || b_nan) {
+      ulp = a_nan && b_nan ? 0 : std::numeric_limits<uint64_t>::max();
+    } else {
+      ulp = ordered_distance(F::ordered(ua), F::ordered(ub));
+      if (std::isfinite(va) && std::isfinite(vb)) {
+        d.max_abs = std::max(d.max_abs, std::fabs(va - vb));
+      }
+    }
+    d.max_ulp = std::max(d.max_ulp, ulp);
+    bool outside = true;  // bitwise and differ: any bit difference
+    if (cls.kind == Kind::kUlp) {
+      outside = ulp > static_cast<uint64_t>(cls.max_ulp);
+    } else if (cls.kind == Kind::kTol) {
+      outside = !within_tol(va, vb, a_nan, b_nan, cls);
+    }
+    if (!outside) {
+      continue;
+    }
+    ++d.mismatches;
+    if (d.first_index < 0) {
+      d.first_index = i;
+      d.a_value = fmt::format("{:.17g}", va);
+      d.b_value = fmt::format("{:.17g}", vb);
+      d.a_bits = bits_string(ua, sizeof(U));
+      d.b_bits = bits_string(ub, sizeof(U));
+    }
+  }
+}
+
+/// Integers are exact under every class.
+template <typename T>
+void compare_int(const uint8_t* pa, const uint8_t* pb, int64_t n, TensorDiff& d) {
+  using U = std::make_unsigned_t<T>;
+  for (int64_t i = 0; i < n; ++i) {
+    T x = load<T>(pa, i);
+    T y = load<T>(pb, i);
+    if (x == y) {
+      continue;
+    }
+    ++d.bit_mismatches;
+    ++d.mismatches;
+    d.max_ulp = std::max(d.max_ulp, ordered_distance(x, y));  // adjacent integers: 1 apart
+    d.max_abs = std::max(d.max_abs, std::fabs(static_cast<double>(x) - static_cast<double>(y)));
+    if (d.first_index < 0) {
+      d.first_index = i;
+      d.a_value = fmt::format("{}", static_cast<int64_t>(x));
+      d.b_value = fmt::format("{}", static_cast<int64_t>(y));
+      d.a_bits = bits_string(static_cast<U>(x), sizeof(T));
+      d.b_bits = bits_string(static_cast<U>(y), sizeof(T));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> unflatten(int64_t flat, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> coord(shape.size(), 0);
+  for (size_t k = shape.size(); k-- > 0;) {
+    if (shape[k] > 0) {
+      coord[k] = flat % shape[k];
+      flat /= shape[k];
+    }
+  }
+  return coord;
+}
+
+void compare_values(const record::TensorData& a, const record::TensorData& b,
+                    const CompareClass& cls, TensorDiff& diff) {
+  MTP_INTERNAL_ASSERT(a.dtype == b.dtype && a.shape == b.shape,
+                      fmt::format("compare_values on '{}' with different dtype or shape", a.name));
+  int64_t n = a.numel();
+  size_t bytes = static_cast<size_t>(n) * static_cast<size_t>(record::dtype_size(a.dtype));
+  MTP_INTERNAL_ASSERT(a.bytes.size() == bytes && b.bytes.size() == bytes,
+                      fmt::format("tensor '{}': byte count does not match its shape", a.name));
+  diff.numel = n;
+  if (bytes == 0 || std::memcmp(a.bytes.data(), b.bytes.data(), bytes) == 0) {
+    return;
+  }
+  const uint8_t* pa = a.bytes.data();
+  const uint8_t* pb = b.bytes.data();
+  switch (a.dtype) {
+    case DType::kF32:
+      compare_float<F32>(pa, pb, n, cls, diff);
+      break;
+    case DType::kF64:
+      compare_float<F64>(pa, pb, n, cls, diff);
+      break;
+    case DType::kBF16:
+      compare_float<BF16>(pa, pb, n, cls, diff);
+      break;
+    case DType::kF16:
+      compare_float<F16>(pa, pb, n, cls, diff);
+      break;
+    case DType::kI32:
+      compare_int<int32_t>(pa, pb, n, diff);
+      break;
+    case DType::kI64:
+      compare_int<int64_t>(pa, pb, n, diff);
+      break;
+    case DType::kU8:
+      compare_int<uint8_t>(pa, pb, n, diff);
+      break;
+  }
+  if (diff.first_index >= 0) {
+    diff.first_coord = unflatten(diff.first_index, a.shape);
+  }
+}
+
+}  // namespace mtp::compare

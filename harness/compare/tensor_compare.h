@@ -1,0 +1,22 @@
+// File: harness/compare/tensor_compare.h
+//
+// The value comparison of one tensor present in both records with the same dtype and shape:
+// one linear pass over the raw bytes, no allocation per element.
+#pragma once
+
+#include "harness/compare/compare.h"
+#include "harness/record/tensor_data.h"
+
+namespace mtp::compare {
+
+/// compare_values: fills the value fields of `diff` (numel, mismatches, bit_mismatches, max_ulp,
+/// max_abs, first_index/first_coord and the first element's values and bits) for `a` against
+/// `b` under `cls`. REQUIRES: a and b have the same dtype and shape. kDiffer counts bitwise.
+/// Integers are exact under every class; their max_ulp is the largest |a − b|.
+void compare_values(const record::TensorData& a, const record::TensorData& b,
+                    const CompareClass& cls, TensorDiff& diff);
+
+/// unflatten: the multi-index of row-major flat index `flat` in `shape` (empty for a scalar).
+std::vector<int64_t> unflatten(int64_t flat, const std::vector<int64_t>& shape);
+
+}  // namespace mtp::compare

@@ -1,0 +1,88 @@
+// File: harness/engine/chunk.h
+//
+// The interface between the engine and an implementation: a model chunk is what one pipeline
+// rank holds for one virtual stage, and an Implementation turns a validated layout into chunks.
+// reference/ (MTP with the loss) and candidate/ (MTP standalone) implement it.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/layout/layout.h"
+#include "harness/model/config.h"
+#include "harness/model/param_table.h"
+#include "harness/model/params.h"
+
+namespace mtp::engine {
+
+/// One microbatch as tensors, [b, s] each; identical on every stage that reads it.
+struct MicrobatchTensors {
+  at::Tensor tokens;     ///< int64
+  at::Tensor labels;     ///< int64
+  at::Tensor loss_mask;  ///< model dtype, 0/1
+  int64_t num_microbatches = 1;  ///< M of the step (the loss is divided by it)
+};
+
+/// What a chunk's forward produced.
+struct ChunkOutput {
+  at::Tensor activation;   ///< sent downstream ([s,b,H] or [(1+D)s,b,H]); undefined on the loss stage
+  at::Tensor objective;    ///< loss stage only: the scalar to call backward() on
+  double lm = 0.0;         ///< loss stage only: this microbatch's lm loss
+  std::vector<double> mtp; ///< loss stage only: this microbatch's mtp_k losses (unscaled)
+};
+
+/// The modules of one (pipeline rank, virtual stage).
+class ModelChunk {
+ public:
+  virtual ~ModelChunk() = default;
+  /// The layout's plan of this chunk.
+  virtual const layout::StagePlan& plan() const = 0;
+  /// Parameters (leaf tensors, requires_grad) by global name, canonical order. A shared
+  /// parameter's copy has the owner's name (e.g. the MTP stage's embedding copy).
+  virtual const model::ParamTable& params() const = 0;
+  /// Forward of one microbatch. `input` is the received activation with requires_grad (shape
+  /// input_shape()), undefined on stage 0.
+  virtual ChunkOutput forward(const at::Tensor& input, const MicrobatchTensors& mb) = 0;
+  /// Static p2p shape of the activation this chunk receives (empty on stage 0).
+  virtual std::vector<int64_t> input_shape() const = 0;
+  /// Static p2p shape of the activation this chunk sends (empty on the loss stage).
+  virtual std::vector<int64_t> output_shape() const = 0;
+  /// One line for `--verbose` and records: "E t0-2", "t7 FLN m1-2 -> [96, 2, 64]".
+  virtual std::string describe() const = 0;
+};
+
+/// Initial values of every parameter by global name (float64, exact generator output).
+struct InitialWeights {
+  std::vector<model::ParamSpec> specs;  ///< canonical order
+  std::vector<at::Tensor> values;       ///< same order, float64
+  /// The value of `name`; throws InternalError when absent.
+  const at::Tensor& get(const std::string& name) const;
+};
+
+/// Builds InitialWeights for `cfg` from `seed` (model/params.h).
+InitialWeights make_initial_weights(const model::ModelConfig& cfg, uint64_t seed);
+
+/// An implementation of MTP placement: how a layout becomes chunks.
+class Implementation {
+ public:
+  virtual ~Implementation() = default;
+  /// "reference" or "candidate".
+  virtual std::string name() const = 0;
+  /// Throws InputError when this implementation cannot run `layout` (the reference rejects
+  /// standalone layouts), naming the layout and the reason.
+  virtual void check_layout(const layout::PipelineLayout& layout) const = 0;
+  /// Stage indices whose chunks hold a copy of the word-embedding table, ascending (Megatron's
+  /// embedding group). The engine checks the built chunks against it and sums the copies' grads
+  /// in this order.
+  virtual std::vector<int> embedding_group(const layout::PipelineLayout& layout,
+                                           const model::ModelConfig& cfg) const = 0;
+  /// One chunk per stage index, parameters copied from `init` and cast to `dtype`.
+  virtual std::vector<std::unique_ptr<ModelChunk>> build_chunks(
+      const layout::PipelineLayout& layout, const model::ModelConfig& cfg,
+      const InitialWeights& init, at::ScalarType dtype) const = 0;
+};
+
+}  // namespace mtp::engine

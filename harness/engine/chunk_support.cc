@@ -1,0 +1,49 @@
+#include "harness/engine/chunk_support.h"
+
+#include <fmt/format.h>
+
+namespace mtp::engine {
+
+void add_initial_params(model::ParamTable& table, const InitialWeights& init,
+                        const std::vector<std::string>& names, at::ScalarType dtype) {
+  for (const auto& n : names) table.add(n, init.get(n).to(dtype).clone().set_requires_grad(true));
+}
+
+std::vector<std::string> decoder_param_names(const std::vector<int>& layers) {
+  std::vector<std::string> names;
+  for (int i : layers) {
+    for (auto& n : model::layer_param_names(fmt::format("decoder.layers.{}.", i))) names.push_back(n);
+  }
+  return names;
+}
+
+std::vector<std::string> mtp_param_names(int64_t mtp_num_layers) {
+  std::vector<std::string> names;
+  for (int64_t k = 0; k < mtp_num_layers; ++k) {
+    const std::string p = fmt::format("mtp.layers.{}.", k);
+    names.push_back(p + "enorm.weight");
+    names.push_back(p + "hnorm.weight");
+    names.push_back(p + "eh_proj.weight");
+    for (auto& n : model::layer_param_names(p + "transformer_layer.")) names.push_back(n);
+    names.push_back(p + "final_layernorm.weight");
+  }
+  return names;
+}
+
+std::string format_layer_ranges(const std::vector<int>& layers, const char* prefix) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
+    parts.push_back(j == i ? fmt::format("{}{}", prefix, layers[i])
+                           : fmt::format("{}{}-{}", prefix, layers[i], layers[j]));
+    i = j + 1;
+  }
+  return fmt::format("{}", fmt::join(parts, " "));
+}
+
+std::vector<int64_t> hidden_shape(const model::ModelConfig& cfg, int64_t factor) {
+  return {cfg.seq_length * factor, cfg.micro_batch_size, cfg.hidden_size};
+}
+
+}  // namespace mtp::engine

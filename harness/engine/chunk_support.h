@@ -1,0 +1,31 @@
+// File: harness/engine/chunk_support.h
+//
+// Helpers both implementations use to build chunks: copying initial weights into a chunk's
+// ParamTable and naming the parameters of decoder layers and MTP depths.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/engine/chunk.h"
+
+namespace mtp::engine {
+
+/// Adds a copy of each named initial weight to `table`, cast to `dtype`, as a leaf with
+/// requires_grad. Throws InternalError for an unknown name.
+void add_initial_params(model::ParamTable& table, const InitialWeights& init,
+                        const std::vector<std::string>& names, at::ScalarType dtype);
+
+/// Parameter names of decoder layers `layers` (global, 0-based), canonical order.
+std::vector<std::string> decoder_param_names(const std::vector<int>& layers);
+
+/// Parameter names of MTP depths 1..D, canonical order.
+std::vector<std::string> mtp_param_names(int64_t mtp_num_layers);
+
+/// "t0-2" for {0,1,2}, "t3 t5" for {3,5}, "" for none.
+std::string format_layer_ranges(const std::vector<int>& layers, const char* prefix);
+
+/// A [s·factor, b, H] shape.
+std::vector<int64_t> hidden_shape(const model::ModelConfig& cfg, int64_t factor);
+
+}  // namespace mtp::engine

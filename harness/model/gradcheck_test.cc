@@ -1,0 +1,109 @@
+// The unpipelined model's gradients (autograd, through the MTP loss auto-scaler) against
+// float64 central finite differences of the true objective J = (1/M)·[lm + (λ/D)·Σ_k mtp_k]
+// (megatron_conventions.md "Arithmetic" 8–9).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "harness/model/layers.h"
+#include "harness/model/loss.h"
+#include "harness/model/mtp.h"
+#include "harness/model/params.h"
+
+namespace mtp::model {
+namespace {
+
+struct Tiny {
+  ModelConfig cfg;
+  ParamTable params;
+  at::Tensor tokens, labels, mask;
+  Tiny() {
+    cfg.num_layers = 2;
+    cfg.hidden_size = 8;
+    cfg.ffn_hidden_size = 12;
+    cfg.num_attention_heads = 2;
+    cfg.num_query_groups = 1;  // GQA path
+    cfg.vocab_size = 16;
+    cfg.seq_length = 6;
+    cfg.micro_batch_size = 2;
+    cfg.mtp_num_layers = 2;
+    cfg.mtp_loss_scaling_factor = 0.3;
+    for (auto spec : parameter_specs(cfg)) {
+      if (spec.init_std == 0.0) spec.init_std = 0.3;  // norms away from 1 to exercise them
+      auto t = initial_value(spec, 99) * (spec.name.find("norm") != std::string::npos ? 1.0 : 10.0);
+      if (spec.name.find("norm") != std::string::npos) t = t + 1.0;
+      params.add(spec.name, t.set_requires_grad(true));
+    }
+    auto gen = at::arange(0, 12, at::kLong);
+    tokens = (gen * 7 + 3).remainder(16).view({2, 6});
+    labels = roll_left(tokens);
+    labels.select(1, 5).fill_(5);
+    mask = at::ones({2, 6}, at::kDouble);
+    mask[1][2] = 0.0;
+  }
+  LossOutput run(int64_t M) const {
+    auto rope = rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, at::kDouble);
+    const auto& E = params.get(kWordEmbeddingName);
+    auto x = embedding_lookup(tokens, E);
+    auto h = decoder_layers_forward(x, {0, 1}, params, cfg, rope);
+    auto h0 = rms_norm(h, params.get(kFinalLayernormName), cfg.norm_epsilon);
+    auto hs = mtp_block_forward(h0, tokens, E, params, cfg, rope);
+    hs.insert(hs.begin(), h0);
+    return loss_stage_forward(hs, params.get(kOutputLayerName), {labels, mask}, cfg, M);
+  }
+  double objective(int64_t M) const {
+    at::NoGradGuard ng;
+    auto out = run(M);
+    double mtp = 0;
+    for (double v : out.mtp) mtp += v;
+    return (out.lm + cfg.mtp_loss_scaling_factor / cfg.mtp_num_layers * mtp) / M;
+  }
+};
+
+TEST(GradCheckTest, AutogradMatchesFloat64FiniteDifferences) {
+  Tiny m;
+  const int64_t M = 4;
+  auto out = m.run(M);
+  out.objective.backward();
+  const double eps = 1e-6;
+  int checked = 0;
+  for (const auto& [name, p] : m.params.entries()) {
+    ASSERT_TRUE(p.grad().defined()) << name;
+    auto flat = p.detach().view({-1});
+    auto grad = p.grad().view({-1});
+    const int64_t n = flat.numel();
+    // Up to 4 elements per tensor, spread over the tensor; for the embedding also a row that
+    // only the MTP path reads (roll introduces token 0 only via the MTP inputs).
+    std::vector<int64_t> idx{0, n / 3, (2 * n) / 3, n - 1};
+    for (int64_t i : idx) {
+      const double orig = flat[i].item<double>();
+      flat[i] = orig + eps;
+      const double up = m.objective(M);
+      flat[i] = orig - eps;
+      const double down = m.objective(M);
+      flat[i] = orig;
+      const double fd = (up - down) / (2 * eps);
+      const double ag = grad[i].item<double>();
+      EXPECT_NEAR(ag, fd, 1e-7 + 1e-5 * std::abs(fd)) << name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
+TEST(GradCheckTest, MtpTermsChangeTheGradientButNotTheForward) {
+  // λ = 0 vs λ = 0.3: the same forward value, different gradients on the MTP path.
+  Tiny a, b;
+  b.cfg.mtp_loss_scaling_factor = 0.0;
+  auto oa = a.run(2), ob = b.run(2);
+  EXPECT_EQ(oa.objective.item<double>(), ob.objective.item<double>());
+  oa.objective.backward();
+  ob.objective.backward();
+  EXPECT_FALSE(at::equal(a.params.get("mtp.layers.1.eh_proj.weight").grad(),
+                         b.params.get("mtp.layers.1.eh_proj.weight").grad().defined()
+                             ? b.params.get("mtp.layers.1.eh_proj.weight").grad()
+                             : at::zeros_like(a.params.get("mtp.layers.1.eh_proj.weight"))));
+}
+
+}  // namespace
+}  // namespace mtp::model

@@ -1,0 +1,107 @@
+#include "harness/model/layers.h"
+
+#include <cmath>
+
+namespace mtp::model {
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  auto variance = (x * x).mean(-1, /*keepdim=*/true);
+  return x * at::rsqrt(variance + eps) * weight;
+}
+
+at::Tensor linear_no_bias(const at::Tensor& x, const at::Tensor& weight) { return at::matmul(x, weight.t()); }
+
+RopeTables rope_tables(int64_t seq_length, int64_t kv_channels, double base, at::ScalarType dtype) {
+  auto opts = at::TensorOptions().dtype(dtype);
+  auto exponent = at::arange(0, kv_channels, 2, opts) / static_cast<double>(kv_channels);
+  auto inv_freq = 1.0 / at::pow(base, exponent);
+  auto positions = at::arange(seq_length, opts);
+  auto freqs = at::outer(positions, inv_freq);  // [s, hn/2]
+  auto emb = at::cat({freqs, freqs}, -1);       // [s, hn]
+  return {emb.cos(), emb.sin()};
+}
+
+at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
+  const int64_t half = x.size(-1) / 2;
+  auto x1 = x.narrow(-1, 0, half);
+  auto x2 = x.narrow(-1, half, half);
+  auto rotated = at::cat({-x2, x1}, -1);
+  // cos/sin [s, hn] broadcast over [s, b, heads, hn].
+  auto cos = rope.cos.view({rope.cos.size(0), 1, 1, rope.cos.size(1)});
+  auto sin = rope.sin.view({rope.sin.size(0), 1, 1, rope.sin.size(1)});
+  return x * cos + rotated * sin;
+}
+
+LayerWeights LayerWeights::from(const ParamTable& params, const std::string& prefix) {
+  return {params.get(prefix + "input_layernorm.weight"),
+          params.get(prefix + "self_attention.linear_qkv.weight"),
+          params.get(prefix + "self_attention.linear_proj.weight"),
+          params.get(prefix + "pre_mlp_layernorm.weight"),
+          params.get(prefix + "mlp.linear_fc1.weight"),
+          params.get(prefix + "mlp.linear_fc2.weight")};
+}
+
+at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w, const ModelConfig& cfg,
+                          const RopeTables& rope) {
+  const int64_t s = x.size(0), b = x.size(1);
+  const int64_t nh = cfg.num_attention_heads, ng = cfg.num_query_groups, hn = cfg.kv_channels();
+  const int64_t q_per_group = nh / ng;
+  auto qkv = linear_no_bias(x, w.linear_qkv).view({s, b, ng, (q_per_group + 2) * hn});
+  auto parts = at::split_with_sizes(qkv, {q_per_group * hn, hn, hn}, -1);
+  auto q = parts[0].reshape({s, b, nh, hn});
+  auto k = parts[1];  // [s, b, ng, hn]
+  auto v = parts[2];
+  q = apply_rope(q, rope);
+  k = apply_rope(k, rope);
+  if (q_per_group > 1) {
+    k = k.repeat_interleave(q_per_group, /*dim=*/2);
+    v = v.repeat_interleave(q_per_group, /*dim=*/2);
+  }
+  // [s, b, nh, hn] → [b, nh, s, hn]
+  auto qb = q.permute({1, 2, 0, 3});
+  auto kb = k.permute({1, 2, 0, 3});
+  auto vb = v.permute({1, 2, 0, 3});
+  auto scores = at::matmul(qb, kb.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hn)));
+  auto future = at::ones({s, s}, at::TensorOptions().dtype(at::kBool)).triu(1);
+  scores = scores.masked_fill(future, -10000.0);
+  auto probs = at::softmax(scores, -1);
+  auto context = at::matmul(probs, vb);                          // [b, nh, s, hn]
+  context = context.permute({2, 0, 1, 3}).reshape({s, b, nh * hn});  // head-major
+  return linear_no_bias(context, w.linear_proj);
+}
+
+at::Tensor swiglu_mlp(const at::Tensor& x, const LayerWeights& w) {
+  auto fc1 = linear_no_bias(x, w.linear_fc1);
+  auto halves = fc1.chunk(2, -1);
+  return linear_no_bias(at::silu(halves[0]) * halves[1], w.linear_fc2);
+}
+
+at::Tensor transformer_layer(const at::Tensor& x, const LayerWeights& w, const ModelConfig& cfg,
+                             const RopeTables& rope) {
+  const double eps = cfg.norm_epsilon;
+  auto h = x + self_attention(rms_norm(x, w.input_layernorm, eps), w, cfg, rope);
+  return h + swiglu_mlp(rms_norm(h, w.pre_mlp_layernorm, eps), w);
+}
+
+at::Tensor embedding_lookup(const at::Tensor& ids, const at::Tensor& table) {
+  const int64_t b = ids.size(0), s = ids.size(1);
+  auto rows = at::index_select(table, 0, ids.reshape({-1}));
+  return rows.view({b, s, table.size(1)}).transpose(0, 1).contiguous();
+}
+
+}  // namespace mtp::model
+
+namespace mtp::model {
+
+at::Tensor decoder_layers_forward(const at::Tensor& x, const std::vector<int>& layer_ids,
+                                  const ParamTable& params, const ModelConfig& cfg,
+                                  const RopeTables& rope) {
+  at::Tensor h = x;
+  for (int i : layer_ids) {
+    h = transformer_layer(h, LayerWeights::from(params, "decoder.layers." + std::to_string(i) + "."),
+                          cfg, rope);
+  }
+  return h;
+}
+
+}  // namespace mtp::model

@@ -1,0 +1,78 @@
+// File: harness/model/layers.h
+//
+// The layers both implementations share, as functions of explicit weights. Activations are
+// [s, b, H] (sequence-first, as Megatron-LM); the dtype is the weights' dtype (fp32 in runs,
+// fp64 in gradient checks). Arithmetic follows megatron_conventions.md "Arithmetic" 1–7.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "harness/model/config.h"
+#include "harness/model/param_table.h"
+
+namespace mtp::model {
+
+/// RMSNorm: x · rsqrt(mean(x², last dim) + eps) · w. x [..., H], w [H]. Megatron local RMSNorm.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+/// y = x · Wᵀ, no bias. x [..., in], weight [out, in] → [..., out]. Megatron ColumnParallelLinear
+/// / RowParallelLinear with TP = 1 and bias off.
+at::Tensor linear_no_bias(const at::Tensor& x, const at::Tensor& weight);
+
+/// RoPE tables for positions 0..s−1 (Megatron RotaryEmbedding): inv_freq = 1/base^(arange(0,hn,2)/hn),
+/// freqs = outer(arange(s), inv_freq), emb = cat(freqs, freqs); returns cos and sin, each [s, hn],
+/// computed in `dtype` (fp32 in runs, as Megatron).
+struct RopeTables {
+  at::Tensor cos;  ///< [s, hn]
+  at::Tensor sin;  ///< [s, hn]
+};
+RopeTables rope_tables(int64_t seq_length, int64_t kv_channels, double base, at::ScalarType dtype);
+
+/// Rotate-half RoPE on x [s, b, heads, hn]: x·cos + rotate_half(x)·sin, rotate_half(x) =
+/// cat(−x[hn/2:], x[:hn/2]). Megatron apply_rotary_pos_emb_bshd, non-interleaved.
+at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope);
+
+/// Weights of one pre-norm transformer layer (dense SwiGLU MLP), looked up from a ParamTable by
+/// the names of layer_param_names(prefix).
+struct LayerWeights {
+  at::Tensor input_layernorm;  ///< [H]
+  at::Tensor linear_qkv;       ///< [ng·(nh/ng+2)·hn, H], rows grouped per KV group (q…, k, v)
+  at::Tensor linear_proj;      ///< [H, nh·hn]
+  at::Tensor pre_mlp_layernorm;  ///< [H]
+  at::Tensor linear_fc1;       ///< [2F, H]: rows [0,F) gate, [F,2F) up
+  at::Tensor linear_fc2;       ///< [H, F]
+  static LayerWeights from(const ParamTable& params, const std::string& prefix);
+};
+
+/// Causal self-attention with RoPE and GQA. x [s, b, H] (already normalised) → [s, b, H].
+/// Scores · 1/√hn, masked (future) scores set to −10000, softmax over keys, query head h reads
+/// KV group h / (nh/ng). Megatron SelfAttention + DotProductAttention (local spec).
+at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w, const ModelConfig& cfg,
+                          const RopeTables& rope);
+
+/// SwiGLU MLP: fc2(silu(gate) · up), [gate; up] = fc1(x). x [s, b, H] → [s, b, H].
+at::Tensor swiglu_mlp(const at::Tensor& x, const LayerWeights& w);
+
+/// Pre-norm residual layer: x + attn(norm(x)), then + mlp(norm(·)). x [s, b, H] → [s, b, H].
+/// Megatron TransformerLayer (local spec, dropout 0, no biases).
+at::Tensor transformer_layer(const at::Tensor& x, const LayerWeights& w, const ModelConfig& cfg,
+                             const RopeTables& rope);
+
+/// Word-embedding lookup: ids [b, s] int64, table [V, H] → [s, b, H] (contiguous). Megatron
+/// LanguageModelEmbedding without position embedding; index_select (its deterministic path).
+at::Tensor embedding_lookup(const at::Tensor& ids, const at::Tensor& table);
+
+}  // namespace mtp::model
+
+namespace mtp::model {
+
+/// Runs decoder layers `layer_ids` (global, 0-based, ascending) on x [s, b, H]; weights under
+/// "decoder.layers.<i>." in `params`. Megatron TransformerBlock without the final norm.
+at::Tensor decoder_layers_forward(const at::Tensor& x, const std::vector<int>& layer_ids,
+                                  const ParamTable& params, const ModelConfig& cfg,
+                                  const RopeTables& rope);
+
+}  // namespace mtp::model

@@ -1,0 +1,77 @@
+#include "harness/model/loss.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "harness/common/error.h"
+#include "harness/model/layers.h"
+#include "harness/model/mtp.h"
+
+namespace mtp::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct MtpLossAutoScaler : public torch::autograd::Function<MtpLossAutoScaler> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& main_hidden,
+                            const at::Tensor& mtp_term, double scale) {
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["term_sizes"] = mtp_term.sizes().vec();
+    ctx->saved_data["term_dtype"] = static_cast<int64_t>(mtp_term.scalar_type());
+    return main_hidden;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const double scale = ctx->saved_data["scale"].toDouble();
+    auto sizes = ctx->saved_data["term_sizes"].toIntVector();
+    auto dtype = static_cast<at::ScalarType>(ctx->saved_data["term_dtype"].toInt());
+    auto term_grad = at::ones(sizes, grad_outputs[0].options().dtype(dtype)) * scale;
+    return {grad_outputs[0], term_grad, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& labels) {
+  auto max = std::get<0>(logits.max(-1, /*keepdim=*/true)).detach();
+  auto shifted = logits - max;
+  auto log_sum_exp = shifted.exp().sum(-1).log();                         // [s, b]
+  auto target = shifted.gather(-1, labels.t().unsqueeze(-1)).squeeze(-1);  // [s, b]
+  return (log_sum_exp - target).t();                                       // [b, s]
+}
+
+at::Tensor mtp_loss_auto_scale(const at::Tensor& main_hidden, const at::Tensor& mtp_term,
+                               double scale) {
+  return MtpLossAutoScaler::apply(main_hidden, mtp_term, scale);
+}
+
+LossOutput loss_stage_forward(const std::vector<at::Tensor>& hidden, const at::Tensor& head_weight,
+                              const LossInputs& mb, const ModelConfig& cfg,
+                              int64_t num_microbatches) {
+  const int64_t D = cfg.mtp_num_layers;
+  MTP_INTERNAL_ASSERT(static_cast<int64_t>(hidden.size()) == 1 + D,
+                      "loss stage needs 1 + D hidden chunks");
+  LossOutput out;
+  at::Tensor main = hidden[0];
+  at::Tensor labels = mb.labels;
+  at::Tensor mask = mb.loss_mask;
+  const float s_mtp = 1.0f / static_cast<float>(num_microbatches);
+  for (int64_t k = 1; k <= D; ++k) {
+    auto logits = linear_no_bias(hidden[k], head_weight);
+    labels = roll_left(labels);
+    mask = roll_left(mask);
+    auto num_tokens = mask.sum().clamp_min(1.0);
+    auto ce = cross_entropy(logits, labels) * mask;
+    out.mtp.push_back((ce.sum() / num_tokens).item<double>());
+    auto term = (cfg.mtp_loss_scaling_factor / static_cast<double>(D)) * ce / num_tokens;
+    main = mtp_loss_auto_scale(main, term, static_cast<double>(s_mtp));
+  }
+  auto logits = linear_no_bias(main, head_weight);
+  auto ce = cross_entropy(logits, mb.labels);
+  auto loss_sum = (ce * mb.loss_mask).sum();
+  auto num_tokens = mb.loss_mask.sum().clamp_min(1.0);
+  out.lm = (loss_sum / num_tokens).item<double>();
+  out.objective = loss_sum / num_tokens / static_cast<double>(num_microbatches);
+  return out;
+}
+
+}  // namespace mtp::model

@@ -1,0 +1,53 @@
+// File: harness/model/loss.h
+//
+// The loss stage: output head, masked cross-entropy, MTP loss terms and the MTP loss
+// auto-scaler. One code path for the main head and every MTP depth (the point of Megatron's
+// standalone design: spec §1.3–1.5, megatron_conventions.md "Arithmetic" 7–9).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "harness/model/config.h"
+
+namespace mtp::model {
+
+/// Cross entropy from logits, per token: ce = log Σ exp(l − max) − (l_target − max).
+/// logits [s, b, V] (fp32/fp64), labels [b, s] int64 → ce [b, s]. Megatron
+/// vocab_parallel_cross_entropy with TP = 1 (the max is not differentiated).
+at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& labels);
+
+/// Megatron MTPLossAutoScaler (multi_token_prediction.py): forward returns `main_hidden`
+/// unchanged; backward passes the incoming grad to `main_hidden` and gives `mtp_term` [b, s] the
+/// gradient ones·`scale`. This adds Σ mtp_term·scale to the objective without changing any
+/// forward value. `scale` = S_mtp = 1/M (fp32) here.
+at::Tensor mtp_loss_auto_scale(const at::Tensor& main_hidden, const at::Tensor& mtp_term,
+                               double scale);
+
+/// One microbatch as the loss stage sees it.
+struct LossInputs {
+  at::Tensor labels;     ///< [b, s] int64, labels[i] = token[i+1]
+  at::Tensor loss_mask;  ///< [b, s], model dtype, 0/1
+};
+
+/// Result of the loss stage for one microbatch.
+struct LossOutput {
+  /// Scalar to call backward() on: Σ mask·ce / max(Σ mask, 1) / M, with every MTP term attached
+  /// through mtp_loss_auto_scale so that backward also yields ∂/∂(mtp term) = 1/M.
+  at::Tensor objective;
+  double lm = 0.0;           ///< Σ mask·ce / max(Σ mask, 1) (this microbatch)
+  std::vector<double> mtp;   ///< per depth k: Σ mask_k·ce_k / max(Σ mask_k, 1), not × λ/D
+};
+
+/// The loss stage for one microbatch. hidden = [h0, h1, …, hD], each [s, b, H] (h0 after the
+/// decoder final norm, h_k after MTP final norm k); head_weight [V, H] (output_layer.weight, or
+/// the embedding copy when tied); M = number of microbatches. Per depth k the labels and mask
+/// are rolled left k times in lockstep and N_k is counted after the roll; the MTP term is
+/// (λ/D)·mask_k·ce_k / max(N_k, 1). Heads run for k = 1..D first, then the main head (Megatron
+/// order). Source: Megatron-LM multi_token_prediction.py process_mtp_loss, gpt_model.py.
+LossOutput loss_stage_forward(const std::vector<at::Tensor>& hidden, const at::Tensor& head_weight,
+                              const LossInputs& mb, const ModelConfig& cfg,
+                              int64_t num_microbatches);
+
+}  // namespace mtp::model

@@ -1,0 +1,35 @@
+#include "harness/model/mtp.h"
+
+#include <fmt/format.h>
+
+namespace mtp::model {
+
+at::Tensor roll_left(const at::Tensor& t) {
+  const int64_t s = t.size(-1);
+  auto tail = at::zeros_like(t.narrow(-1, 0, 1));
+  return at::cat({t.narrow(-1, 1, s - 1), tail}, -1);
+}
+
+std::vector<at::Tensor> mtp_block_forward(const at::Tensor& h0, const at::Tensor& tokens,
+                                          const at::Tensor& embedding_table,
+                                          const ParamTable& params, const ModelConfig& cfg,
+                                          const RopeTables& rope) {
+  std::vector<at::Tensor> out;
+  at::Tensor ids = tokens;
+  at::Tensor h = h0;
+  const double eps = cfg.norm_epsilon;
+  for (int64_t k = 0; k < cfg.mtp_num_layers; ++k) {
+    const std::string p = fmt::format("mtp.layers.{}.", k);
+    ids = roll_left(ids);
+    auto e = embedding_lookup(ids, embedding_table);
+    auto z = at::cat({rms_norm(e, params.get(p + "enorm.weight"), eps),
+                      rms_norm(h, params.get(p + "hnorm.weight"), eps)}, -1);
+    auto x = linear_no_bias(z, params.get(p + "eh_proj.weight"));
+    auto y = transformer_layer(x, LayerWeights::from(params, p + "transformer_layer."), cfg, rope);
+    h = rms_norm(y, params.get(p + "final_layernorm.weight"), eps);
+    out.push_back(h);
+  }
+  return out;
+}
+
+}  // namespace mtp::model

@@ -1,0 +1,104 @@
+// File: harness/record/record.h
+//
+// The HDF5 step record of one variant (architecture.md §6):
+//   /                       attrs: hyperparameters under Megatron's names, variant facts, env
+//   /steps/000000/weight/   <global name>: initial weights
+//   /steps/NNNNNN/batch/    tokens, labels, loss_mask [M, b, s]
+//   /steps/NNNNNN/loss/     lm, mtp_1..mtp_D, total
+//   /steps/NNNNNN/grad/     <global name>: main grad after finalisation, before clip/optimizer
+//   /steps/NNNNNN/weight/   <global name>: after the optimizer step
+//   /steps/NNNNNN/          attrs: grad_norm, clip_coeff (when computed)
+// Groups track link creation order, and datasets are written in canonical order (the order of
+// the model's parameters), so readers list names in that order. Object timestamps are off, so
+// the same content gives the same bytes.
+//
+// Writing is atomic: RecordWriter writes "<path>.tmp-<pid>" and renames it to <path> in commit();
+// a writer destroyed without commit() removes its temporary file, so no half-written record is
+// ever left under the final name.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "harness/common/error.h"
+#include "harness/record/tensor_data.h"
+
+namespace mtp::record {
+
+/// A record file that cannot be opened, read or does not follow the schema. what() names the
+/// file, the object path and the rule broken.
+class RecordError : public InputError {
+ public:
+  explicit RecordError(const std::string& msg) : InputError(msg) {}
+};
+
+/// The groups of a step, in canonical order.
+inline const std::vector<std::string>& record_groups() {
+  static const std::vector<std::string> g{"batch", "loss", "grad", "weight"};
+  return g;
+}
+
+using AttrValue = std::variant<int64_t, double, std::string>;
+using AttrMap = std::map<std::string, AttrValue>;
+
+/// "000007" for step 7 (6 digits, zero padded).
+std::string step_group_name(int step);
+
+class RecordWriter {
+ public:
+  /// Creates "<path>.tmp-<pid>" (parent directory must exist: RecordError otherwise).
+  explicit RecordWriter(const std::string& path);
+  ~RecordWriter();  ///< removes the temporary file unless commit() succeeded
+  RecordWriter(const RecordWriter&) = delete;
+  RecordWriter& operator=(const RecordWriter&) = delete;
+
+  /// Sets a root attribute (int64, double or string).
+  void set_attr(const std::string& key, const AttrValue& value);
+  /// Sets an attribute on /steps/NNNNNN (created if needed).
+  void set_step_attr(int step, const std::string& key, const AttrValue& value);
+  /// Writes dataset /steps/NNNNNN/<group>/<t.name>. `group` ∈ record_groups(); a name written
+  /// twice, a name containing '/' or an inconsistent byte count throws RecordError.
+  void write(int step, const std::string& group, const TensorData& t);
+  /// Flushes, closes and renames the file to its final path. Throws RecordError on failure.
+  void commit();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+class RecordReader {
+ public:
+  /// Opens `path` read-only and checks the schema (a /steps group whose children are 6-digit step
+  /// names, each with only known groups). Throws RecordError naming the file and what is wrong
+  /// (missing file, not HDF5, truncated, wrong layout).
+  explicit RecordReader(const std::string& path);
+  ~RecordReader();
+  RecordReader(RecordReader&&) noexcept;
+
+  const std::string& path() const;
+  /// Root attributes.
+  AttrMap attrs() const;
+  /// Attributes of /steps/NNNNNN.
+  AttrMap step_attrs(int step) const;
+  /// Step numbers present, ascending.
+  std::vector<int> steps() const;
+  /// The groups present in `step`, in canonical order (subset of record_groups()).
+  std::vector<std::string> groups(int step) const;
+  /// Dataset names of /steps/NNNNNN/<group>, in creation (canonical) order.
+  std::vector<std::string> names(int step, const std::string& group) const;
+  /// dtype and shape without reading the data.
+  TensorData describe(int step, const std::string& group, const std::string& name) const;
+  /// Reads one dataset. Throws RecordError if it does not exist or cannot be read.
+  TensorData read(int step, const std::string& group, const std::string& name) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mtp::record

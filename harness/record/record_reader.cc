@@ -1,0 +1,278 @@
+// RecordReader: opens a step record, checks its schema once and indexes every dataset's dtype and
+// shape, so listing and describe() need no further I/O (record.h).
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "harness/record/h5.h"
+#include "harness/record/h5_attr.h"
+#include "harness/record/h5_dtype.h"
+#include "harness/record/record.h"
+#include "harness/record/schema.h"
+
+namespace mtp::record {
+namespace {
+
+struct GroupIndex {
+  std::vector<std::string> names;                      ///< creation order
+  std::unordered_map<std::string, TensorData> descs;  ///< dtype and shape, no bytes
+};
+
+struct StepIndex {
+  std::vector<std::optional<GroupIndex>> groups;  ///< indexed like record_groups()
+};
+
+const char* link_kind(H5L_type_t t) {
+  switch (t) {
+    case H5L_TYPE_SOFT:
+      return "a soft link";
+    case H5L_TYPE_EXTERNAL:
+      return "an external link";
+    default:
+      return "a user-defined link";
+  }
+}
+
+const char* object_kind(H5I_type_t t) {
+  switch (t) {
+    case H5I_GROUP:
+      return "a group";
+    case H5I_DATASET:
+      return "a dataset";
+    case H5I_DATATYPE:
+      return "a named datatype";
+    default:
+      return "an unknown object";
+  }
+}
+
+}  // namespace
+
+struct RecordReader::Impl {
+  std::string path;
+  h5::File file;
+  std::map<int, StepIndex> steps;
+
+  [[noreturn]] void fail(const std::string& object, const std::string& what) const {
+    if (object.empty()) {
+      throw RecordError(fmt::format("{}: {}", path, what));
+    }
+    throw RecordError(fmt::format("{}: {}: {}", path, object, what));
+  }
+
+  void open();
+  void require(const h5::Group& parent, const h5::Link& link, H5I_type_t want) const;
+  GroupIndex index_group(const h5::Group& g) const;
+  TensorData describe_dataset(const h5::Dataset& ds, const std::string& name) const;
+
+  const StepIndex& step(int s) const {
+    auto it = steps.find(s);
+    if (it == steps.end()) {
+      fail("", fmt::format("no step {} in the record", s));
+    }
+    return it->second;
+  }
+
+  const GroupIndex& group(int s, const std::string& g) const {
+    const StepIndex& st = step(s);
+    int i = group_index(g);
+    if (i < 0 || !st.groups[static_cast<size_t>(i)]) {
+      fail("", fmt::format("no group '{}' in step {}", g, s));
+    }
+    return *st.groups[static_cast<size_t>(i)];
+  }
+
+  const TensorData& desc(int s, const std::string& g, const std::string& name) const {
+    const GroupIndex& gi = group(s, g);
+    auto it = gi.descs.find(name);
+    if (it == gi.descs.end()) {
+      fail("", fmt::format("no dataset '{}' in step {} group '{}'", name, s, g));
+    }
+    return it->second;
+  }
+
+  static std::string dataset_path(int s, const std::string& g, const std::string& name) {
+    return fmt::format("steps/{}/{}/{}", step_group_name(s), g, name);
+  }
+};
+
+void RecordReader::Impl::require(const h5::Group& parent, const h5::Link& link,
+                                 H5I_type_t want) const {
+  std::string object = parent.where().child(link.name).path;
+  if (link.type != H5L_TYPE_HARD) {
+    fail(object,
+         fmt::format("is {}; a record holds only groups and datasets", link_kind(link.type)));
+  }
+  H5I_type_t got = parent.kind_of(link.name);
+  if (got != want) {
+    fail(object, fmt::format("is {}, expected {}", object_kind(got), object_kind(want)));
+  }
+}
+
+TensorData RecordReader::Impl::describe_dataset(const h5::Dataset& ds,
+                                                const std::string& name) const {
+  TensorData t;
+  t.name = name;
+  t.dtype = dataset_dtype(ds);
+  h5::DataSpace space = ds.space();
+  if (space.kind() == H5S_NULL) {
+    fail(ds.where().path, "has a null dataspace (no shape); expected a scalar or an array");
+  }
+  uint64_t max_elems = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) /
+                       static_cast<uint64_t>(dtype_size(t.dtype));
+  uint64_t numel = 1;
+  for (hsize_t d : space.dims()) {
+    if (d != 0 && numel > max_elems / d) {
+      fail(ds.where().path, "is too large to read");
+    }
+    numel *= d;
+    t.shape.push_back(static_cast<int64_t>(d));
+  }
+  return t;
+}
+
+GroupIndex RecordReader::Impl::index_group(const h5::Group& g) const {
+  GroupIndex gi;
+  for (const h5::Link& link : g.links()) {
+    require(g, link, H5I_DATASET);
+    h5::Dataset ds = g.open_dataset(link.name);
+    gi.descs.emplace(link.name, describe_dataset(ds, link.name));
+    gi.names.push_back(link.name);
+  }
+  return gi;
+}
+
+void RecordReader::Impl::open() {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    fail("", fmt::format("cannot open record: {}", std::strerror(errno)));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    fail("", "is a directory, not a record file");
+  }
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    std::fclose(f);
+  } else {
+    fail("", fmt::format("cannot open record: {}", std::strerror(errno)));
+  }
+  htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+  if (is_hdf5 == 0) {
+    h5::take_error_message();
+    fail("", "not an HDF5 file (no HDF5 signature)");
+  }
+  if (is_hdf5 < 0) {
+    std::string detail = h5::take_error_message();
+    fail("", fmt::format("not a readable HDF5 file (HDF5: {})", detail));
+  }
+  file = h5::File::open_read(path);  // HDF5 names truncation and checksum errors itself
+
+  h5::Group root = file.root();
+  std::optional<h5::Link> steps_link;
+  for (const h5::Link& link : root.links()) {
+    if (link.name == "steps") {
+      steps_link = link;
+    }
+  }
+  if (!steps_link) {
+    fail("", "no /steps group (not a step record)");
+  }
+  require(root, *steps_link, H5I_GROUP);
+  h5::Group steps_group = root.open_group("steps");
+
+  for (const h5::Link& step_link : steps_group.links()) {
+    std::string object = steps_group.where().child(step_link.name).path;
+    std::optional<int> s = parse_step_group_name(step_link.name);
+    if (!s) {
+      fail(object, "step group name must be 6 digits (e.g. 000001)");
+    }
+    require(steps_group, step_link, H5I_GROUP);
+    h5::Group step_group = steps_group.open_group(step_link.name);
+    StepIndex si;
+    si.groups.resize(record_groups().size());
+    for (const h5::Link& group_link : step_group.links()) {
+      int gi = group_index(group_link.name);
+      if (gi < 0) {
+        fail(step_group.where().child(group_link.name).path,
+             "unknown group (a step holds only batch, loss, grad and weight)");
+      }
+      require(step_group, group_link, H5I_GROUP);
+      si.groups[static_cast<size_t>(gi)] = index_group(step_group.open_group(group_link.name));
+    }
+    steps.emplace(*s, std::move(si));
+  }
+}
+
+RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  h5::ErrorSilencer quiet;
+  impl_->path = path;
+  impl_->open();
+}
+
+RecordReader::~RecordReader() {
+  h5::ErrorSilencer quiet;
+  impl_.reset();
+}
+
+RecordReader::RecordReader(RecordReader&&) noexcept = default;
+
+const std::string& RecordReader::path() const { return impl_->path; }
+
+AttrMap RecordReader::attrs() const {
+  h5::ErrorSilencer quiet;
+  return read_attrs(impl_->file.root());
+}
+
+AttrMap RecordReader::step_attrs(int step) const {
+  h5::ErrorSilencer quiet;
+  impl_->step(step);
+  return read_attrs(impl_->file.root().open_group("steps/" + step_group_name(step)));
+}
+
+std::vector<int> RecordReader::steps() const {
+  std::vector<int> out;
+  for (const auto& [s, _] : impl_->steps) {
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<std::string> RecordReader::groups(int step) const {
+  const StepIndex& si = impl_->step(step);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < si.groups.size(); ++i) {
+    if (si.groups[i]) {
+      out.push_back(record_groups()[i]);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> RecordReader::names(int step, const std::string& group) const {
+  return impl_->group(step, group).names;
+}
+
+TensorData RecordReader::describe(int step, const std::string& group,
+                                  const std::string& name) const {
+  return impl_->desc(step, group, name);
+}
+
+TensorData RecordReader::read(int step, const std::string& group, const std::string& name) const {
+  h5::ErrorSilencer quiet;
+  TensorData t = impl_->desc(step, group, name);
+  h5::Dataset ds = impl_->file.root().open_dataset(Impl::dataset_path(step, group, name));
+  t.bytes.resize(static_cast<size_t>(t.numel()) * static_cast<size_t>(dtype_size(t.dtype)));
+  if (!t.bytes.empty()) {
+    ds.read(memory_type(t.dtype), t.bytes.data());
+  }
+  return t;
+}
+
+}  // namespace mtp::record

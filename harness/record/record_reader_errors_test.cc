@@ -1,0 +1,355 @@
+// RecordReader on files that are not valid step records: each case must throw RecordError whose
+// message names the file and what is wrong, never crash.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "harness/record/h5.h"
+#include "harness/record/h5_attr.h"
+#include "harness/record/record.h"
+#include "harness/record/record_test_util.h"
+
+namespace mtp::record {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing_util::read_bytes;
+using testing_util::ScratchDir;
+using testing_util::write_bytes;
+
+/// Builds an HDF5 file at `path` with `fill` given the root group (our wrapper, so groups track
+/// creation order like real records).
+void build(const std::string& path, const std::function<void(const h5::Group&)>& fill) {
+  h5::ErrorSilencer quiet;
+  h5::File f = h5::File::create(path);
+  fill(f.root());
+}
+
+/// Adds /steps/000001/<group> and returns it.
+h5::Group step_group(const h5::Group& root, const std::string& group) {
+  return root.create_group("steps").create_group("000001").create_group(group);
+}
+
+/// Adds a 1-element dataset of file type `type` holding zero bytes.
+h5::Dataset add_dataset(const h5::Group& g, const std::string& name, hid_t type,
+                        hid_t mem_type) {
+  h5::Dataset ds = g.create_dataset(name, type, h5::DataSpace::simple({1}));
+  uint64_t zero = 0;
+  ds.write(mem_type, &zero);
+  return ds;
+}
+
+/// Expects RecordReader(path) to throw a RecordError naming `path` and containing `part`.
+void expect_open_error(const std::string& path, const std::string& part) {
+  try {
+    RecordReader r(path);
+    ADD_FAILURE() << "opened " << path << ", expected an error mentioning: " << part;
+  } catch (const RecordError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(path));
+    EXPECT_THAT(e.what(), HasSubstr(part));
+  }
+}
+
+TEST(RecordReaderErrorsTest, MissingFile) {
+  ScratchDir dir;
+  expect_open_error(dir.file("nope.h5"), "No such file or directory");
+}
+
+TEST(RecordReaderErrorsTest, Directory) {
+  ScratchDir dir;
+  expect_open_error(dir.path(), "is a directory");
+}
+
+TEST(RecordReaderErrorsTest, TextFileIsNotHdf5) {
+  ScratchDir dir;
+  std::string path = dir.file("notes.h5");
+  std::string text = "this is not an HDF5 file\n";
+  write_bytes(path, std::vector<char>(text.begin(), text.end()));
+  expect_open_error(path, "not an HDF5 file");
+}
+
+TEST(RecordReaderErrorsTest, EmptyFileIsNotHdf5) {
+  ScratchDir dir;
+  std::string path = dir.file("empty.h5");
+  write_bytes(path, {});
+  expect_open_error(path, "not an HDF5 file");
+}
+
+TEST(RecordReaderErrorsTest, TruncatedFile) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  {
+    RecordWriter w(path);
+    w.write(1, "grad", TensorData::from_f32("w", {64}, std::vector<float>(64, 1.0f)));
+    w.commit();
+  }
+  std::vector<char> bytes = read_bytes(path);
+  for (size_t keep : {bytes.size() / 2, bytes.size() - 1, size_t{600}, size_t{100}}) {
+    SCOPED_TRACE(keep);
+    write_bytes(path, std::vector<char>(bytes.begin(), bytes.begin() + keep));
+    expect_open_error(path, "truncated");
+  }
+}
+
+TEST(RecordReaderErrorsTest, NoStepsGroup) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  build(path, [](const h5::Group& root) { root.create_group("other"); });
+  expect_open_error(path, "no /steps group");
+}
+
+TEST(RecordReaderErrorsTest, StepsIsNotAGroup) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  build(path, [](const h5::Group& root) {
+    add_dataset(root, "steps", H5T_STD_I32LE, H5T_NATIVE_INT32);
+  });
+  expect_open_error(path, "/steps: is a dataset, expected a group");
+}
+
+TEST(RecordReaderErrorsTest, StepNameNotSixDigits) {
+  for (const char* name : {"1", "00001", "0000001", "00000a", "step_1"}) {
+    SCOPED_TRACE(name);
+    ScratchDir dir;
+    std::string path = dir.file("r.h5");
+    build(path, [&](const h5::Group& root) { root.create_group("steps").create_group(name); });
+    expect_open_error(path, std::string("/steps/") + name + ": step group name must be 6 digits");
+  }
+}
+
+TEST(RecordReaderErrorsTest, UnknownGroupInAStep) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  build(path, [](const h5::Group& root) { step_group(root, "grads"); });
+  expect_open_error(path, "/steps/000001/grads: unknown group");
+}
+
+TEST(RecordReaderErrorsTest, DatasetWhereAGroupBelongs) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  build(path, [](const h5::Group& root) {
+    h5::Group step = root.create_group("steps").create_group("000001");
+    add_dataset(step, "loss", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT);
+  });
+  expect_open_error(path, "/steps/000001/loss: is a dataset, expected a group");
+}
+
+TEST(RecordReaderErrorsTest, GroupWhereADatasetBelongs) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  build(path, [](const h5::Group& root) { step_group(root, "grad").create_group("nested"); });
+  expect_open_error(path, "/steps/000001/grad/nested: is a group, expected a dataset");
+}
+
+TEST(RecordReaderErrorsTest, SoftLink) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  build(path, [](const h5::Group& root) {
+    h5::Group g = step_group(root, "grad");
+    ASSERT_GE(H5Lcreate_soft("/elsewhere", g.id(), "w", H5P_DEFAULT, H5P_DEFAULT), 0);
+  });
+  expect_open_error(path, "/steps/000001/grad/w: is a soft link");
+}
+
+TEST(RecordReaderErrorsTest, DTypeAttributeDisagreesWithHdf5Type) {
+  struct Case {
+    hid_t type;
+    hid_t mem;
+    const char* dtype;
+  };
+  for (Case c : {Case{H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, "int32"},
+                 Case{H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, "bfloat16"},
+                 Case{H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, "float32"},
+                 Case{H5T_STD_U16LE, H5T_NATIVE_UINT16, "float32"},
+                 Case{H5T_STD_I32LE, H5T_NATIVE_INT32, "float32"},
+                 Case{H5T_STD_U8LE, H5T_NATIVE_UINT8, "int64"}}) {
+    SCOPED_TRACE(c.dtype);
+    ScratchDir dir;
+    std::string path = dir.file("r.h5");
+    build(path, [&](const h5::Group& root) {
+      h5::Dataset ds = add_dataset(step_group(root, "grad"), "w", c.type, c.mem);
+      write_attr(ds, "dtype", std::string(c.dtype));
+    });
+    expect_open_error(path, std::string("/steps/000001/grad/w: 'dtype' attribute says ") +
+                                c.dtype + " but the HDF5 type is");
+  }
+}
+
+TEST(RecordReaderErrorsTest, UnknownDTypeAttribute) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  build(path, [](const h5::Group& root) {
+    h5::Dataset ds = add_dataset(step_group(root, "grad"), "w", H5T_STD_I16LE, H5T_NATIVE_INT16);
+    write_attr(ds, "dtype", std::string("int16"));
+  });
+  expect_open_error(path, "/steps/000001/grad/w: 'dtype' attribute: unknown dtype 'int16'");
+}
+
+TEST(RecordReaderErrorsTest, DTypeAttributeNotAString) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  build(path, [](const h5::Group& root) {
+    h5::Dataset ds = add_dataset(step_group(root, "grad"), "w", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT);
+    write_attr(ds, "dtype", int64_t{4});
+  });
+  expect_open_error(path, "expected a string");
+}
+
+TEST(RecordReaderErrorsTest, UnsupportedHdf5Type) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  build(path, [](const h5::Group& root) {
+    add_dataset(step_group(root, "grad"), "w", H5T_STD_I16LE, H5T_NATIVE_INT16);
+  });
+  expect_open_error(path, "/steps/000001/grad/w: unsupported HDF5 type integer (2 bytes, signed)");
+}
+
+TEST(RecordReaderErrorsTest, StringDatasetIsUnsupported) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  build(path, [](const h5::Group& root) {
+    h5::Type t = h5::Type::fixed_string(4);
+    h5::Dataset ds =
+        step_group(root, "loss").create_dataset("lm", t.id(), h5::DataSpace::scalar());
+    ds.write(t.id(), "abcd");
+  });
+  expect_open_error(path, "unsupported HDF5 type string");
+}
+
+TEST(RecordReaderErrorsTest, Uint16WithoutDTypeAttribute) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  build(path, [](const h5::Group& root) {
+    add_dataset(step_group(root, "grad"), "w", H5T_STD_U16LE, H5T_NATIVE_UINT16);
+  });
+  expect_open_error(path, "uint16 dataset without a 'dtype' attribute");
+}
+
+TEST(RecordReaderErrorsTest, NullDataspace) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  build(path, [](const h5::Group& root) {
+    h5::DataSpace null_space(H5Screate(H5S_NULL), H5Sclose, h5::Where{});
+    step_group(root, "grad").create_dataset("w", H5T_IEEE_F32LE, null_space);
+  });
+  expect_open_error(path, "null dataspace");
+}
+
+TEST(RecordReaderErrorsTest, UnsupportedAttributeTypeFailsOnlyWhenRead) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  build(path, [](const h5::Group& root) {
+    root.create_group("steps");
+    h5::Type t = h5::Type::copy_of(H5T_STD_I32LE);
+    int32_t v[2] = {1, 2};
+    root.create_attribute("pair", t, h5::DataSpace::simple({2})).write(H5T_NATIVE_INT32, v);
+  });
+  RecordReader r(path);
+  try {
+    r.attrs();
+    ADD_FAILURE() << "no error";
+  } catch (const RecordError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(path));
+    EXPECT_THAT(e.what(), HasSubstr("attribute 'pair'"));
+  }
+}
+
+TEST(RecordReaderErrorsTest, ForeignButValidFilesRead) {
+  // Like h5py without track_order: plain groups (name order), no dtype attribute on native types,
+  // variable-length string attributes, extra objects at the root.
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  {
+    h5::ErrorSilencer quiet;
+    hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    hid_t g = H5Gcreate2(f, "/steps/000002/grad", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    EXPECT_LT(g, 0);  // intermediate groups are not created implicitly
+    H5Eclear2(H5E_DEFAULT);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    g = H5Gcreate2(f, "/steps/000002/grad", lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(g, 0);
+    hsize_t dims[1] = {2};
+    hid_t space = H5Screate_simple(1, dims, nullptr);
+    double values[2] = {1.5, -2.0};
+    for (const char* name : {"zeta", "alpha"}) {
+      hid_t ds = H5Dcreate2(g, name, H5T_IEEE_F64BE, space, H5P_DEFAULT, H5P_DEFAULT,
+                            H5P_DEFAULT);
+      H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values);
+      H5Dclose(ds);
+    }
+    hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, H5T_VARIABLE);
+    hid_t scalar = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, "layout", str, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    const char* text = "E|tt|L";
+    H5Awrite(a, str, &text);
+    H5Aclose(a);
+    H5Gclose(H5Gcreate2(f, "/extra", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    H5Sclose(scalar);
+    H5Tclose(str);
+    H5Sclose(space);
+    H5Pclose(lcpl);
+    H5Gclose(g);
+    H5Fclose(f);
+  }
+  RecordReader r(path);
+  EXPECT_THAT(r.steps(), ElementsAre(2));
+  EXPECT_THAT(r.names(2, "grad"), ElementsAre("alpha", "zeta"));
+  TensorData t = r.read(2, "grad", "zeta");
+  EXPECT_EQ(t.dtype, DType::kF64);
+  EXPECT_EQ(t.bytes, TensorData::from_f64("", {2}, {1.5, -2.0}).bytes);
+  EXPECT_EQ(r.attrs(), (AttrMap{{"layout", std::string("E|tt|L")}}));
+}
+
+TEST(RecordReaderErrorsTest, CorruptedBytesNeverCrash) {
+  // Flip single bytes all over a valid record: opening and reading everything either works or
+  // throws RecordError (HDF5 checksums many metadata blocks; raw data has no checksum).
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  {
+    RecordWriter w(path);
+    w.set_attr("layout", std::string("E|t|L"));
+    for (int s = 1; s <= 2; ++s) {
+      w.write(s, "loss", TensorData::from_f32("lm", {}, {1.0f}));
+      for (const char* n : {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}) {
+        w.write(s, "grad", TensorData::from_f32(n, {3}, {1.0f, 2.0f, 3.0f}));
+      }
+    }
+    w.commit();
+  }
+  std::vector<char> good = read_bytes(path);
+  std::string bad_path = dir.file("bad.h5");
+  int opened = 0;
+  int rejected = 0;
+  for (size_t pos = 0; pos < good.size(); pos += 7) {
+    std::vector<char> bad = good;
+    bad[pos] = static_cast<char>(bad[pos] ^ 0x5a);
+    write_bytes(bad_path, bad);
+    try {
+      RecordReader r(bad_path);
+      r.attrs();
+      for (int s : r.steps()) {
+        r.step_attrs(s);
+        for (const std::string& g : r.groups(s)) {
+          for (const std::string& n : r.names(s, g)) {
+            r.read(s, g, n);
+          }
+        }
+      }
+      ++opened;
+    } catch (const RecordError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(bad_path));
+      ++rejected;
+    }
+  }
+  EXPECT_GT(rejected, 0);
+  EXPECT_GT(opened, 0);
+}
+
+}  // namespace
+}  // namespace mtp::record

@@ -1,0 +1,169 @@
+// RecordWriter: writes "<path>.tmp-<pid>" and renames it in commit() (record.h).
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "harness/record/h5.h"
+#include "harness/record/h5_attr.h"
+#include "harness/record/h5_dtype.h"
+#include "harness/record/record.h"
+#include "harness/record/schema.h"
+
+namespace mtp::record {
+namespace {
+
+std::string parent_dir(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) {
+    return ".";
+  }
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+/// Opens child group `name` of `parent`, creating it if needed.
+h5::Group ensure_group(const h5::Group& parent, const std::string& name) {
+  return parent.has(name) ? parent.open_group(name) : parent.create_group(name);
+}
+
+/// Flushes the file's data to disk so the rename publishes complete content.
+void sync_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) {
+    throw RecordError(fmt::format("{}: cannot reopen to sync: {}", path, std::strerror(errno)));
+  }
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) {
+    throw RecordError(fmt::format("{}: fsync failed: {}", path, std::strerror(err)));
+  }
+}
+
+}  // namespace
+
+struct RecordWriter::Impl {
+  std::string path;
+  std::string tmp_path;
+  h5::File file;     // declared before `steps`, so `steps` closes first
+  h5::Group steps;
+  bool committed = false;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw RecordError(fmt::format("{}: {}", path, what));
+  }
+
+  void require_open() const {
+    if (!file.valid()) {
+      fail(committed ? "record already committed" : "record writer is closed after an error");
+    }
+  }
+
+  void require_step(int step, const std::string& where) const {
+    if (step < 0 || step > kMaxStep) {
+      fail(fmt::format("{}: step outside [0, {}]", where, kMaxStep));
+    }
+  }
+
+  h5::Group step_group(int step) const { return ensure_group(steps, step_group_name(step)); }
+};
+
+RecordWriter::RecordWriter(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  h5::ErrorSilencer quiet;
+  impl_->path = path;
+  impl_->tmp_path = fmt::format("{}.tmp-{}", path, static_cast<long>(::getpid()));
+  std::string dir = parent_dir(path);
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    impl_->fail(fmt::format("parent directory '{}' does not exist", dir));
+  }
+  impl_->file = h5::File::create(impl_->tmp_path);
+  impl_->steps = impl_->file.root().create_group("steps");
+}
+
+RecordWriter::~RecordWriter() {
+  if (impl_ == nullptr || impl_->committed) {
+    return;
+  }
+  h5::ErrorSilencer quiet;
+  impl_->steps = h5::Group();
+  impl_->file = h5::File();
+  std::remove(impl_->tmp_path.c_str());
+}
+
+void RecordWriter::set_attr(const std::string& key, const AttrValue& value) {
+  h5::ErrorSilencer quiet;
+  impl_->require_open();
+  write_attr(impl_->file.root(), key, value);
+}
+
+void RecordWriter::set_step_attr(int step, const std::string& key, const AttrValue& value) {
+  h5::ErrorSilencer quiet;
+  impl_->require_open();
+  impl_->require_step(step, fmt::format("step attribute '{}'", key));
+  write_attr(impl_->step_group(step), key, value);
+}
+
+void RecordWriter::write(int step, const std::string& group, const TensorData& t) {
+  h5::ErrorSilencer quiet;
+  impl_->require_open();
+  std::string where = fmt::format("step {} group '{}' tensor '{}'", step, group, t.name);
+  if (group_index(group) < 0) {
+    impl_->fail(fmt::format("{}: unknown group (expected batch, loss, grad or weight)", where));
+  }
+  std::string problem = dataset_name_problem(t.name);
+  if (!problem.empty()) {
+    impl_->fail(fmt::format("{}: invalid dataset name: {}", where, problem));
+  }
+  impl_->require_step(step, where);
+  std::vector<hsize_t> dims;
+  uint64_t numel = 1;
+  for (int64_t d : t.shape) {
+    if (d < 0) {
+      impl_->fail(fmt::format("{}: negative dimension {}", where, d));
+    }
+    dims.push_back(static_cast<hsize_t>(d));
+    if (d != 0 && numel > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d)) {
+      impl_->fail(fmt::format("{}: element count overflows", where));
+    }
+    numel *= static_cast<uint64_t>(d);
+  }
+  uint64_t want = numel * static_cast<uint64_t>(dtype_size(t.dtype));
+  if (numel > std::numeric_limits<uint64_t>::max() / 8 || want != t.bytes.size()) {
+    impl_->fail(fmt::format("{}: {} bytes given, but {} elements of {} need {}", where,
+                            t.bytes.size(), numel, dtype_name(t.dtype), want));
+  }
+
+  h5::Group g = ensure_group(impl_->step_group(step), group);
+  if (g.has(t.name)) {
+    impl_->fail(fmt::format("{}: written twice", where));
+  }
+  h5::DataSpace space = t.shape.empty() ? h5::DataSpace::scalar() : h5::DataSpace::simple(dims);
+  h5::Dataset ds = g.create_dataset(t.name, file_type(t.dtype), space);
+  write_attr(ds, kDTypeAttr, std::string(dtype_name(t.dtype)));
+  if (numel > 0) {
+    ds.write(memory_type(t.dtype), t.bytes.data());
+  }
+}
+
+void RecordWriter::commit() {
+  h5::ErrorSilencer quiet;
+  impl_->require_open();
+  impl_->steps.close();
+  impl_->file.close();  // flushes
+  sync_file(impl_->tmp_path);
+  if (std::rename(impl_->tmp_path.c_str(), impl_->path.c_str()) != 0) {
+    impl_->fail(fmt::format("cannot rename '{}' to the final name: {}", impl_->tmp_path,
+                            std::strerror(errno)));
+  }
+  impl_->committed = true;
+}
+
+}  // namespace mtp::record

@@ -1,0 +1,404 @@
+#include "harness/scenario/scenario.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "harness/common/error.h"
+#include "harness/schedule/schedule.h"
+
+namespace mtp::scenario {
+namespace {
+
+/// Error helper bound to the scenario's source name.
+class Ctx {
+ public:
+  explicit Ctx(std::string source) : source_(std::move(source)) {}
+  [[noreturn]] void fail(const toml::node* node, const std::string& what) const {
+    fail_at(node != nullptr ? node->source() : toml::source_region{}, what);
+  }
+  [[noreturn]] void fail_at(const toml::source_region& where, const std::string& what) const {
+    if (where.begin) {
+      throw InputError(fmt::format("{}:{}:{}: {}", source_, where.begin.line, where.begin.column,
+                                   what));
+    }
+    throw InputError(fmt::format("{}: {}", source_, what));
+  }
+  const std::string& source() const { return source_; }
+
+ private:
+  std::string source_;
+};
+
+/// Rejects keys of `table` that are not in `known`.
+void check_keys(const Ctx& ctx, const toml::table& table, const std::string& where,
+                const std::set<std::string>& known) {
+  for (const auto& [key, node] : table) {
+    if (!known.count(std::string(key.str()))) {
+      std::vector<std::string> k(known.begin(), known.end());
+      ctx.fail_at(key.source(), fmt::format("{}: unknown key '{}' (known keys: {})", where,
+                                            key.str(), fmt::join(k, ", ")));
+    }
+  }
+}
+
+int64_t get_int(const Ctx& ctx, const toml::table& t, const char* key, const std::string& where,
+                int64_t fallback, int64_t min_value) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return fallback;
+  if (!n->is_integer()) ctx.fail(n, fmt::format("{}.{} must be an integer", where, key));
+  const int64_t v = n->value<int64_t>().value();
+  if (v < min_value) ctx.fail(n, fmt::format("{}.{} = {} must be >= {}", where, key, v, min_value));
+  return v;
+}
+
+double get_double(const Ctx& ctx, const toml::table& t, const char* key, const std::string& where,
+                  double fallback) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return fallback;
+  if (!n->is_number()) ctx.fail(n, fmt::format("{}.{} must be a number", where, key));
+  const double v = n->value<double>().value();
+  if (!std::isfinite(v)) ctx.fail(n, fmt::format("{}.{} must be finite", where, key));
+  return v;
+}
+
+bool get_bool(const Ctx& ctx, const toml::table& t, const char* key, const std::string& where,
+              bool fallback) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return fallback;
+  if (!n->is_boolean()) ctx.fail(n, fmt::format("{}.{} must be true or false", where, key));
+  return n->value<bool>().value();
+}
+
+std::string get_string(const Ctx& ctx, const toml::table& t, const char* key,
+                       const std::string& where, const std::string& fallback) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return fallback;
+  if (!n->is_string()) ctx.fail(n, fmt::format("{}.{} must be a string", where, key));
+  return n->value<std::string>().value();
+}
+
+std::vector<std::string> get_strings(const Ctx& ctx, const toml::table& t, const char* key,
+                                     const std::string& where, std::vector<std::string> fallback) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return fallback;
+  const toml::array* a = n->as_array();
+  if (a == nullptr) ctx.fail(n, fmt::format("{}.{} must be an array of strings", where, key));
+  std::vector<std::string> out;
+  for (const auto& e : *a) {
+    if (!e.is_string()) ctx.fail(&e, fmt::format("{}.{} must hold only strings", where, key));
+    out.push_back(e.value<std::string>().value());
+  }
+  return out;
+}
+
+const toml::table* get_table(const Ctx& ctx, const toml::table& root, const char* key) {
+  const toml::node* n = root.get(key);
+  if (n == nullptr) return nullptr;
+  if (!n->is_table()) ctx.fail(n, fmt::format("[{}] must be a table", key));
+  return n->as_table();
+}
+
+bool valid_name(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
+  }
+  return true;
+}
+
+void parse_model(const Ctx& ctx, const toml::table& t, model::ModelConfig& m) {
+  const std::string w = "[model]";
+  check_keys(ctx, t, w,
+             {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
+              "num_query_groups", "vocab_size", "seq_length", "micro_batch_size", "mtp_num_layers",
+              "mtp_loss_scaling_factor", "rotary_base", "norm_epsilon", "untie_embeddings"});
+  m.num_layers = get_int(ctx, t, "num_layers", w, m.num_layers, 1);
+  m.hidden_size = get_int(ctx, t, "hidden_size", w, m.hidden_size, 1);
+  m.ffn_hidden_size = get_int(ctx, t, "ffn_hidden_size", w, m.ffn_hidden_size, 1);
+  m.num_attention_heads = get_int(ctx, t, "num_attention_heads", w, m.num_attention_heads, 1);
+  m.num_query_groups = get_int(ctx, t, "num_query_groups", w, m.num_attention_heads, 1);
+  m.vocab_size = get_int(ctx, t, "vocab_size", w, m.vocab_size, 1);
+  m.seq_length = get_int(ctx, t, "seq_length", w, m.seq_length, 2);
+  m.micro_batch_size = get_int(ctx, t, "micro_batch_size", w, m.micro_batch_size, 1);
+  m.mtp_num_layers = get_int(ctx, t, "mtp_num_layers", w, m.mtp_num_layers, 0);
+  m.mtp_loss_scaling_factor =
+      get_double(ctx, t, "mtp_loss_scaling_factor", w, m.mtp_loss_scaling_factor);
+  m.rotary_base = get_double(ctx, t, "rotary_base", w, m.rotary_base);
+  m.norm_epsilon = get_double(ctx, t, "norm_epsilon", w, m.norm_epsilon);
+  m.untie_embeddings = get_bool(ctx, t, "untie_embeddings", w, m.untie_embeddings);
+  try {
+    m.validate();
+  } catch (const InputError& e) {
+    ctx.fail(&t, e.what());
+  }
+}
+
+void parse_training(const Ctx& ctx, const toml::table& t, engine::TrainingConfig& tr) {
+  const std::string w = "[training]";
+  check_keys(ctx, t, w,
+             {"steps", "num_microbatches", "seed", "lr", "adam_beta1", "adam_beta2", "adam_eps",
+              "weight_decay", "clip_grad", "dtype"});
+  tr.steps = get_int(ctx, t, "steps", w, tr.steps, 1);
+  tr.num_microbatches = get_int(ctx, t, "num_microbatches", w, tr.num_microbatches, 1);
+  tr.seed = static_cast<uint64_t>(get_int(ctx, t, "seed", w, static_cast<int64_t>(tr.seed), 0));
+  tr.lr = get_double(ctx, t, "lr", w, tr.lr);
+  tr.adam_beta1 = get_double(ctx, t, "adam_beta1", w, tr.adam_beta1);
+  tr.adam_beta2 = get_double(ctx, t, "adam_beta2", w, tr.adam_beta2);
+  tr.adam_eps = get_double(ctx, t, "adam_eps", w, tr.adam_eps);
+  tr.weight_decay = get_double(ctx, t, "weight_decay", w, tr.weight_decay);
+  tr.clip_grad = get_double(ctx, t, "clip_grad", w, tr.clip_grad);
+  tr.dtype = get_string(ctx, t, "dtype", w, tr.dtype);
+  if (tr.steps > 100000) ctx.fail(t.get("steps"), "[training].steps must be <= 100000");
+  if (tr.num_microbatches > 100000) {
+    ctx.fail(t.get("num_microbatches"), "[training].num_microbatches must be <= 100000");
+  }
+  if (!(tr.lr >= 0)) ctx.fail(t.get("lr"), "[training].lr must be >= 0");
+  if (!(tr.adam_beta1 >= 0 && tr.adam_beta1 < 1)) ctx.fail(t.get("adam_beta1"), "[training].adam_beta1 must be in [0, 1)");
+  if (!(tr.adam_beta2 >= 0 && tr.adam_beta2 < 1)) ctx.fail(t.get("adam_beta2"), "[training].adam_beta2 must be in [0, 1)");
+  if (!(tr.adam_eps > 0)) ctx.fail(t.get("adam_eps"), "[training].adam_eps must be > 0");
+  if (!(tr.clip_grad >= 0)) ctx.fail(t.get("clip_grad"), "[training].clip_grad must be >= 0 (0 = off)");
+  if (tr.dtype != "float32" && tr.dtype != "float64") {
+    ctx.fail(t.get("dtype"), fmt::format("[training].dtype = \"{}\": accepted \"float32\", \"float64\"", tr.dtype));
+  }
+}
+
+void parse_data(const Ctx& ctx, const toml::table& t, data::DataConfig& d) {
+  const std::string w = "[data]";
+  check_keys(ctx, t, w, {"kind", "path", "mask_token"});
+  d.kind = get_string(ctx, t, "kind", w, d.kind);
+  d.path = get_string(ctx, t, "path", w, d.path);
+  d.mask_token = get_int(ctx, t, "mask_token", w, d.mask_token, -1);
+  if (d.kind != "text") ctx.fail(t.get("kind"), fmt::format("[data].kind = \"{}\": accepted \"text\"", d.kind));
+}
+
+engine::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t index) {
+  engine::VariantSpec v;
+  std::string w = fmt::format("[[variant]] #{}", index + 1);
+  if (const auto* n = t.get("name"); n && n->is_string()) {
+    w = fmt::format("variant \"{}\"", n->value<std::string>().value());
+  }
+  check_keys(ctx, t, w,
+             {"name", "implementation", "layout", "pp", "vpp", "schedule", "microbatch_group_size",
+              "clip_grad", "mtp_loss_scaling_factor", "transport_max_delay_us", "why"});
+  v.name = get_string(ctx, t, "name", w, "");
+  if (!valid_name(v.name)) {
+    ctx.fail(t.get("name") ? t.get("name") : &t,
+             fmt::format("{}: name \"{}\" must be non-empty and use only letters, digits, '_', '-', '.'", w, v.name));
+  }
+  w = fmt::format("variant \"{}\"", v.name);
+  v.implementation = get_string(ctx, t, "implementation", w, "");
+  if (v.implementation != "reference" && v.implementation != "candidate") {
+    ctx.fail(t.get("implementation") ? t.get("implementation") : &t,
+             fmt::format("{}: implementation = \"{}\": accepted \"reference\", \"candidate\"", w, v.implementation));
+  }
+  v.layout = get_string(ctx, t, "layout", w, "");
+  v.pipeline_size = static_cast<int>(get_int(ctx, t, "pp", w, 1, 1));
+  v.virtual_size = static_cast<int>(get_int(ctx, t, "vpp", w, 1, 1));
+  if (v.pipeline_size > 64) ctx.fail(t.get("pp"), fmt::format("{}: pp must be <= 64", w));
+  if (v.virtual_size > 64) ctx.fail(t.get("vpp"), fmt::format("{}: vpp must be <= 64", w));
+  if (!v.layout.empty() && t.get("vpp")) {
+    ctx.fail(t.get("vpp"), fmt::format("{}: vpp is derived from the layout; give one or the other", w));
+  }
+  v.schedule = get_string(ctx, t, "schedule", w, "");
+  if (!v.schedule.empty()) {
+    try {
+      schedule::parse_schedule_kind(v.schedule);
+    } catch (const InputError& e) {
+      ctx.fail(t.get("schedule"), fmt::format("{}: {}", w, e.what()));
+    }
+  }
+  v.microbatch_group_size = static_cast<int>(get_int(ctx, t, "microbatch_group_size", w, 0, 1));
+  if (t.get("clip_grad")) {
+    v.clip_grad = get_double(ctx, t, "clip_grad", w, 0.0);
+    if (*v.clip_grad < 0) ctx.fail(t.get("clip_grad"), fmt::format("{}: clip_grad must be >= 0", w));
+  }
+  if (t.get("mtp_loss_scaling_factor")) {
+    v.mtp_loss_scaling_factor = get_double(ctx, t, "mtp_loss_scaling_factor", w, 0.0);
+  }
+  v.transport_max_delay_us = get_int(ctx, t, "transport_max_delay_us", w, 0, 0);
+  get_string(ctx, t, "why", w, "");
+  return v;
+}
+
+std::set<int> parse_steps(const Ctx& ctx, const toml::node* n, const std::string& w, int64_t steps) {
+  std::set<int> out;
+  if (n == nullptr) return out;  // all
+  auto check = [&](int64_t s, const toml::node* at) {
+    if (s < 0 || s > steps) {
+      ctx.fail(at, fmt::format("{}: step {} is outside 0..{} (0 = initial weights)", w, s, steps));
+    }
+    return static_cast<int>(s);
+  };
+  if (const toml::array* a = n->as_array()) {
+    for (const auto& e : *a) {
+      if (!e.is_integer()) ctx.fail(&e, fmt::format("{}: steps must hold integers", w));
+      out.insert(check(e.value<int64_t>().value(), &e));
+    }
+    if (out.empty()) ctx.fail(n, fmt::format("{}: steps must not be empty", w));
+    return out;
+  }
+  if (!n->is_string()) ctx.fail(n, fmt::format("{}: steps must be \"all\", \"A-B\", \"A-\" or an array of integers", w));
+  try {
+    return parse_step_spec(n->value<std::string>().value(), static_cast<int>(steps));
+  } catch (const InputError& e) {
+    ctx.fail(n, fmt::format("{}: {}", w, e.what()));
+  }
+}
+
+Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index,
+                              const std::set<std::string>& variant_names, int64_t steps) {
+  Expectation e;
+  std::string w = fmt::format("[[expectation]] #{}", index + 1);
+  if (const auto* n = t.get("name"); n && n->is_string()) {
+    w = fmt::format("expectation \"{}\"", n->value<std::string>().value());
+  }
+  check_keys(ctx, t, w,
+             {"name", "variants", "class", "records", "include", "exclude", "steps", "why",
+              "first_divergence", "first_divergence_step"});
+  e.name = get_string(ctx, t, "name", w, "");
+  if (!valid_name(e.name)) {
+    ctx.fail(t.get("name") ? t.get("name") : &t,
+             fmt::format("{}: name \"{}\" must be non-empty and use only letters, digits, '_', '-', '.'", w, e.name));
+  }
+  w = fmt::format("expectation \"{}\"", e.name);
+  e.variants = get_strings(ctx, t, "variants", w, {});
+  if (e.variants.size() < 2) {
+    ctx.fail(t.get("variants") ? t.get("variants") : &t, fmt::format("{}: variants must name at least two variants", w));
+  }
+  std::set<std::string> seen;
+  for (const auto& v : e.variants) {
+    if (!variant_names.count(v)) ctx.fail(t.get("variants"), fmt::format("{}: unknown variant \"{}\"", w, v));
+    if (!seen.insert(v).second) ctx.fail(t.get("variants"), fmt::format("{}: variant \"{}\" listed twice", w, v));
+  }
+  const std::string cls = get_string(ctx, t, "class", w, "");
+  try {
+    e.cls = compare::CompareClass::parse(cls);
+  } catch (const InputError& err) {
+    ctx.fail(t.get("class") ? t.get("class") : &t, fmt::format("{}: {}", w, err.what()));
+  }
+  e.selection.groups = get_strings(ctx, t, "records", w, {"loss", "grad", "weight"});
+  if (e.selection.groups.empty()) ctx.fail(t.get("records"), fmt::format("{}: records must not be empty", w));
+  for (const auto& g : e.selection.groups) {
+    const auto& known = record::record_groups();
+    if (std::find(known.begin(), known.end(), g) == known.end()) {
+      ctx.fail(t.get("records"), fmt::format("{}: records: unknown record \"{}\" (accepted: batch, loss, grad, weight)", w, g));
+    }
+  }
+  e.selection.include = get_strings(ctx, t, "include", w, {"*"});
+  e.selection.exclude = get_strings(ctx, t, "exclude", w, {});
+  e.selection.steps = parse_steps(ctx, t.get("steps"), w, steps);
+  e.why = get_string(ctx, t, "why", w, "");
+  if (e.why.empty()) ctx.fail(&t, fmt::format("{}: why is required: say why the relation must hold", w));
+  e.first_divergence = get_string(ctx, t, "first_divergence", w, "");
+  e.first_divergence_step = static_cast<int>(get_int(ctx, t, "first_divergence_step", w, 0, 0));
+  if ((!e.first_divergence.empty() || e.first_divergence_step != 0) &&
+      e.cls.kind != compare::CompareClass::Kind::kDiffer) {
+    ctx.fail(t.get("first_divergence") ? t.get("first_divergence") : t.get("first_divergence_step"),
+             fmt::format("{}: first_divergence applies to class \"differ\" only", w));
+  }
+  return e;
+}
+
+}  // namespace
+
+std::set<int> parse_step_spec(const std::string& spec, int max_step) {
+  std::set<int> out;
+  if (spec == "all") return out;
+  auto bad = [&]() {
+    return InputError(fmt::format("steps = \"{}\": expected \"all\", \"A\", \"A-B\", \"A-\" or "
+                                  "\"A,B,...\" with steps in 0..{}", spec, max_step));
+  };
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t comma = spec.find(',', pos);
+    if (comma == std::string::npos) comma = spec.size();
+    const std::string part = spec.substr(pos, comma - pos);
+    const size_t dash = part.find('-');
+    auto number = [&](const std::string& t) {
+      if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos) throw bad();
+      return std::stoi(t);
+    };
+    int a = 0, b = 0;
+    if (dash == std::string::npos) {
+      a = b = number(part);
+    } else {
+      a = number(part.substr(0, dash));
+      b = dash + 1 < part.size() ? number(part.substr(dash + 1)) : max_step;
+    }
+    if (a > b || b > max_step) throw bad();
+    for (int x = a; x <= b; ++x) out.insert(x);
+    pos = comma + 1;
+  }
+  return out;
+}
+
+const engine::VariantSpec& Scenario::variant(const std::string& n) const {
+  for (const auto& v : variants) {
+    if (v.name == n) return v;
+  }
+  throw InputError(fmt::format("{}: no variant named \"{}\"", source, n));
+}
+
+Scenario parse_scenario(const std::string& text, const std::string& source) {
+  Ctx ctx(source);
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& err) {
+    throw InputError(fmt::format("{}:{}:{}: TOML syntax error: {}", source, err.source().begin.line,
+                                 err.source().begin.column, err.description()));
+  }
+  check_keys(ctx, root, "top level", {"scenario", "model", "training", "data", "variant", "expectation"});
+  Scenario sc;
+  sc.source = source;
+  if (const toml::table* s = get_table(ctx, root, "scenario")) {
+    check_keys(ctx, *s, "[scenario]", {"name", "description"});
+    sc.name = get_string(ctx, *s, "name", "[scenario]", "");
+    sc.description = get_string(ctx, *s, "description", "[scenario]", "");
+  }
+  if (!valid_name(sc.name)) {
+    ctx.fail(root.get("scenario"), "[scenario].name is required and uses only letters, digits, '_', '-', '.'");
+  }
+  if (const toml::table* t = get_table(ctx, root, "model")) parse_model(ctx, *t, sc.model);
+  else sc.model.validate();
+  if (const toml::table* t = get_table(ctx, root, "training")) parse_training(ctx, *t, sc.training);
+  if (const toml::table* t = get_table(ctx, root, "data")) parse_data(ctx, *t, sc.data);
+
+  const toml::node* vn = root.get("variant");
+  if (vn == nullptr || !vn->is_array_of_tables() || vn->as_array()->empty()) {
+    ctx.fail(vn, "the scenario needs at least one [[variant]] table");
+  }
+  std::set<std::string> names;
+  size_t i = 0;
+  for (const auto& node : *vn->as_array()) {
+    auto v = parse_variant(ctx, *node.as_table(), i++);
+    if (!names.insert(v.name).second) ctx.fail(&node, fmt::format("variant \"{}\" is defined twice", v.name));
+    sc.variants.push_back(std::move(v));
+  }
+  if (const toml::node* en = root.get("expectation")) {
+    if (!en->is_array_of_tables()) ctx.fail(en, "expectation must be written as [[expectation]] tables");
+    std::set<std::string> enames;
+    i = 0;
+    for (const auto& node : *en->as_array()) {
+      auto e = parse_expectation(ctx, *node.as_table(), i++, names, sc.training.steps);
+      if (!enames.insert(e.name).second) ctx.fail(&node, fmt::format("expectation \"{}\" is defined twice", e.name));
+      sc.expectations.push_back(std::move(e));
+    }
+  }
+  return sc;
+}
+
+Scenario load_scenario(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open scenario file", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_scenario(ss.str(), path);
+}
+
+}  // namespace mtp::scenario

@@ -1,0 +1,57 @@
+// File: harness/scenario/scenario.h
+//
+// Scenarios: one TOML file holds the model, the data, the training settings, the variants to
+// run and the expectations to check (schema: scenarios/README.md). Every error names the file,
+// the line and column, the key and the rule broken; unknown keys are errors (a typo must not
+// silently fall back to a default).
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "harness/compare/compare.h"
+#include "harness/data/token_source.h"
+#include "harness/engine/run_config.h"
+#include "harness/model/config.h"
+
+namespace mtp::scenario {
+
+/// A claimed relation between variants: each of variants[1..] compared with variants[0].
+struct Expectation {
+  std::string name;                    ///< unique, [A-Za-z0-9_.-]+
+  std::vector<std::string> variants;   ///< ≥ 2 variant names; the first is the baseline
+  compare::CompareClass cls;           ///< bitwise | ulp:N | tol:R,A | differ
+  compare::Selection selection;        ///< records (groups), include/exclude, steps
+  std::string why;                     ///< the reason the relation must hold (printed)
+  /// Only with class differ: the first divergence must be a tensor matching this glob
+  /// ("grad/embedding.*") at this step (0 = any step). Empty = any first divergence.
+  std::string first_divergence;
+  int first_divergence_step = 0;
+};
+
+struct Scenario {
+  std::string source;  ///< file path, or "<embedded default>"
+  std::string name;
+  std::string description;
+  model::ModelConfig model;
+  engine::TrainingConfig training;
+  data::DataConfig data;
+  std::vector<engine::VariantSpec> variants;
+  std::vector<Expectation> expectations;
+  /// The variant called `name`; throws InputError naming the scenario when absent.
+  const engine::VariantSpec& variant(const std::string& name) const;
+};
+
+/// Parses a step selection: "all" (→ empty set = every step), "A", "A-B", "A-" (A to
+/// max_step) or comma-separated parts of those. Throws InputError quoting the spec.
+std::set<int> parse_step_spec(const std::string& spec, int max_step);
+
+/// Parses scenario text; `source` names it in errors. Throws InputError
+/// ("<source>:<line>:<col>: <what is wrong>").
+Scenario parse_scenario(const std::string& text, const std::string& source);
+
+/// Reads and parses a scenario file. Throws InputError when it cannot be read or parsed.
+Scenario load_scenario(const std::string& path);
+
+}  // namespace mtp::scenario

@@ -1,0 +1,120 @@
+#include "harness/scenario/scenario.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace mtp::scenario {
+namespace {
+
+using ::testing::HasSubstr;
+
+const char* kMinimal = R"(
+[scenario]
+name = "mini"
+[model]
+num_layers = 2
+hidden_size = 8
+num_attention_heads = 2
+mtp_num_layers = 1
+seq_length = 8
+[training]
+steps = 2
+[[variant]]
+name = "a"
+implementation = "reference"
+layout = "Et|tmL"
+pp = 2
+[[variant]]
+name = "b"
+implementation = "candidate"
+layout = "Et|tm|L"
+pp = 3
+[[expectation]]
+name = "ab"
+variants = ["a", "b"]
+class = "bitwise"
+steps = "2-"
+exclude = ["embedding.*"]
+why = "because"
+)";
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_scenario(text, "test.toml");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(ScenarioTest, ParsesAMinimalScenario) {
+  Scenario sc = parse_scenario(kMinimal, "test.toml");
+  EXPECT_EQ(sc.name, "mini");
+  EXPECT_EQ(sc.model.num_layers, 2);
+  EXPECT_EQ(sc.model.num_query_groups, 2);  // defaults to num_attention_heads
+  EXPECT_EQ(sc.training.steps, 2);
+  ASSERT_EQ(sc.variants.size(), 2u);
+  EXPECT_EQ(sc.variants[1].pipeline_size, 3);
+  ASSERT_EQ(sc.expectations.size(), 1u);
+  const auto& e = sc.expectations[0];
+  EXPECT_EQ(e.cls.kind, compare::CompareClass::Kind::kBitwise);
+  EXPECT_EQ(e.selection.steps, (std::set<int>{2}));
+  EXPECT_EQ(e.selection.groups, (std::vector<std::string>{"loss", "grad", "weight"}));
+  EXPECT_EQ(e.selection.exclude, (std::vector<std::string>{"embedding.*"}));
+}
+
+TEST(ScenarioTest, ErrorsNameFileLineColumnAndRule) {
+  std::string t = kMinimal;
+  EXPECT_THAT(error_of(t + "[bogus]\n"), HasSubstr("unknown key 'bogus'"));
+  EXPECT_THAT(error_of(std::string(kMinimal).replace(t.find("layout = \"Et|tmL\""), 17,
+                                                     "layot = \"Et|tmL\"")),
+              HasSubstr("test.toml:15:1: variant \"a\": unknown key 'layot'"));
+  EXPECT_THAT(error_of(std::string(kMinimal).replace(t.find("hidden_size = 8"), 15,
+                                                     "hidden_size = \"8\"")),
+              HasSubstr("test.toml:6:15: [model].hidden_size must be an integer"));
+  EXPECT_THAT(error_of(std::string(kMinimal).replace(t.find("class = \"bitwise\""), 17,
+                                                     "class = \"bits\"")),
+              HasSubstr("test.toml:25:9: expectation \"ab\""));
+  EXPECT_THAT(error_of(std::string(kMinimal).replace(t.find("[\"a\", \"b\"]"), 10, "[\"a\", \"c\"]")),
+              HasSubstr("unknown variant \"c\""));
+  EXPECT_THAT(error_of(std::string(kMinimal).replace(t.find("why = \"because\""), 15, "")),
+              HasSubstr("why is required"));
+  EXPECT_THAT(error_of(std::string(kMinimal).replace(t.find("steps = \"2-\""), 12, "steps = [3]")),
+              HasSubstr("step 3 is outside 0..2"));
+  EXPECT_THAT(error_of("[scenario]\nname = \"x\"\n[model\n"), HasSubstr("test.toml:3:"));
+  EXPECT_THAT(error_of("[scenario]\nname = \"x\"\n"), HasSubstr("at least one [[variant]]"));
+  EXPECT_THAT(error_of(std::string(kMinimal).replace(t.find("implementation = \"reference\""), 28,
+                                                     "implementation = \"ref\"")),
+              HasSubstr("accepted \"reference\", \"candidate\""));
+  EXPECT_THAT(error_of(std::string(kMinimal).replace(t.find("num_attention_heads = 2"), 23,
+                                                     "num_attention_heads = 3")),
+              HasSubstr("hidden_size = 8 must be divisible by num_attention_heads = 3"));
+}
+
+TEST(ScenarioTest, StepSpecs) {
+  EXPECT_TRUE(parse_step_spec("all", 5).empty());
+  EXPECT_EQ(parse_step_spec("2-", 4), (std::set<int>{2, 3, 4}));
+  EXPECT_EQ(parse_step_spec("0,3-4", 4), (std::set<int>{0, 3, 4}));
+  EXPECT_EQ(parse_step_spec("1", 4), (std::set<int>{1}));
+  EXPECT_THROW(parse_step_spec("5", 4), InputError);
+  EXPECT_THROW(parse_step_spec("3-1", 4), InputError);
+  EXPECT_THROW(parse_step_spec("x", 4), InputError);
+  EXPECT_THROW(parse_step_spec("", 4), InputError);
+  EXPECT_THROW(parse_step_spec("-2", 4), InputError);
+}
+
+TEST(ScenarioTest, DefaultScenarioFileParses) {
+  Scenario sc = load_scenario("scenarios/default.toml");
+  EXPECT_EQ(sc.name, "default");
+  EXPECT_EQ(sc.model.mtp_num_layers, 2);
+  EXPECT_TRUE(sc.model.untie_embeddings);
+  EXPECT_EQ(sc.training.clip_grad, 0.0);
+  EXPECT_GE(sc.variants.size(), 6u);
+  EXPECT_GE(sc.expectations.size(), 4u);
+  EXPECT_EQ(sc.variant("ref_p4v2").layout, "E|t*3|(t|)*5mmL");
+  EXPECT_THROW(sc.variant("nope"), InputError);
+  EXPECT_THROW(load_scenario("scenarios/does-not-exist.toml"), InputError);
+}
+
+}  // namespace
+}  // namespace mtp::scenario

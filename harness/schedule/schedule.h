@@ -1,0 +1,91 @@
+// File: harness/schedule/schedule.h
+//
+// Pipeline schedules as pure op-list generators: for one pipeline rank, the ordered list of
+// forward and backward steps of (model chunk, microbatch). No tensors, no communication: the
+// executor turns each op into receive → compute → send. Source: Megatron-LM
+// megatron/core/pipeline_parallel/schedules.py (spec megatron_mtp_standalone.md §4.3–4.5).
+//
+// Example (spec §4.5, P=2 V=2 M=4 N=2, rank 1):
+//   format_ops(rank_ops({ScheduleKind::kInterleaved, 2, 2, 4, 2}, 1)) ==
+//   "F0.0 F0.1 (F1.0 B1.0) (F1.1 B1.1) (F0.2 B0.0) (F0.3 B0.1) (F1.2 B1.2) (F1.3 B1.3) B0.2 B0.3"
+//
+// Torch-free.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/common/error.h"
+
+namespace mtp::schedule {
+
+/// A schedule configuration that Megatron rejects. what() names the rule and the values.
+class ScheduleError : public InputError {
+ public:
+  explicit ScheduleError(const std::string& msg) : InputError(msg) {}
+};
+
+enum class ScheduleKind {
+  kNoPipelining,  ///< P = 1, V = 1: F(mb) then B(mb) for mb = 0..M−1 (spec §4.3)
+  kOneFOneB,      ///< non-interleaved 1F1B, V = 1 (spec §4.4): W_r = min(P−r−1, M)
+  kInterleaved,   ///< interleaved 1F1B (spec §4.5): W_r = min(2(P−r−1) + (V−1)·N, M·V)
+};
+
+/// Parses "none" | "1f1b" | "interleaved" (ScheduleError otherwise, listing the accepted names).
+ScheduleKind parse_schedule_kind(const std::string& name);
+/// The name parse_schedule_kind accepts for `kind`.
+std::string schedule_kind_name(ScheduleKind kind);
+
+enum class Phase { kWarmup, kSteady, kCooldown };
+enum class OpType { kForward, kBackward };
+
+/// One step of a rank: run forward or backward of model chunk `chunk` (virtual stage) on
+/// microbatch `microbatch`. In the steady state a forward and the backward right after it form
+/// one 1F1B pair (both carry Phase::kSteady; the forward comes first).
+struct Op {
+  OpType type = OpType::kForward;
+  int chunk = 0;       ///< virtual stage v ∈ [0, V)
+  int microbatch = 0;  ///< ∈ [0, M)
+  Phase phase = Phase::kWarmup;
+  bool operator==(const Op& o) const {
+    return type == o.type && chunk == o.chunk && microbatch == o.microbatch && phase == o.phase;
+  }
+};
+
+struct ScheduleConfig {
+  ScheduleKind kind = ScheduleKind::kInterleaved;
+  int pipeline_size = 1;           ///< P
+  int virtual_size = 1;            ///< V (1 for kNoPipelining and kOneFOneB)
+  int num_microbatches = 1;        ///< M
+  int microbatch_group_size = 0;   ///< N; 0 means the default N = P (interleaved only)
+};
+
+/// Checks the configuration against Megatron's constraints and throws ScheduleError naming the
+/// broken rule: P, V, M ≥ 1; kNoPipelining needs P = 1 and V = 1; kOneFOneB needs V = 1 and P > 1;
+/// kInterleaved needs P > 1, P ≤ N ≤ M, and M mod N == 0 or M mod N ≥ P (sched.py:1160-1180).
+void validate(const ScheduleConfig& config);
+
+/// Number of warm-up forward steps of `rank` (spec §4.4 / §4.5 formulas, capped at M·V; 0 for
+/// kNoPipelining). Megatron-LM schedules.py:952-979 (interleaved), 2147-2498 (1F1B).
+/// Validates `config`; a rank outside [0, P) throws ScheduleError.
+int warmup_steps(const ScheduleConfig& config, int rank);
+
+/// The (microbatch, chunk) run by forward virtual step k of the interleaved schedule table
+/// (spec §4.5: groups of N microbatches, chunk-major inside a group). k ∈ [0, M·V).
+/// Megatron-LM schedules.py:989-1016. Validates `config` (ScheduleError).
+struct TableEntry { int microbatch; int chunk; };
+std::vector<TableEntry> interleaved_table(const ScheduleConfig& config);
+
+/// Every op of `rank` in execution order. Each chunk sees its microbatches first-in-first-out in
+/// both forward and backward. Validates `config` first (ScheduleError; also for a rank outside
+/// [0, P)). Phases: warm-up forwards kWarmup, steady F/B pairs kSteady, cool-down backwards
+/// kCooldown. kNoPipelining (F(mb) then B(mb), spec §4.3) tags every op kSteady, so each
+/// F(mb), B(mb) is one steady pair "(F0.mb B0.mb)". Megatron-LM schedules.py
+/// forward_backward_{no_pipelining, pipelining_without_interleaving, pipelining_with_interleaving}.
+std::vector<Op> rank_ops(const ScheduleConfig& config, int rank);
+
+/// Compact text: forwards "F<chunk>.<mb>", backwards "B<chunk>.<mb>", separated by one space;
+/// a steady-state forward and its paired backward are wrapped as "(F0.6 B1.0)".
+std::string format_ops(const std::vector<Op>& ops);
+
+}  // namespace mtp::schedule

@@ -1,0 +1,136 @@
+#include "reference/reference.h"
+
+#include <fmt/format.h>
+
+#include "harness/engine/chunk_support.h"
+#include "harness/model/layers.h"
+#include "harness/model/loss.h"
+#include "harness/model/mtp.h"
+
+namespace mtp::reference {
+namespace {
+
+using engine::ChunkOutput;
+using engine::MicrobatchTensors;
+
+/// One stage of the co-located design.
+class ReferenceChunk final : public engine::ModelChunk {
+ public:
+  ReferenceChunk(const layout::PipelineLayout& layout, int stage, const model::ModelConfig& cfg,
+                 const engine::InitialWeights& init, at::ScalarType dtype)
+      : plan_(layout.stages[stage]), cfg_(cfg),
+        is_loss_(stage == layout.num_stages() - 1),
+        rope_(model::rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, dtype)) {
+    // The last stage holds an embedding copy when MTP or a tied head reads it.
+    const bool needs_table = plan_.is_first() ||
+                             (is_loss_ && (cfg.mtp_num_layers > 0 || !cfg.untie_embeddings));
+    if (needs_table) engine::add_initial_params(params_, init, {model::kWordEmbeddingName}, dtype);
+    engine::add_initial_params(params_, init, engine::decoder_param_names(plan_.decoder_layers),
+                               dtype);
+    if (is_loss_) {
+      std::vector<std::string> names{model::kFinalLayernormName};
+      for (auto& n : engine::mtp_param_names(cfg.mtp_num_layers)) names.push_back(n);
+      if (cfg.untie_embeddings) names.push_back(model::kOutputLayerName);
+      engine::add_initial_params(params_, init, names, dtype);
+    }
+  }
+
+  const layout::StagePlan& plan() const override { return plan_; }
+  const model::ParamTable& params() const override { return params_; }
+  std::vector<int64_t> input_shape() const override {
+    return plan_.is_first() ? std::vector<int64_t>{} : engine::hidden_shape(cfg_, 1);
+  }
+  std::vector<int64_t> output_shape() const override {
+    return is_loss_ ? std::vector<int64_t>{} : engine::hidden_shape(cfg_, 1);
+  }
+
+  ChunkOutput forward(const at::Tensor& input, const MicrobatchTensors& mb) override {
+    at::Tensor x = plan_.is_first()
+                       ? model::embedding_lookup(mb.tokens, params_.get(model::kWordEmbeddingName))
+                       : input;
+    x = model::decoder_layers_forward(x, plan_.decoder_layers, params_, cfg_, rope_);
+    ChunkOutput out;
+    if (!is_loss_) {
+      // A stage with nothing to do still returns a distinct graph node (Megatron clones).
+      out.activation = x.is_same(input) ? x.clone() : x;
+      return out;
+    }
+    // Loss stage: trunk final norm, every MTP depth, then the heads and losses.
+    at::Tensor h0 = model::rms_norm(x, params_.get(model::kFinalLayernormName), cfg_.norm_epsilon);
+    std::vector<at::Tensor> hidden{h0};
+    if (cfg_.mtp_num_layers > 0) {
+      auto hs = model::mtp_block_forward(h0, mb.tokens, params_.get(model::kWordEmbeddingName),
+                                         params_, cfg_, rope_);
+      hidden.insert(hidden.end(), hs.begin(), hs.end());
+    }
+    const at::Tensor& head = params_.get(cfg_.untie_embeddings ? model::kOutputLayerName
+                                                               : model::kWordEmbeddingName);
+    auto loss = model::loss_stage_forward(hidden, head, {mb.labels, mb.loss_mask}, cfg_,
+                                          mb.num_microbatches);
+    out.objective = loss.objective;
+    out.lm = loss.lm;
+    out.mtp = loss.mtp;
+    return out;
+  }
+
+  std::string describe() const override {
+    std::vector<std::string> parts;
+    if (plan_.has_embedding) parts.push_back("E");
+    if (!plan_.decoder_layers.empty()) parts.push_back(engine::format_layer_ranges(plan_.decoder_layers, "t"));
+    if (is_loss_) {
+      parts.push_back("FLN");
+      if (cfg_.mtp_num_layers > 0) parts.push_back(fmt::format("m1-{} (embedding copy)", cfg_.mtp_num_layers));
+      parts.push_back("L");
+    }
+    if (parts.empty()) parts.push_back("(empty)");
+    return fmt::format("{}", fmt::join(parts, " "));
+  }
+
+
+ private:
+  const layout::StagePlan plan_;
+  const model::ModelConfig cfg_;
+  const bool is_loss_;
+  const model::RopeTables rope_;
+  model::ParamTable params_;
+};
+
+class Reference final : public engine::Implementation {
+ public:
+  std::string name() const override { return "reference"; }
+
+  void check_layout(const layout::PipelineLayout& layout) const override {
+    if (layout.mtp_stage >= 0 && layout.mtp_stage != layout.num_stages() - 1) {
+      const auto& s = layout.stages[layout.mtp_stage];
+      throw InputError(fmt::format(
+          "reference implementation: layout \"{}\" places MTP in stage {} (pipeline rank {}, "
+          "virtual stage {}), not in the loss stage {}; the reference runs MTP co-located with "
+          "the loss only (use implementation = \"candidate\" for standalone MTP)",
+          layout.text, s.stage_index, s.pipeline_rank, s.virtual_stage, layout.num_stages() - 1));
+    }
+  }
+
+  std::vector<int> embedding_group(const layout::PipelineLayout& layout,
+                                   const model::ModelConfig& cfg) const override {
+    const int last = layout.num_stages() - 1;
+    if (last > 0 && (cfg.mtp_num_layers > 0 || !cfg.untie_embeddings)) return {0, last};
+    return {0};
+  }
+
+  std::vector<std::unique_ptr<engine::ModelChunk>> build_chunks(
+      const layout::PipelineLayout& layout, const model::ModelConfig& cfg,
+      const engine::InitialWeights& init, at::ScalarType dtype) const override {
+    check_layout(layout);
+    std::vector<std::unique_ptr<engine::ModelChunk>> chunks;
+    for (int i = 0; i < layout.num_stages(); ++i) {
+      chunks.push_back(std::make_unique<ReferenceChunk>(layout, i, cfg, init, dtype));
+    }
+    return chunks;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<engine::Implementation> make_reference() { return std::make_unique<Reference>(); }
+
+}  // namespace mtp::reference
