@@ -290,7 +290,13 @@ RunResult run_variant(const model::ModelConfig& model_in, const TrainingConfig& 
       auto update = (p.exp_avg / bc1) / ((p.exp_avg_sq / bc2).sqrt() + training.adam_eps);
       if (training.weight_decay != 0.0) update = update + training.weight_decay * w;
       w.sub_(training.lr * update);
-      for (size_t i = 1; i < p.copies.size(); ++i) p.copies[i].copy_(w);
+      for (size_t i = 1; i < p.copies.size(); ++i) {
+        // Megatron keeps the copies equal by summing their grads over the embedding group and
+        // applying one update; here the update is applied once and copied.
+        p.copies[i].copy_(w);
+        MTP_INTERNAL_ASSERT(at::equal(p.copies[i], w),
+                            fmt::format("copy of {} on stage {} drifted", p.name, p.stages[i]));
+      }
       rec.write(step, "weight", to_record(p.name, w));
     }
   }

@@ -8,6 +8,77 @@
 
 namespace mtp::model {
 
+bool ModelConfig::is_moe_layer(int64_t layer) const {
+  MTP_INTERNAL_ASSERT(layer >= 0 && layer < num_layers,
+                      fmt::format("is_moe_layer({}) outside 0..num_layers-1 = {}", layer,
+                                  num_layers - 1));
+  if (num_moe_experts == 0) return false;
+  if (moe_layer_freq.empty()) return true;
+  return moe_layer_freq[static_cast<size_t>(layer)] == 1;
+}
+
+namespace {
+
+void validate_moe(const ModelConfig& c) {
+  auto fail = [](const std::string& msg) { throw InputError("model: " + msg); };
+  if (c.num_moe_experts < 0) {
+    fail(fmt::format("num_moe_experts = {} must be >= 0 (0 = dense)", c.num_moe_experts));
+  }
+  if (c.moe_ffn_hidden_size < 0) {
+    fail(fmt::format("moe_ffn_hidden_size = {} must be >= 0 (0 = ffn_hidden_size)",
+                     c.moe_ffn_hidden_size));
+  }
+  if (c.moe_shared_expert_intermediate_size < 0) {
+    fail(fmt::format("moe_shared_expert_intermediate_size = {} must be >= 0 (0 = no shared "
+                     "expert)", c.moe_shared_expert_intermediate_size));
+  }
+  if (!std::isfinite(c.moe_router_topk_scaling_factor) || !(c.moe_router_topk_scaling_factor > 0)) {
+    fail(fmt::format("moe_router_topk_scaling_factor = {} must be finite and > 0",
+                     c.moe_router_topk_scaling_factor));
+  }
+  for (size_t i = 0; i < c.moe_layer_freq.size(); ++i) {
+    if (c.moe_layer_freq[i] != 0 && c.moe_layer_freq[i] != 1) {
+      fail(fmt::format("moe_layer_freq[{}] = {} must be 0 (dense) or 1 (MoE)", i,
+                       c.moe_layer_freq[i]));
+    }
+  }
+  if (!c.moe_layer_freq.empty() && static_cast<int64_t>(c.moe_layer_freq.size()) != c.num_layers) {
+    fail(fmt::format("moe_layer_freq has {} entries; it needs one per decoder layer "
+                     "(num_layers = {})", c.moe_layer_freq.size(), c.num_layers));
+  }
+  for (size_t e = 0; e < c.moe_router_expert_bias.size(); ++e) {
+    if (!std::isfinite(c.moe_router_expert_bias[e])) {
+      fail(fmt::format("moe_router_expert_bias[{}] = {} must be finite", e,
+                       c.moe_router_expert_bias[e]));
+    }
+  }
+  if (!c.moe_router_expert_bias.empty() && !c.moe_router_enable_expert_bias) {
+    fail("moe_router_expert_bias is set but moe_router_enable_expert_bias = false");
+  }
+  if (c.num_moe_experts == 0) {
+    // Dense model: MoE-only settings would be silently ignored, so reject them.
+    for (int v : c.moe_layer_freq) {
+      if (v == 1) fail("moe_layer_freq marks an MoE layer but num_moe_experts = 0");
+    }
+    if (c.moe_router_enable_expert_bias) {
+      fail("moe_router_enable_expert_bias = true but num_moe_experts = 0");
+    }
+    return;
+  }
+  if (c.moe_router_topk < 1 || c.moe_router_topk > c.num_moe_experts) {
+    fail(fmt::format("moe_router_topk = {} must be in 1..num_moe_experts = {}", c.moe_router_topk,
+                     c.num_moe_experts));
+  }
+  if (!c.moe_router_expert_bias.empty() &&
+      static_cast<int64_t>(c.moe_router_expert_bias.size()) != c.num_moe_experts) {
+    fail(fmt::format("moe_router_expert_bias has {} entries; it needs one per expert "
+                     "(num_moe_experts = {})", c.moe_router_expert_bias.size(),
+                     c.num_moe_experts));
+  }
+}
+
+}  // namespace
+
 void ModelConfig::validate() const {
   auto positive = [](const char* name, int64_t v) {
     if (v < 1) throw InputError(fmt::format("model: {} = {} must be >= 1", name, v));
@@ -50,6 +121,7 @@ void ModelConfig::validate() const {
   if (!(rotary_base > 1) || !std::isfinite(rotary_base)) {
     throw InputError(fmt::format("model: rotary_base = {} must be finite and > 1", rotary_base));
   }
+  validate_moe(*this);
 }
 
 }  // namespace mtp::model

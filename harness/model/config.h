@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mtp::model {
 
@@ -25,9 +26,35 @@ struct ModelConfig {
   double norm_epsilon = 1e-5;
   bool untie_embeddings = true;      ///< false: output head uses the word-embedding table
 
+  // Mixture of Experts (DeepSeek-V3 style: sigmoid router, top-k, optional shared expert).
+  // Megatron-LM TransformerConfig / --moe-* arguments; the defaults leave the model dense.
+  int64_t num_moe_experts = 0;       ///< E routed experts; 0 = dense MLP in every layer
+  int64_t moe_router_topk = 2;       ///< k experts per token
+  int64_t moe_ffn_hidden_size = 0;   ///< F_moe per routed expert; 0 = ffn_hidden_size (Megatron)
+  int64_t moe_shared_expert_intermediate_size = 0;  ///< F_sh of the shared expert; 0 = none
+  /// Per decoder layer 1 = MoE, 0 = dense (Megatron --moe-layer-freq as a list). Empty: every
+  /// layer is MoE when num_moe_experts > 0.
+  std::vector<int> moe_layer_freq;
+  /// Add moe_router_expert_bias to the scores for selection only (DeepSeek-V3 auxiliary-loss-free
+  /// balancing). The bias is fixed here (Megatron updates it between steps).
+  bool moe_router_enable_expert_bias = false;
+  std::vector<double> moe_router_expert_bias;  ///< [E]; empty = zeros
+  double moe_router_topk_scaling_factor = 1.0;  ///< gates × this after normalisation
+
   int64_t kv_channels() const { return hidden_size / num_attention_heads; }  ///< hn
+  /// F_moe with Megatron's default applied (moe_ffn_hidden_size, or ffn_hidden_size when 0).
+  int64_t moe_expert_ffn_hidden_size() const {
+    return moe_ffn_hidden_size > 0 ? moe_ffn_hidden_size : ffn_hidden_size;
+  }
+  /// Whether decoder layer `layer` (global, 0-based) has an MoE MLP.
+  bool is_moe_layer(int64_t layer) const;
+  /// Whether the MTP depths' transformer layers are MoE: they take the last decoder layer's kind
+  /// (spec megatron_mtp_standalone.md §1.2).
+  bool mtp_layer_is_moe() const { return is_moe_layer(num_layers - 1); }
   /// Throws InputError naming the field and the rule (positive sizes, H divisible by nh, nh
-  /// divisible by ng, hn even for RoPE, λ finite and ≥ 0, eps > 0, vocab ≥ 1).
+  /// divisible by ng, hn even for RoPE, λ finite and ≥ 0, eps > 0, vocab ≥ 1; MoE: 1 ≤ k ≤ E,
+  /// sizes ≥ 0, moe_layer_freq of 0/1 with one entry per decoder layer, bias length E and finite,
+  /// scaling factor finite and > 0).
   void validate() const;
 };
 

@@ -68,7 +68,7 @@ ExpectationResult evaluate(const scenario::Expectation& e,
 }
 
 std::string format_table(const std::vector<ExpectationResult>& results) {
-  std::string s = fmt::format("# {:<36} {:<14} {:<6} {:<44} {}\n", "expectation", "class",
+  std::string s = fmt::format("# {:<36} {:<18} {:<6} {:<46} {}\n", "expectation", "class",
                               "result", "pair (baseline vs other)", "first divergence");
   for (const auto& r : results) {
     for (size_t i = 0; i < r.pairs.size(); ++i) {
@@ -77,7 +77,7 @@ std::string format_table(const std::vector<ExpectationResult>& results) {
       const std::string cls = i == 0 ? r.expectation->cls.to_string() : "";
       std::string div = divergence_text(p.result);
       if (!p.note.empty()) div += "  [" + p.note + "]";
-      s += fmt::format("  {:<36} {:<14} {:<6} {:<44} {}\n", name, cls, p.holds ? "PASS" : "FAIL",
+      s += fmt::format("  {:<36} {:<18} {:<6} {:<46} {}\n", name, cls, p.holds ? "PASS" : "FAIL",
                        p.baseline + " vs " + p.other, div);
     }
   }

@@ -1,0 +1,163 @@
+#include "candidate/candidate.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "harness/engine/trainer.h"
+#include "harness/record/record.h"
+#include "reference/reference.h"
+
+namespace mtp::candidate {
+namespace {
+
+model::ModelConfig tiny() {
+  model::ModelConfig c;
+  c.hidden_size = 16;
+  c.num_attention_heads = 2;
+  c.num_query_groups = 2;
+  c.ffn_hidden_size = 24;
+  c.seq_length = 8;
+  return c;  // N = 8, D = 2, untied
+}
+
+std::vector<int64_t> shape(int64_t s) { return {s, 2, 16}; }
+
+TEST(CandidateTest, StandaloneStagesCarryConcatenatedHiddenStates) {
+  auto impl = make_candidate();
+  auto cfg = tiny();
+  auto init = engine::make_initial_weights(cfg, 3);
+  auto layout = layout::build_layout("E|t*3|(t|)*4tmm|L", 4, 8, 2);
+  auto chunks = impl->build_chunks(layout, cfg, init, at::kFloat);
+  ASSERT_EQ(chunks.size(), 8u);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(chunks[i]->output_shape(), shape(8)) << i;
+  EXPECT_EQ(chunks[6]->input_shape(), shape(8));
+  EXPECT_EQ(chunks[6]->output_shape(), shape(24));  // (1 + D)·s
+  EXPECT_EQ(chunks[7]->input_shape(), shape(24));
+  // FLN with decoder layer 8 (index 7), MTP and an embedding copy on stage 6, head on stage 7.
+  EXPECT_TRUE(chunks[6]->params().has("decoder.final_layernorm.weight"));
+  EXPECT_TRUE(chunks[6]->params().has("mtp.layers.0.enorm.weight"));
+  EXPECT_TRUE(chunks[6]->params().has("embedding.word_embeddings.weight"));
+  EXPECT_TRUE(chunks[7]->params().has("output_layer.weight"));
+  EXPECT_FALSE(chunks[7]->params().has("embedding.word_embeddings.weight"));
+  EXPECT_EQ(impl->embedding_group(layout, cfg), (std::vector<int>{0, 6}));
+  auto tied = cfg;
+  tied.untie_embeddings = false;
+  EXPECT_EQ(impl->embedding_group(layout, tied), (std::vector<int>{0, 6, 7}));
+  // MTP alone in its stage: FLN moves to the stage of layer 8 (stage 5).
+  auto alone = layout::build_layout("E|t*3|(t|)*3tt|mm|L", 4, 8, 2);
+  auto c2 = impl->build_chunks(alone, cfg, init, at::kFloat);
+  EXPECT_TRUE(c2[5]->params().has("decoder.final_layernorm.weight"));
+  EXPECT_FALSE(c2[6]->params().has("decoder.final_layernorm.weight"));
+  EXPECT_EQ(c2[5]->output_shape(), shape(8));
+  EXPECT_EQ(c2[6]->output_shape(), shape(24));
+}
+
+TEST(CandidateTest, ForwardOfStandaloneStageMatchesColocatedHiddenStates) {
+  // The MTP stage's output is exactly concat(h0, h1, h2) of the co-located computation.
+  auto cfg = tiny();
+  auto init = engine::make_initial_weights(cfg, 5);
+  auto cand = make_candidate()->build_chunks(layout::build_layout("Et*4|t*4mm|L", 3, 8, 2), cfg,
+                                             init, at::kFloat);
+  engine::MicrobatchTensors mb{at::randint(0, 256, {2, 8}, at::kLong),
+                               at::randint(0, 256, {2, 8}, at::kLong), at::ones({2, 8}), 1};
+  auto h = cand[0]->forward({}, mb).activation.detach();
+  ASSERT_EQ(h.sizes().vec(), shape(8));
+  auto out = cand[1]->forward(h, mb);
+  ASSERT_EQ(out.activation.sizes().vec(), shape(24));
+  auto loss = cand[2]->forward(out.activation.detach(), mb);
+  auto ref = reference::make_reference()->build_chunks(layout::build_layout("Et*8mmL", 1, 8, 2),
+                                                       cfg, init, at::kFloat);
+  auto ref_loss = ref[0]->forward({}, mb);
+  EXPECT_EQ(loss.lm, ref_loss.lm);
+  EXPECT_EQ(loss.mtp, ref_loss.mtp);
+  EXPECT_TRUE(at::equal(loss.objective, ref_loss.objective));
+}
+
+class RunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(testing::TempDir()) / "mtp_candidate_run_test";
+    std::filesystem::create_directories(dir_);
+    training_.steps = 2;
+    training_.num_microbatches = 4;
+    variant_.name = "v";
+    variant_.implementation = "candidate";
+    variant_.layout = "E|t*3|(t|)*4tmm|L";
+    variant_.pipeline_size = 4;
+  }
+  std::string run(const engine::VariantSpec& v, const std::string& file, uint64_t delay_seed = 0) {
+    engine::RunOptions ro;
+    ro.record_path = (dir_ / file).string();
+    ro.scenario_name = "test";
+    ro.delay_seed = delay_seed;
+    engine::run_variant(tiny(), training_, data::DataConfig{}, v, *make_candidate(), ro);
+    return ro.record_path;
+  }
+  static std::string bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+  std::filesystem::path dir_;
+  engine::TrainingConfig training_;
+  engine::VariantSpec variant_;
+};
+
+TEST_F(RunTest, TwoRunsOfOneVariantGiveIdenticalFiles) {
+  auto a = run(variant_, "a.h5");
+  auto b = run(variant_, "b.h5");
+  const std::string ba = bytes(a), bb = bytes(b);
+  EXPECT_GT(ba.size(), 100000u);
+  EXPECT_TRUE(ba == bb) << "records of two identical runs differ in their bytes";
+  record::RecordReader r(a);
+  EXPECT_EQ(r.steps(), (std::vector<int>{0, 1, 2}));
+}
+
+TEST_F(RunTest, RandomTransportDelaysDoNotChangeTheRecord) {
+  auto a = run(variant_, "nodelay.h5");
+  auto d = variant_;
+  d.transport_max_delay_us = 400;
+  for (uint64_t seed : {1u, 2u}) {
+    auto b = run(d, "delay" + std::to_string(seed) + ".h5", seed);
+    record::RecordReader ra(a), rb(b);
+    for (int step : {1, 2}) {
+      for (const auto& group : {"loss", "grad", "weight"}) {
+        for (const auto& name : ra.names(step, group)) {
+          EXPECT_EQ(ra.read(step, group, name).bytes, rb.read(step, group, name).bytes)
+              << "seed " << seed << " step " << step << " " << group << "/" << name;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(RunTest, RecordsBatchLossGradWeightWithMegatronNames) {
+  record::RecordReader r(run(variant_, "names.h5"));
+  auto attrs = r.attrs();
+  EXPECT_EQ(std::get<std::string>(attrs.at("layout")), "E|t*3|(t|)*4tmm|L");
+  EXPECT_EQ(std::get<int64_t>(attrs.at("mtp_standalone")), 1);
+  EXPECT_EQ(std::get<std::string>(attrs.at("deterministic_algorithms")), "true");
+  EXPECT_EQ(std::get<int64_t>(attrs.at("hidden_size")), 16);
+  EXPECT_EQ(std::get<std::string>(attrs.at("data_sha256")).size(), 64u);
+  EXPECT_EQ(r.names(1, "loss"), (std::vector<std::string>{"lm", "mtp_1", "mtp_2", "total"}));
+  EXPECT_EQ(r.names(1, "batch"), (std::vector<std::string>{"tokens", "labels", "loss_mask"}));
+  auto grads = r.names(1, "grad");
+  EXPECT_EQ(grads.front(), "embedding.word_embeddings.weight");
+  EXPECT_EQ(grads.back(), "output_layer.weight");
+  EXPECT_EQ(r.names(0, "weight"), grads);
+  auto tokens = r.describe(1, "batch", "tokens");
+  EXPECT_EQ(tokens.shape, (std::vector<int64_t>{4, 2, 8}));
+  // total = lm + (λ/D)·(mtp_1 + mtp_2), recomputed from the stored values.
+  auto val = [&](const char* n) {
+    double v;
+    std::memcpy(&v, r.read(1, "loss", n).bytes.data(), sizeof v);
+    return v;
+  };
+  EXPECT_DOUBLE_EQ(val("total"), val("lm") + 0.1 / 2 * (val("mtp_1") + val("mtp_2")));
+}
+
+}  // namespace
+}  // namespace mtp::candidate
