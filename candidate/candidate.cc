@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "harness/engine/chunk_support.h"
+#include "harness/model/layer_nodes.h"
 #include "harness/model/layers.h"
 #include "harness/model/loss.h"
 #include "harness/model/mtp.h"
@@ -45,13 +46,13 @@ class CandidateChunk final : public engine::ModelChunk {
     const auto group = embedding_stages(layout, cfg);
     has_table_ = std::find(group.begin(), group.end(), stage) != group.end();
     if (has_table_) engine::add_initial_params(params_, init, {model::kWordEmbeddingName}, dtype);
-    engine::add_initial_params(params_, init, engine::decoder_param_names(plan_.decoder_layers),
+    engine::add_initial_params(params_, init, engine::decoder_param_names(plan_.decoder_layers, cfg),
                                dtype);
     if (plan_.owns_final_layernorm) {
       engine::add_initial_params(params_, init, {model::kFinalLayernormName}, dtype);
     }
     if (!plan_.mtp_depths.empty()) {
-      engine::add_initial_params(params_, init, engine::mtp_param_names(cfg.mtp_num_layers), dtype);
+      engine::add_initial_params(params_, init, engine::mtp_param_names(cfg), dtype);
     }
     if (is_loss_ && cfg.untie_embeddings) {
       engine::add_initial_params(params_, init, {model::kOutputLayerName}, dtype);
@@ -67,36 +68,53 @@ class CandidateChunk final : public engine::ModelChunk {
     return is_loss_ ? std::vector<int64_t>{} : engine::hidden_shape(cfg_, out_factor_);
   }
 
-  ChunkOutput forward(const at::Tensor& input, const MicrobatchTensors& mb) override {
-    at::Tensor x = plan_.is_first()
-                       ? model::embedding_lookup(mb.tokens, params_.get(model::kWordEmbeddingName))
-                       : input;
-    x = model::decoder_layers_forward(x, plan_.decoder_layers, params_, cfg_, rope_);
-    if (plan_.owns_final_layernorm) {
-      x = model::rms_norm(x, params_.get(model::kFinalLayernormName), cfg_.norm_epsilon);
+  std::unique_ptr<model::ChunkProgram> program(const at::Tensor& input,
+                                               const MicrobatchTensors& mb,
+                                               bool split) const override {
+    auto prog = std::make_unique<model::ChunkProgram>(split);
+    prog->input = input;
+    const bool first = plan_.is_first();
+    const model::ParamTable* params = &params_;
+    at::Tensor tokens = mb.tokens;
+    prog->add("pre_process", -1, [first, params, tokens](model::ChunkProgram& p) {
+      p.hidden = first ? model::embedding_lookup(tokens, params->get(model::kWordEmbeddingName))
+                       : p.input;
+    });
+    // The trunk final norm runs in the last node of decoder layer N (Megatron: its callable).
+    for (int layer : plan_.decoder_layers) {
+      const bool fln = plan_.owns_final_layernorm && layer == plan_.decoder_layers.back();
+      model::append_decoder_layer_nodes(
+          *prog, layer, params_, cfg_, rope_,
+          fln ? params_.get(model::kFinalLayernormName) : at::Tensor());
+    }
+    if (plan_.owns_final_layernorm && plan_.decoder_layers.empty()) {
+      // Without MTP the final norm sits on the last stage, which may hold no decoder layer.
+      at::Tensor fln = params_.get(model::kFinalLayernormName);
+      const double eps = cfg_.norm_epsilon;
+      prog->add("final_layernorm", -1, [fln, eps](model::ChunkProgram& p) {
+        p.hidden = model::rms_norm(p.hidden, fln, eps);
+      });
     }
     if (!plan_.mtp_depths.empty()) {
-      // MTP stage: h0 = x; the depths' outputs travel behind it along the sequence dimension.
-      auto hs = model::mtp_block_forward(x, mb.tokens, params_.get(model::kWordEmbeddingName),
-                                         params_, cfg_, rope_);
-      hs.insert(hs.begin(), x);
-      x = at::cat(hs, 0);
+      // MTP stage: h0 and the depths' outputs leave concatenated along the sequence.
+      model::append_mtp_nodes(*prog, tokens, params_.get(model::kWordEmbeddingName), params_, cfg_,
+                              rope_, /*concat=*/true);
     }
-    ChunkOutput out;
-    if (!is_loss_) {
-      out.activation = x.is_same(input) ? x.clone() : x;
-      return out;
-    }
+    if (!is_loss_) return prog;
     // Loss stage: split [(1+D)s, b, H] into main + D chunks; one code path for every head.
-    std::vector<at::Tensor> hidden = x.split(cfg_.seq_length, 0);
-    const at::Tensor& head = params_.get(cfg_.untie_embeddings ? model::kOutputLayerName
-                                                               : model::kWordEmbeddingName);
-    auto loss = model::loss_stage_forward(hidden, head, {mb.labels, mb.loss_mask}, cfg_,
-                                          mb.num_microbatches);
-    out.objective = loss.objective;
-    out.lm = loss.lm;
-    out.mtp = loss.mtp;
-    return out;
+    at::Tensor head = params_.get(cfg_.untie_embeddings ? model::kOutputLayerName
+                                                        : model::kWordEmbeddingName);
+    const model::ModelConfig* cfg = &cfg_;
+    model::LossInputs in{mb.labels, mb.loss_mask};
+    const int64_t m = mb.num_microbatches;
+    prog->add("post_process", -1, [head, cfg, in, m](model::ChunkProgram& p) {
+      std::vector<at::Tensor> hidden = p.hidden.split(cfg->seq_length, 0);
+      auto loss = model::loss_stage_forward(hidden, head, in, *cfg, m);
+      p.result = loss.objective;
+      p.lm = loss.lm;
+      p.mtp = loss.mtp;
+    });
+    return prog;
   }
 
   std::string describe() const override {

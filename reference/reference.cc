@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "harness/engine/chunk_support.h"
+#include "harness/model/layer_nodes.h"
 #include "harness/model/layers.h"
 #include "harness/model/loss.h"
 #include "harness/model/mtp.h"
@@ -25,11 +26,11 @@ class ReferenceChunk final : public engine::ModelChunk {
     const bool needs_table = plan_.is_first() ||
                              (is_loss_ && (cfg.mtp_num_layers > 0 || !cfg.untie_embeddings));
     if (needs_table) engine::add_initial_params(params_, init, {model::kWordEmbeddingName}, dtype);
-    engine::add_initial_params(params_, init, engine::decoder_param_names(plan_.decoder_layers),
+    engine::add_initial_params(params_, init, engine::decoder_param_names(plan_.decoder_layers, cfg),
                                dtype);
     if (is_loss_) {
       std::vector<std::string> names{model::kFinalLayernormName};
-      for (auto& n : engine::mtp_param_names(cfg.mtp_num_layers)) names.push_back(n);
+      for (auto& n : engine::mtp_param_names(cfg)) names.push_back(n);
       if (cfg.untie_embeddings) names.push_back(model::kOutputLayerName);
       engine::add_initial_params(params_, init, names, dtype);
     }
@@ -44,33 +45,46 @@ class ReferenceChunk final : public engine::ModelChunk {
     return is_loss_ ? std::vector<int64_t>{} : engine::hidden_shape(cfg_, 1);
   }
 
-  ChunkOutput forward(const at::Tensor& input, const MicrobatchTensors& mb) override {
-    at::Tensor x = plan_.is_first()
-                       ? model::embedding_lookup(mb.tokens, params_.get(model::kWordEmbeddingName))
-                       : input;
-    x = model::decoder_layers_forward(x, plan_.decoder_layers, params_, cfg_, rope_);
-    ChunkOutput out;
-    if (!is_loss_) {
-      // A stage with nothing to do still returns a distinct graph node (Megatron clones).
-      out.activation = x.is_same(input) ? x.clone() : x;
-      return out;
+  std::unique_ptr<model::ChunkProgram> program(const at::Tensor& input,
+                                               const MicrobatchTensors& mb,
+                                               bool split) const override {
+    auto prog = std::make_unique<model::ChunkProgram>(split);
+    prog->input = input;
+    const bool first = plan_.is_first();
+    const model::ParamTable* params = &params_;
+    at::Tensor tokens = mb.tokens;
+    prog->add("pre_process", -1, [first, params, tokens](model::ChunkProgram& p) {
+      p.hidden = first ? model::embedding_lookup(tokens, params->get(model::kWordEmbeddingName))
+                       : p.input;
+    });
+    for (int layer : plan_.decoder_layers) {
+      model::append_decoder_layer_nodes(*prog, layer, params_, cfg_, rope_, at::Tensor());
     }
-    // Loss stage: trunk final norm, every MTP depth, then the heads and losses.
-    at::Tensor h0 = model::rms_norm(x, params_.get(model::kFinalLayernormName), cfg_.norm_epsilon);
-    std::vector<at::Tensor> hidden{h0};
+    if (!is_loss_) return prog;
+    // Loss stage: the trunk final norm, every MTP depth, then the heads and losses.
+    at::Tensor fln = params_.get(model::kFinalLayernormName);
+    const double eps = cfg_.norm_epsilon;
+    prog->add("final_layernorm", -1, [fln, eps](model::ChunkProgram& p) {
+      p.hidden = model::rms_norm(p.hidden, fln, eps);
+    });
     if (cfg_.mtp_num_layers > 0) {
-      auto hs = model::mtp_block_forward(h0, mb.tokens, params_.get(model::kWordEmbeddingName),
-                                         params_, cfg_, rope_);
-      hidden.insert(hidden.end(), hs.begin(), hs.end());
+      model::append_mtp_nodes(*prog, tokens, params_.get(model::kWordEmbeddingName), params_, cfg_,
+                              rope_, /*concat=*/false);
     }
-    const at::Tensor& head = params_.get(cfg_.untie_embeddings ? model::kOutputLayerName
-                                                               : model::kWordEmbeddingName);
-    auto loss = model::loss_stage_forward(hidden, head, {mb.labels, mb.loss_mask}, cfg_,
-                                          mb.num_microbatches);
-    out.objective = loss.objective;
-    out.lm = loss.lm;
-    out.mtp = loss.mtp;
-    return out;
+    at::Tensor head = params_.get(cfg_.untie_embeddings ? model::kOutputLayerName
+                                                        : model::kWordEmbeddingName);
+    const model::ModelConfig* cfg = &cfg_;
+    model::LossInputs in{mb.labels, mb.loss_mask};
+    const int64_t m = mb.num_microbatches;
+    prog->add("post_process", -1, [head, cfg, in, m](model::ChunkProgram& p) {
+      std::vector<at::Tensor> hidden = p.mtp_hidden;
+      if (hidden.empty()) hidden.push_back(p.hidden);
+      auto loss = model::loss_stage_forward(hidden, head, in, *cfg, m);
+      p.result = loss.objective;
+      p.lm = loss.lm;
+      p.mtp = loss.mtp;
+    });
+    return prog;
   }
 
   std::string describe() const override {

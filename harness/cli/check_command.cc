@@ -65,10 +65,12 @@ int run_check(const CheckOptions& opt) {
     engine::RunOptions ro;
     ro.record_path = out_dir + "/" + v.name + ".h5";
     ro.scenario_name = sc.name;
-    auto l = engine::variant_layout(v, sc.model);
-    auto sched = engine::variant_schedule(v, l, sc.training.num_microbatches);
+    layout::PipelineLayout l;
+    schedule::ScheduleConfig sched;
     engine::RunResult rr;
     try {
+      l = engine::variant_layout(v, sc.model);
+      sched = engine::variant_schedule(v, l, sc.training.num_microbatches);
       rr = engine::run_variant(sc.model, sc.training, sc.data, v, *impl, ro);
     } catch (const InputError& e) {
       throw InputError(fmt::format("{}: variant \"{}\": {}", sc.source, v.name, e.what()));

@@ -15,6 +15,7 @@
 #include "harness/model/config.h"
 #include "harness/model/param_table.h"
 #include "harness/model/params.h"
+#include "harness/model/program.h"
 
 namespace mtp::engine {
 
@@ -43,9 +44,16 @@ class ModelChunk {
   /// Parameters (leaf tensors, requires_grad) by global name, canonical order. A shared
   /// parameter's copy has the owner's name (e.g. the MTP stage's embedding copy).
   virtual const model::ParamTable& params() const = 0;
-  /// Forward of one microbatch. `input` is the received activation with requires_grad (shape
-  /// input_shape()), undefined on stage 0.
-  virtual ChunkOutput forward(const at::Tensor& input, const MicrobatchTensors& mb) = 0;
+  /// The forward of one microbatch as a node program (harness/model/program.h); nothing runs
+  /// yet. `input` is the received activation with requires_grad (shape input_shape()), undefined
+  /// on stage 0. `split`: cut the autograd graph between nodes (combined 1F1B). The loss stage's
+  /// program sets result = objective and the lm / mtp losses; every other stage's result is the
+  /// activation to send.
+  virtual std::unique_ptr<model::ChunkProgram> program(const at::Tensor& input,
+                                                       const MicrobatchTensors& mb,
+                                                       bool split) const = 0;
+  /// Runs program(input, mb, false) to the end (plain schedules and tests).
+  ChunkOutput forward(const at::Tensor& input, const MicrobatchTensors& mb) const;
   /// Static p2p shape of the activation this chunk receives (empty on stage 0).
   virtual std::vector<int64_t> input_shape() const = 0;
   /// Static p2p shape of the activation this chunk sends (empty on the loss stage).

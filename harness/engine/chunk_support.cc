@@ -4,27 +4,43 @@
 
 namespace mtp::engine {
 
+ChunkOutput ModelChunk::forward(const at::Tensor& input, const MicrobatchTensors& mb) const {
+  auto prog = program(input, mb, /*split=*/false);
+  prog->forward_all();
+  ChunkOutput out;
+  if (plan().has_loss) {
+    out.objective = prog->result;
+    out.lm = prog->lm;
+    out.mtp = prog->mtp;
+  } else {
+    out.activation = prog->result;
+  }
+  return out;
+}
+
 void add_initial_params(model::ParamTable& table, const InitialWeights& init,
                         const std::vector<std::string>& names, at::ScalarType dtype) {
   for (const auto& n : names) table.add(n, init.get(n).to(dtype).clone().set_requires_grad(true));
 }
 
-std::vector<std::string> decoder_param_names(const std::vector<int>& layers) {
+std::vector<std::string> decoder_param_names(const std::vector<int>& layers,
+                                             const model::ModelConfig& cfg) {
   std::vector<std::string> names;
   for (int i : layers) {
-    for (auto& n : model::layer_param_names(fmt::format("decoder.layers.{}.", i))) names.push_back(n);
+    for (auto& n : model::layer_param_names(fmt::format("decoder.layers.{}.", i), cfg,
+                                                  cfg.is_moe_layer(i))) names.push_back(n);
   }
   return names;
 }
 
-std::vector<std::string> mtp_param_names(int64_t mtp_num_layers) {
+std::vector<std::string> mtp_param_names(const model::ModelConfig& cfg) {
   std::vector<std::string> names;
-  for (int64_t k = 0; k < mtp_num_layers; ++k) {
+  for (int64_t k = 0; k < cfg.mtp_num_layers; ++k) {
     const std::string p = fmt::format("mtp.layers.{}.", k);
     names.push_back(p + "enorm.weight");
     names.push_back(p + "hnorm.weight");
     names.push_back(p + "eh_proj.weight");
-    for (auto& n : model::layer_param_names(p + "transformer_layer.")) names.push_back(n);
+    for (auto& n : model::layer_param_names(p + "transformer_layer.", cfg, cfg.mtp_layer_is_moe())) names.push_back(n);
     names.push_back(p + "final_layernorm.weight");
   }
   return names;

@@ -16,11 +16,13 @@ namespace mtp::engine {
 void add_initial_params(model::ParamTable& table, const InitialWeights& init,
                         const std::vector<std::string>& names, at::ScalarType dtype);
 
-/// Parameter names of decoder layers `layers` (global, 0-based), canonical order.
-std::vector<std::string> decoder_param_names(const std::vector<int>& layers);
+/// Parameter names of decoder layers `layers` (global, 0-based), canonical order (dense or MoE
+/// per cfg.is_moe_layer).
+std::vector<std::string> decoder_param_names(const std::vector<int>& layers,
+                                             const model::ModelConfig& cfg);
 
 /// Parameter names of MTP depths 1..D, canonical order.
-std::vector<std::string> mtp_param_names(int64_t mtp_num_layers);
+std::vector<std::string> mtp_param_names(const model::ModelConfig& cfg);
 
 /// "t0-2" for {0,1,2}, "t3 t5" for {3,5}, "" for none.
 std::string format_layer_ranges(const std::vector<int>& layers, const char* prefix);

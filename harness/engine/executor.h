@@ -20,15 +20,28 @@ struct StepLosses {
   std::vector<std::vector<double>> mtp;  ///< [M][D]
 };
 
+/// How the executor runs a schedule's ops.
+struct ExecutionOptions {
+  /// Post each receive one op ahead and wait for it when the op starts (Megatron
+  /// overlap_p2p_comm for the interleaved schedule).
+  bool overlap_p2p = false;
+};
+
 /// Runs every rank's ops for one step. chunks[i] is the chunk of stage index i (i = v·P + p);
 /// microbatches has M entries. Grads accumulate into the chunks' parameters (.grad), first in
-/// first out per chunk. An exception on any rank aborts the transport, joins every thread and is
-/// rethrown (the lowest failing rank's, prefixed with the rank and its op).
-/// Schedule semantics: Megatron-LM schedules.py (spec §4.2–4.5).
+/// first out per chunk. Plain schedules run each chunk's forward as one autograd graph and its
+/// backward in one call; combined 1F1B (ScheduleKind::kCombined1F1B) splits every chunk into
+/// nodes with detached boundaries and runs each steady (F, B) pair as one combined step whose
+/// node forwards and node backwards interleave layer by layer in Megatron's sub-step order
+/// (spec §4.6): B.mtp_post, B.combine, F.attn, B.mlp, F.dispatch, B.dispatch, F.mlp, F.combine,
+/// B.attn, F.mtp_post. An exception on any rank aborts the transport, joins every thread and is
+/// rethrown (a rank that failed for its own reason before one that was only aborted).
+/// Schedule semantics: Megatron-LM schedules.py and combined_1f1b.py (spec §4.2–4.6).
 StepLosses run_pipeline_step(const std::vector<std::unique_ptr<ModelChunk>>& chunks,
                              const layout::PipelineLayout& layout,
                              const schedule::ScheduleConfig& schedule,
                              const std::vector<MicrobatchTensors>& microbatches,
-                             transport::Transport& transport);
+                             transport::Transport& transport,
+                             const ExecutionOptions& options = {});
 
 }  // namespace mtp::engine

@@ -32,11 +32,14 @@ struct VariantSpec {
   std::string layout;            ///< Megatron layout string; "" = default even split
   int pipeline_size = 1;         ///< P
   int virtual_size = 1;          ///< V when `layout` is empty (else derived from the layout)
-  std::string schedule;          ///< "none" | "1f1b" | "interleaved"; "" = derived (P=1: none, V=1: 1f1b, else interleaved)
+  /// "none" | "1f1b" | "interleaved" | "combined_1f1b"; "" = derived (P=1: none, V=1: 1f1b,
+  /// else interleaved)
+  std::string schedule;
   int microbatch_group_size = 0; ///< N for interleaved; 0 = P
   std::optional<double> clip_grad;                ///< overrides TrainingConfig::clip_grad
   std::optional<double> mtp_loss_scaling_factor;  ///< overrides the model's λ (negative controls)
   int64_t transport_max_delay_us = 0;  ///< random message delays (in-process transport)
+  bool overlap_p2p = false;  ///< post receives one op ahead (Megatron overlap_p2p_comm)
 };
 
 /// Where and how to run.

@@ -108,6 +108,12 @@ schedule::ScheduleConfig variant_schedule(const VariantSpec& v, const layout::Pi
   s.num_microbatches = static_cast<int>(num_microbatches);
   s.microbatch_group_size = v.microbatch_group_size;
   schedule::validate(s);
+  if (v.overlap_p2p && s.kind != schedule::ScheduleKind::kInterleaved &&
+      s.kind != schedule::ScheduleKind::kCombined1F1B) {
+    throw InputError(fmt::format("variant \"{}\": overlap_p2p needs the interleaved or combined_1f1b "
+                                 "schedule (Megatron overlap_p2p_comm), not {}", v.name,
+                                 schedule::schedule_kind_name(s.kind)));
+  }
   return s;
 }
 
@@ -128,6 +134,11 @@ RunResult run_variant(const model::ModelConfig& model_in, const TrainingConfig& 
   layout::PipelineLayout layout = variant_layout(variant, cfg);
   impl.check_layout(layout);
   schedule::ScheduleConfig sched = variant_schedule(variant, layout, M);
+  if (sched.kind == schedule::ScheduleKind::kCombined1F1B && cfg.mtp_num_layers > 1) {
+    throw InputError(fmt::format(
+        "variant \"{}\": combined_1f1b supports mtp_num_layers <= 1 (Megatron "
+        "transformer_config.py precondition), the model has {}", variant.name, cfg.mtp_num_layers));
+  }
 
   auto source = data::open_token_source(data_cfg);
   data::MicrobatchBuilder builder(*source, cfg.micro_batch_size, cfg.seq_length, cfg.vocab_size,
@@ -188,6 +199,19 @@ RunResult run_variant(const model::ModelConfig& model_in, const TrainingConfig& 
                                 : 0});
   rec.set_attr("schedule", schedule::schedule_kind_name(sched.kind));
   rec.set_attr("mtp_standalone", int64_t{layout.mtp_standalone ? 1 : 0});
+  rec.set_attr("overlap_p2p_comm", int64_t{variant.overlap_p2p ? 1 : 0});
+  rec.set_attr("num_moe_experts", cfg.num_moe_experts);
+  if (cfg.num_moe_experts > 0) {
+    rec.set_attr("moe_router_topk", cfg.moe_router_topk);
+    rec.set_attr("moe_ffn_hidden_size", cfg.moe_ffn_hidden_size);
+    rec.set_attr("moe_shared_expert_intermediate_size", cfg.moe_shared_expert_intermediate_size);
+    rec.set_attr("moe_layer_freq", fmt::format("[{}]", fmt::join(cfg.moe_layer_freq, ",")));
+    rec.set_attr("moe_router_score_function", std::string("sigmoid"));
+    rec.set_attr("moe_router_enable_expert_bias", int64_t{cfg.moe_router_enable_expert_bias});
+    rec.set_attr("moe_router_expert_bias",
+                 fmt::format("[{}]", fmt::join(cfg.moe_router_expert_bias, ",")));
+    rec.set_attr("moe_router_topk_scaling_factor", cfg.moe_router_topk_scaling_factor);
+  }
   rec.set_attr("seed", static_cast<int64_t>(training.seed));
   rec.set_attr("dtype", training.dtype);
   rec.set_attr("device", std::string("cpu"));
@@ -222,7 +246,9 @@ RunResult run_variant(const model::ModelConfig& model_in, const TrainingConfig& 
     for (auto& p : params) {
       for (auto& c : p.copies) c.mutable_grad().reset();
     }
-    StepLosses losses = run_pipeline_step(chunks, layout, sched, mbs, *transport);
+    ExecutionOptions exec;
+    exec.overlap_p2p = variant.overlap_p2p;
+    StepLosses losses = run_pipeline_step(chunks, layout, sched, mbs, *transport, exec);
 
     // Losses: per-microbatch values averaged in microbatch order (float64).
     double lm = 0.0;

@@ -14,6 +14,8 @@ bool ModelConfig::is_moe_layer(int64_t layer) const {
                                   num_layers - 1));
   if (num_moe_experts == 0) return false;
   if (moe_layer_freq.empty()) return true;
+  MTP_INTERNAL_ASSERT(static_cast<int64_t>(moe_layer_freq.size()) == num_layers,
+                      "moe_layer_freq length != num_layers (validate() first)");
   return moe_layer_freq[static_cast<size_t>(layer)] == 1;
 }
 

@@ -13,11 +13,13 @@
 namespace mtp::model {
 namespace {
 
+// `moe`: 3 layers with moe_layer_freq {0, 1, 1} (dense, MoE, MoE), 4 experts, top-2, a shared
+// expert, a fixed expert bias and D = 1, so the MTP layer is MoE too.
 struct Tiny {
   ModelConfig cfg;
   ParamTable params;
   at::Tensor tokens, labels, mask;
-  Tiny() {
+  explicit Tiny(bool moe = false) {
     cfg.num_layers = 2;
     cfg.hidden_size = 8;
     cfg.ffn_hidden_size = 12;
@@ -28,6 +30,19 @@ struct Tiny {
     cfg.micro_batch_size = 2;
     cfg.mtp_num_layers = 2;
     cfg.mtp_loss_scaling_factor = 0.3;
+    if (moe) {
+      cfg.num_layers = 3;
+      cfg.mtp_num_layers = 1;
+      cfg.num_moe_experts = 4;
+      cfg.moe_router_topk = 2;
+      cfg.moe_ffn_hidden_size = 6;
+      cfg.moe_shared_expert_intermediate_size = 5;
+      cfg.moe_layer_freq = {0, 1, 1};
+      cfg.moe_router_enable_expert_bias = true;
+      cfg.moe_router_expert_bias = {0.02, -0.03, 0.0, 0.01};
+      cfg.moe_router_topk_scaling_factor = 1.5;
+    }
+    cfg.validate();
     for (auto spec : parameter_specs(cfg)) {
       if (spec.init_std == 0.0) spec.init_std = 0.3;  // norms away from 1 to exercise them
       auto t = initial_value(spec, 99) * (spec.name.find("norm") != std::string::npos ? 1.0 : 10.0);
@@ -45,7 +60,9 @@ struct Tiny {
     auto rope = rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, at::kDouble);
     const auto& E = params.get(kWordEmbeddingName);
     auto x = embedding_lookup(tokens, E);
-    auto h = decoder_layers_forward(x, {0, 1}, params, cfg, rope);
+    std::vector<int> layers;
+    for (int i = 0; i < cfg.num_layers; ++i) layers.push_back(i);
+    auto h = decoder_layers_forward(x, layers, params, cfg, rope);
     auto h0 = rms_norm(h, params.get(kFinalLayernormName), cfg.norm_epsilon);
     auto hs = mtp_block_forward(h0, tokens, E, params, cfg, rope);
     hs.insert(hs.begin(), h0);
@@ -60,8 +77,7 @@ struct Tiny {
   }
 };
 
-TEST(GradCheckTest, AutogradMatchesFloat64FiniteDifferences) {
-  Tiny m;
+void expect_autograd_matches_finite_differences(const Tiny& m) {
   const int64_t M = 4;
   auto out = m.run(M);
   out.objective.backward();
@@ -89,6 +105,29 @@ TEST(GradCheckTest, AutogradMatchesFloat64FiniteDifferences) {
     }
   }
   EXPECT_GT(checked, 100);
+}
+
+TEST(GradCheckTest, AutogradMatchesFloat64FiniteDifferences) {
+  expect_autograd_matches_finite_differences(Tiny());
+}
+
+// Routing is piecewise constant: central differences with eps = 1e-6 are exact up to O(eps²)
+// only while no token's k-th and (k+1)-th biased scores are within ~eps of a swap; a flip would
+// show up as a large mismatch in every tensor upstream of that router.
+TEST(GradCheckTest, MoeModelAutogradMatchesFloat64FiniteDifferences) {
+  Tiny m(/*moe=*/true);
+  ASSERT_TRUE(m.params.has("decoder.layers.1.mlp.experts.local_experts.3.linear_fc2.weight"));
+  ASSERT_TRUE(m.params.has("mtp.layers.0.transformer_layer.mlp.shared_experts.linear_fc1.weight"));
+  ASSERT_TRUE(m.params.has("decoder.layers.0.mlp.linear_fc1.weight"));
+  expect_autograd_matches_finite_differences(m);
+  // Every routed expert of every MoE layer was selected by some token (else its check is 0 = 0).
+  int experts = 0;
+  for (const auto& [name, p] : m.params.entries()) {
+    if (name.find("local_experts") == std::string::npos) continue;
+    EXPECT_GT(p.grad().abs().max().item<double>(), 0.0) << name;
+    ++experts;
+  }
+  EXPECT_EQ(experts, 3 * 4 * 2);  // 2 decoder MoE layers + 1 MTP layer, 4 experts, fc1 and fc2
 }
 
 TEST(GradCheckTest, MtpTermsChangeTheGradientButNotTheForward) {

@@ -32,13 +32,20 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
   return x * cos + rotated * sin;
 }
 
-LayerWeights LayerWeights::from(const ParamTable& params, const std::string& prefix) {
-  return {params.get(prefix + "input_layernorm.weight"),
-          params.get(prefix + "self_attention.linear_qkv.weight"),
-          params.get(prefix + "self_attention.linear_proj.weight"),
-          params.get(prefix + "pre_mlp_layernorm.weight"),
-          params.get(prefix + "mlp.linear_fc1.weight"),
-          params.get(prefix + "mlp.linear_fc2.weight")};
+LayerWeights LayerWeights::from(const ParamTable& params, const std::string& prefix,
+                                const ModelConfig& cfg, bool is_moe) {
+  LayerWeights w;
+  w.input_layernorm = params.get(prefix + "input_layernorm.weight");
+  w.linear_qkv = params.get(prefix + "self_attention.linear_qkv.weight");
+  w.linear_proj = params.get(prefix + "self_attention.linear_proj.weight");
+  w.pre_mlp_layernorm = params.get(prefix + "pre_mlp_layernorm.weight");
+  if (is_moe) {
+    w.moe = MoeWeights::from(params, prefix, cfg);
+  } else {
+    w.linear_fc1 = params.get(prefix + "mlp.linear_fc1.weight");
+    w.linear_fc2 = params.get(prefix + "mlp.linear_fc2.weight");
+  }
+  return w;
 }
 
 at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w, const ModelConfig& cfg,
@@ -70,16 +77,21 @@ at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w, const Mode
   return linear_no_bias(context, w.linear_proj);
 }
 
+at::Tensor swiglu(const at::Tensor& x, const at::Tensor& fc1, const at::Tensor& fc2) {
+  auto gate_up = linear_no_bias(x, fc1);
+  auto halves = gate_up.chunk(2, -1);
+  return linear_no_bias(at::silu(halves[0]) * halves[1], fc2);
+}
+
 at::Tensor swiglu_mlp(const at::Tensor& x, const LayerWeights& w) {
-  auto fc1 = linear_no_bias(x, w.linear_fc1);
-  auto halves = fc1.chunk(2, -1);
-  return linear_no_bias(at::silu(halves[0]) * halves[1], w.linear_fc2);
+  return swiglu(x, w.linear_fc1, w.linear_fc2);
 }
 
 at::Tensor transformer_layer(const at::Tensor& x, const LayerWeights& w, const ModelConfig& cfg,
                              const RopeTables& rope) {
   const double eps = cfg.norm_epsilon;
   auto h = x + self_attention(rms_norm(x, w.input_layernorm, eps), w, cfg, rope);
+  if (w.moe) return h + moe_mlp(rms_norm(h, w.pre_mlp_layernorm, eps), *w.moe, cfg);
   return h + swiglu_mlp(rms_norm(h, w.pre_mlp_layernorm, eps), w);
 }
 
@@ -98,8 +110,9 @@ at::Tensor decoder_layers_forward(const at::Tensor& x, const std::vector<int>& l
                                   const RopeTables& rope) {
   at::Tensor h = x;
   for (int i : layer_ids) {
-    h = transformer_layer(h, LayerWeights::from(params, "decoder.layers." + std::to_string(i) + "."),
-                          cfg, rope);
+    const std::string prefix = "decoder.layers." + std::to_string(i) + ".";
+    h = transformer_layer(h, LayerWeights::from(params, prefix, cfg, cfg.is_moe_layer(i)), cfg,
+                          rope);
   }
   return h;
 }

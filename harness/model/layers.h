@@ -7,10 +7,12 @@
 
 #include <ATen/ATen.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "harness/model/config.h"
+#include "harness/model/moe.h"
 #include "harness/model/param_table.h"
 
 namespace mtp::model {
@@ -35,16 +37,20 @@ RopeTables rope_tables(int64_t seq_length, int64_t kv_channels, double base, at:
 /// cat(−x[hn/2:], x[:hn/2]). Megatron apply_rotary_pos_emb_bshd, non-interleaved.
 at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope);
 
-/// Weights of one pre-norm transformer layer (dense SwiGLU MLP), looked up from a ParamTable by
-/// the names of layer_param_names(prefix).
+/// Weights of one pre-norm transformer layer, looked up from a ParamTable by the names of
+/// layer_param_names(prefix, cfg, is_moe). A dense layer fills linear_fc1/linear_fc2; an MoE
+/// layer fills `moe` instead (and leaves linear_fc1/linear_fc2 undefined).
 struct LayerWeights {
   at::Tensor input_layernorm;  ///< [H]
   at::Tensor linear_qkv;       ///< [ng·(nh/ng+2)·hn, H], rows grouped per KV group (q…, k, v)
   at::Tensor linear_proj;      ///< [H, nh·hn]
   at::Tensor pre_mlp_layernorm;  ///< [H]
-  at::Tensor linear_fc1;       ///< [2F, H]: rows [0,F) gate, [F,2F) up
-  at::Tensor linear_fc2;       ///< [H, F]
-  static LayerWeights from(const ParamTable& params, const std::string& prefix);
+  at::Tensor linear_fc1;       ///< [2F, H]: rows [0,F) gate, [F,2F) up (dense layers)
+  at::Tensor linear_fc2;       ///< [H, F] (dense layers)
+  std::optional<MoeWeights> moe;  ///< MoE layers: router, routed experts, shared expert
+  /// `is_moe`: decoder layer i: cfg.is_moe_layer(i); MTP layers: cfg.mtp_layer_is_moe().
+  static LayerWeights from(const ParamTable& params, const std::string& prefix,
+                           const ModelConfig& cfg, bool is_moe);
 };
 
 /// Causal self-attention with RoPE and GQA. x [s, b, H] (already normalised) → [s, b, H].
@@ -53,10 +59,15 @@ struct LayerWeights {
 at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w, const ModelConfig& cfg,
                           const RopeTables& rope);
 
-/// SwiGLU MLP: fc2(silu(gate) · up), [gate; up] = fc1(x). x [s, b, H] → [s, b, H].
+/// SwiGLU: fc2(silu(gate) · up), [gate; up] = x · fc1ᵀ. x [..., H], fc1 [2F, H], fc2 [H, F] →
+/// [..., H]. Megatron MLP with gated_linear_unit and silu (also each MoE expert).
+at::Tensor swiglu(const at::Tensor& x, const at::Tensor& fc1, const at::Tensor& fc2);
+
+/// The dense layer's SwiGLU MLP: swiglu(x, w.linear_fc1, w.linear_fc2). x [s, b, H] → [s, b, H].
 at::Tensor swiglu_mlp(const at::Tensor& x, const LayerWeights& w);
 
-/// Pre-norm residual layer: x + attn(norm(x)), then + mlp(norm(·)). x [s, b, H] → [s, b, H].
+/// Pre-norm residual layer: x + attn(norm(x)), then + mlp(norm(·)), where mlp is the dense SwiGLU
+/// or, when w.moe is set, moe_mlp (moe.h). x [s, b, H] → [s, b, H].
 /// Megatron TransformerLayer (local spec, dropout 0, no biases).
 at::Tensor transformer_layer(const at::Tensor& x, const LayerWeights& w, const ModelConfig& cfg,
                              const RopeTables& rope);
@@ -70,7 +81,8 @@ at::Tensor embedding_lookup(const at::Tensor& ids, const at::Tensor& table);
 namespace mtp::model {
 
 /// Runs decoder layers `layer_ids` (global, 0-based, ascending) on x [s, b, H]; weights under
-/// "decoder.layers.<i>." in `params`. Megatron TransformerBlock without the final norm.
+/// "decoder.layers.<i>." in `params`; layer i is MoE when cfg.is_moe_layer(i). Megatron
+/// TransformerBlock without the final norm.
 at::Tensor decoder_layers_forward(const at::Tensor& x, const std::vector<int>& layer_ids,
                                   const ParamTable& params, const ModelConfig& cfg,
                                   const RopeTables& rope);

@@ -155,7 +155,7 @@ TEST(AttentionTest, IsCausalBitwise) {
       params.add(spec.name, initial_value(spec, 7).to(at::kFloat));
     }
   }
-  auto w = LayerWeights::from(params, "decoder.layers.0.");
+  auto w = LayerWeights::from(params, "decoder.layers.0.", cfg, /*is_moe=*/false);
   auto rope = rope_tables(6, cfg.kv_channels(), cfg.rotary_base, at::kFloat);
   auto x = at::randn({6, 2, 8}, at::kFloat);
   auto x2 = x.clone();

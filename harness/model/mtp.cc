@@ -25,7 +25,8 @@ std::vector<at::Tensor> mtp_block_forward(const at::Tensor& h0, const at::Tensor
     auto z = at::cat({rms_norm(e, params.get(p + "enorm.weight"), eps),
                       rms_norm(h, params.get(p + "hnorm.weight"), eps)}, -1);
     auto x = linear_no_bias(z, params.get(p + "eh_proj.weight"));
-    auto y = transformer_layer(x, LayerWeights::from(params, p + "transformer_layer."), cfg, rope);
+    auto w = LayerWeights::from(params, p + "transformer_layer.", cfg, cfg.mtp_layer_is_moe());
+    auto y = transformer_layer(x, w, cfg, rope);
     h = rms_norm(y, params.get(p + "final_layernorm.weight"), eps);
     out.push_back(h);
   }

@@ -22,7 +22,8 @@ at::Tensor roll_left(const at::Tensor& t);
 
 /// Runs MTP depths k = 1..D on the trunk output h0 [s, b, H] (after the decoder final norm).
 /// For each k: ids_k = roll_left(ids_{k−1}); e = embedding(ids_k);
-/// z = eh_proj(cat(enorm(e), hnorm(h_{k−1}))) (embedding first); one transformer layer;
+/// z = eh_proj(cat(enorm(e), hnorm(h_{k−1}))) (embedding first); one transformer layer (MoE when
+/// cfg.mtp_layer_is_moe(): the last decoder layer's kind, spec §1.2);
 /// h_k = final_layernorm_k(·). The next depth consumes the normalised h_k.
 /// tokens [b, s] int64; embedding_table [V, H] (this stage's copy). Returns [h1, …, hD], each
 /// [s, b, H]. Weights are read from `params` under "mtp.layers.<k−1>.".

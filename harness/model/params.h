@@ -4,14 +4,19 @@
 // Names and shapes are Megatron-LM's (megatron_conventions.md, "Parameter names and layouts").
 // Canonical order (the order of records and of "first divergent tensor"): word embedding;
 // decoder layers 0..N−1 (input_layernorm, self_attention.linear_qkv, self_attention.linear_proj,
-// pre_mlp_layernorm, mlp.linear_fc1, mlp.linear_fc2); decoder.final_layernorm; MTP depths
-// 0..D−1 (enorm, hnorm, eh_proj, transformer_layer.*, final_layernorm); output_layer (untied only).
+// pre_mlp_layernorm, then the MLP: dense mlp.linear_fc1, mlp.linear_fc2; or MoE mlp.router.weight,
+// mlp.experts.local_experts.<e>.linear_fc1/linear_fc2 for e = 0..E−1, then
+// mlp.shared_experts.linear_fc1/linear_fc2 when a shared expert exists); decoder.final_layernorm;
+// MTP depths 0..D−1 (enorm, hnorm, eh_proj, transformer_layer.*, final_layernorm; the layer has the
+// last decoder layer's kind); output_layer (untied only). The MoE expert bias is a fixed config
+// value, not a parameter.
 //
 // Initial values depend only on (seed, global name, element index): each parameter has its own
 // counter-based generator (xxHash3 of the name with the seed, splitmix64 per element, Box–Muller
 // in double), so every layout, implementation, LibTorch version and device starts from the same
 // bits. Distributions follow Megatron's init: N(0, 0.02) for embedding, linear_qkv, linear_fc1,
-// eh_proj and output layer; N(0, 0.02/√(2N)) for linear_proj and linear_fc2; norms 1.
+// router, eh_proj and output layer; N(0, 0.02/√(2N)) for linear_proj and linear_fc2 (experts and
+// shared expert alike); norms 1.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -32,8 +37,16 @@ struct ParamSpec {
 };
 
 /// Names of one transformer layer's parameters under `prefix` ("decoder.layers.3." or
-/// "mtp.layers.0.transformer_layer."), in canonical order.
-std::vector<std::string> layer_param_names(const std::string& prefix);
+/// "mtp.layers.0.transformer_layer."), in canonical order. `is_moe`: the layer has an MoE MLP
+/// (decoder layer i: cfg.is_moe_layer(i); MTP layers: cfg.mtp_layer_is_moe()); `cfg` gives the
+/// number of experts and whether a shared expert exists.
+std::vector<std::string> layer_param_names(const std::string& prefix, const ModelConfig& cfg,
+                                           bool is_moe);
+
+/// Specs (names, shapes, init) of one transformer layer's parameters; the names are
+/// layer_param_names(prefix, cfg, is_moe).
+std::vector<ParamSpec> layer_param_specs(const std::string& prefix, const ModelConfig& cfg,
+                                         bool is_moe);
 
 /// Every parameter of the model described by `cfg`, in canonical order.
 std::vector<ParamSpec> parameter_specs(const ModelConfig& cfg);

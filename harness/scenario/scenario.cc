@@ -116,7 +116,11 @@ void parse_model(const Ctx& ctx, const toml::table& t, model::ModelConfig& m) {
   check_keys(ctx, t, w,
              {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
               "num_query_groups", "vocab_size", "seq_length", "micro_batch_size", "mtp_num_layers",
-              "mtp_loss_scaling_factor", "rotary_base", "norm_epsilon", "untie_embeddings"});
+              "mtp_loss_scaling_factor", "rotary_base", "norm_epsilon", "untie_embeddings",
+              "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size",
+              "moe_shared_expert_intermediate_size", "moe_layer_freq",
+              "moe_router_enable_expert_bias", "moe_router_expert_bias",
+              "moe_router_topk_scaling_factor"});
   m.num_layers = get_int(ctx, t, "num_layers", w, m.num_layers, 1);
   m.hidden_size = get_int(ctx, t, "hidden_size", w, m.hidden_size, 1);
   m.ffn_hidden_size = get_int(ctx, t, "ffn_hidden_size", w, m.ffn_hidden_size, 1);
@@ -131,6 +135,35 @@ void parse_model(const Ctx& ctx, const toml::table& t, model::ModelConfig& m) {
   m.rotary_base = get_double(ctx, t, "rotary_base", w, m.rotary_base);
   m.norm_epsilon = get_double(ctx, t, "norm_epsilon", w, m.norm_epsilon);
   m.untie_embeddings = get_bool(ctx, t, "untie_embeddings", w, m.untie_embeddings);
+  m.num_moe_experts = get_int(ctx, t, "num_moe_experts", w, m.num_moe_experts, 0);
+  m.moe_router_topk = get_int(ctx, t, "moe_router_topk", w, m.moe_router_topk, 1);
+  m.moe_ffn_hidden_size = get_int(ctx, t, "moe_ffn_hidden_size", w, m.moe_ffn_hidden_size, 0);
+  m.moe_shared_expert_intermediate_size = get_int(
+      ctx, t, "moe_shared_expert_intermediate_size", w, m.moe_shared_expert_intermediate_size, 0);
+  if (const toml::node* n = t.get("moe_layer_freq")) {
+    const toml::array* a = n->as_array();
+    if (a == nullptr) ctx.fail(n, "[model].moe_layer_freq must be an array of 0/1 per decoder layer");
+    m.moe_layer_freq.clear();
+    for (const auto& e : *a) {
+      if (!e.is_integer() || (e.value<int64_t>().value() != 0 && e.value<int64_t>().value() != 1)) {
+        ctx.fail(&e, "[model].moe_layer_freq entries must be 0 (dense) or 1 (MoE)");
+      }
+      m.moe_layer_freq.push_back(static_cast<int>(e.value<int64_t>().value()));
+    }
+  }
+  m.moe_router_enable_expert_bias =
+      get_bool(ctx, t, "moe_router_enable_expert_bias", w, m.moe_router_enable_expert_bias);
+  if (const toml::node* n = t.get("moe_router_expert_bias")) {
+    const toml::array* a = n->as_array();
+    if (a == nullptr) ctx.fail(n, "[model].moe_router_expert_bias must be an array of numbers");
+    m.moe_router_expert_bias.clear();
+    for (const auto& e : *a) {
+      if (!e.is_number()) ctx.fail(&e, "[model].moe_router_expert_bias must hold numbers");
+      m.moe_router_expert_bias.push_back(e.value<double>().value());
+    }
+  }
+  m.moe_router_topk_scaling_factor = get_double(ctx, t, "moe_router_topk_scaling_factor", w,
+                                                m.moe_router_topk_scaling_factor);
   try {
     m.validate();
   } catch (const InputError& e) {
@@ -184,7 +217,8 @@ engine::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   }
   check_keys(ctx, t, w,
              {"name", "implementation", "layout", "pp", "vpp", "schedule", "microbatch_group_size",
-              "clip_grad", "mtp_loss_scaling_factor", "transport_max_delay_us", "why"});
+              "clip_grad", "mtp_loss_scaling_factor", "transport_max_delay_us", "overlap_p2p",
+              "why"});
   v.name = get_string(ctx, t, "name", w, "");
   if (!valid_name(v.name)) {
     ctx.fail(t.get("name") ? t.get("name") : &t,
@@ -221,6 +255,10 @@ engine::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
     v.mtp_loss_scaling_factor = get_double(ctx, t, "mtp_loss_scaling_factor", w, 0.0);
   }
   v.transport_max_delay_us = get_int(ctx, t, "transport_max_delay_us", w, 0, 0);
+  if (v.transport_max_delay_us > 1000000) {
+    ctx.fail(t.get("transport_max_delay_us"), fmt::format("{}: transport_max_delay_us must be <= 1000000", w));
+  }
+  v.overlap_p2p = get_bool(ctx, t, "overlap_p2p", w, false);
   get_string(ctx, t, "why", w, "");
   return v;
 }

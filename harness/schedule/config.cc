@@ -18,8 +18,11 @@ ScheduleKind parse_schedule_kind(const std::string& name) {
   if (name == "interleaved") {
     return ScheduleKind::kInterleaved;
   }
-  throw ScheduleError(fmt::format(
-      "unknown schedule kind \"{}\": expected one of \"none\", \"1f1b\", \"interleaved\"", name));
+  if (name == "combined_1f1b") {
+    return ScheduleKind::kCombined1F1B;
+  }
+  throw ScheduleError(fmt::format("unknown schedule kind \"{}\": expected one of \"none\", "
+                                  "\"1f1b\", \"interleaved\", \"combined_1f1b\"", name));
 }
 
 std::string schedule_kind_name(ScheduleKind kind) {
@@ -30,6 +33,8 @@ std::string schedule_kind_name(ScheduleKind kind) {
       return "1f1b";
     case ScheduleKind::kInterleaved:
       return "interleaved";
+    case ScheduleKind::kCombined1F1B:
+      return "combined_1f1b";
   }
   throw InternalError(
       fmt::format("schedule_kind_name: bad ScheduleKind {}", static_cast<int>(kind)));
@@ -68,24 +73,33 @@ void validate(const ScheduleConfig& config) {
             fmt::format("1f1b schedule: 1F1B needs P > 1 (P={}); use \"none\" for P=1", p));
       }
       return;
+    case ScheduleKind::kCombined1F1B:
+      if (p == 1) {
+        if (v != 1) {
+          throw ScheduleError(fmt::format(
+              "combined_1f1b schedule: without pipelining (P=1) it needs V=1 (V={})", v));
+        }
+        return;
+      }
+      [[fallthrough]];
     case ScheduleKind::kInterleaved: {
       if (p < 2) {
         throw ScheduleError(fmt::format(
-            "interleaved schedule: interleaved 1F1B needs P > 1 (P={}); use \"none\" for P=1", p));
+            "{} schedule: interleaved 1F1B needs P > 1 (P={}); use \"none\" for P=1", kind, p));
       }
       const int n = config.microbatch_group_size == 0 ? p : config.microbatch_group_size;
       if (n < p || n > m) {
         throw ScheduleError(
-            fmt::format("interleaved schedule: microbatch group size N={} must satisfy P <= N <= M "
+            fmt::format("{} schedule: microbatch group size N={} must satisfy P <= N <= M "
                         "(P={}, M={})",
-                        n, p, m));
+                        kind, n, p, m));
       }
       const int remainder = m % n;
       if (remainder != 0 && remainder < p) {
         throw ScheduleError(fmt::format(
-            "interleaved schedule: the last microbatch group M mod N={} must be 0 or >= P "
+            "{} schedule: the last microbatch group M mod N={} must be 0 or >= P "
             "(M={}, N={}, P={})",
-            remainder, m, n, p));
+            kind, remainder, m, n, p));
       }
       return;
     }

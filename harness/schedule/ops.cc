@@ -93,6 +93,13 @@ int warmup_steps(const ScheduleConfig& config, int rank) {
       const int v = config.virtual_size;
       return std::min(2 * (p - rank - 1) + (v - 1) * group_size(config), m * v);
     }
+    case ScheduleKind::kCombined1F1B: {
+      // One more warm-up forward than interleaved 1F1B makes each steady pair's F and B
+      // independent (Megatron schedules.py, overlap_moe_expert_parallel_comm).
+      const int v = config.virtual_size;
+      if (p == 1) return std::min(1, m);
+      return std::min(2 * (p - rank - 1) + (v - 1) * group_size(config) + 1, m * v);
+    }
   }
   throw InternalError(
       fmt::format("warmup_steps: bad ScheduleKind {}", static_cast<int>(config.kind)));
@@ -119,6 +126,9 @@ std::vector<Op> rank_ops(const ScheduleConfig& config, int rank) {
     case ScheduleKind::kOneFOneB:
       return one_f_one_b(make_table(m, 1, m), 1, warmup);
     case ScheduleKind::kInterleaved:
+      return one_f_one_b(interleaved_table(config), config.virtual_size, warmup);
+    case ScheduleKind::kCombined1F1B:
+      if (config.pipeline_size == 1) return one_f_one_b(make_table(m, 1, m), 1, warmup);
       return one_f_one_b(interleaved_table(config), config.virtual_size, warmup);
   }
   throw InternalError(fmt::format("rank_ops: bad ScheduleKind {}", static_cast<int>(config.kind)));

@@ -29,9 +29,13 @@ enum class ScheduleKind {
   kNoPipelining,  ///< P = 1, V = 1: F(mb) then B(mb) for mb = 0..M−1 (spec §4.3)
   kOneFOneB,      ///< non-interleaved 1F1B, V = 1 (spec §4.4): W_r = min(P−r−1, M)
   kInterleaved,   ///< interleaved 1F1B (spec §4.5): W_r = min(2(P−r−1) + (V−1)·N, M·V)
+  /// Combined 1F1B ("EP A2A overlap", spec §4.6, Megatron combined_1f1b.py): the interleaved
+  /// table with one more warm-up forward, W_r = min(2(P−r−1) + (V−1)·N + 1, M·V), each steady
+  /// (F, B) pair run as one combined step; with P = 1: F0, (F(i+1) B(i)) for i < M−1, B(M−1).
+  kCombined1F1B,
 };
 
-/// Parses "none" | "1f1b" | "interleaved" (ScheduleError otherwise, listing the accepted names).
+/// Parses "none" | "1f1b" | "interleaved" | "combined_1f1b" (ScheduleError otherwise, listing the accepted names).
 ScheduleKind parse_schedule_kind(const std::string& name);
 /// The name parse_schedule_kind accepts for `kind`.
 std::string schedule_kind_name(ScheduleKind kind);
@@ -62,7 +66,8 @@ struct ScheduleConfig {
 
 /// Checks the configuration against Megatron's constraints and throws ScheduleError naming the
 /// broken rule: P, V, M ≥ 1; kNoPipelining needs P = 1 and V = 1; kOneFOneB needs V = 1 and P > 1;
-/// kInterleaved needs P > 1, P ≤ N ≤ M, and M mod N == 0 or M mod N ≥ P (sched.py:1160-1180).
+/// kInterleaved needs P > 1, P ≤ N ≤ M, and M mod N == 0 or M mod N ≥ P (sched.py:1160-1180);
+/// kCombined1F1B needs V = 1 when P = 1, and the interleaved rules when P > 1.
 void validate(const ScheduleConfig& config);
 
 /// Number of warm-up forward steps of `rank` (spec §4.4 / §4.5 formulas, capped at M·V; 0 for

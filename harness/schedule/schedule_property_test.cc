@@ -39,12 +39,15 @@ std::vector<ScheduleConfig> grid() {
   std::vector<ScheduleConfig> configs;
   for (int m : {8, 16}) {
     configs.push_back(ScheduleConfig{ScheduleKind::kNoPipelining, 1, 1, m, 0});
+    configs.push_back(ScheduleConfig{ScheduleKind::kCombined1F1B, 1, 1, m, 0});
     for (int p : {2, 3, 4, 8}) {
       configs.push_back(ScheduleConfig{ScheduleKind::kOneFOneB, p, 1, m, 0});
       for (int v : {1, 2, 3, 4}) {
         for (int n = p; n <= m; ++n) {
           ScheduleConfig c{ScheduleKind::kInterleaved, p, v, m, n};
           if (legal(c)) {
+            configs.push_back(c);
+            c.kind = ScheduleKind::kCombined1F1B;
             configs.push_back(c);
           }
         }

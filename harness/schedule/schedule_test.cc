@@ -47,7 +47,7 @@ TEST(ScheduleKindTest, ParsesAndNamesEveryKind) {
   } catch (const ScheduleError& e) {
     EXPECT_EQ(
         std::string(e.what()),
-        "unknown schedule kind \"1F1B\": expected one of \"none\", \"1f1b\", \"interleaved\"");
+        "unknown schedule kind \"1F1B\": expected one of \"none\", \"1f1b\", \"interleaved\", \"combined_1f1b\"");
   }
 }
 

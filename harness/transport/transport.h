@@ -46,6 +46,20 @@ class Transport {
   /// the tensor's shape differs from `expected_shape` (the static p2p shape table).
   virtual at::Tensor recv(int dst, int src, const MessageTag& tag,
                           const std::vector<int64_t>& expected_shape) = 0;
+  /// A receive posted ahead of its use (Megatron's overlap_p2p_comm: irecv now, wait later).
+  struct PendingRecv {
+    int dst = 0, src = 0;
+    MessageTag tag;
+    std::vector<int64_t> shape;
+  };
+  /// Posts a receive; the message is taken by wait(). The in-process transport buffers every
+  /// message already, so posting records the request; an NCCL transport starts ncclRecv here.
+  virtual PendingRecv irecv(int dst, int src, const MessageTag& tag,
+                            const std::vector<int64_t>& expected_shape) {
+    return {dst, src, tag, expected_shape};
+  }
+  /// Completes a posted receive (same errors as recv()).
+  virtual at::Tensor wait(const PendingRecv& r) { return recv(r.dst, r.src, r.tag, r.shape); }
   /// Records what rank `rank` is doing now, for timeout reports ("F chunk 1 mb 3").
   virtual void note(int rank, const std::string& activity) = 0;
   /// Wakes every blocked receive with an InfraError that quotes `why` (a rank failed).

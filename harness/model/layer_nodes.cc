@@ -1,0 +1,121 @@
+#include "harness/model/layer_nodes.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "harness/model/moe.h"
+#include "harness/model/mtp.h"
+
+namespace mtp::model {
+namespace {
+
+/// Cross-node state of one transformer layer.
+struct LayerState {
+  LayerWeights w;
+  at::Tensor residual;     // h after attention (+ residual)
+  at::Tensor shared;       // shared expert output
+  at::Tensor gates;        // router gates (differentiable)
+  RoutingPlan plan;        // assignments and permutation (gates replaced by the cut copy)
+};
+
+/// Appends the nodes of one transformer layer whose weights are under `prefix`. `pre` runs at
+/// the start of the attn node (MTP preprocessing) and returns the layer input; `post` runs at the
+/// end of the layer's last node.
+void append_layer(ChunkProgram& prog, int layer, const std::string& prefix, bool is_moe,
+                  const ParamTable& params, const ModelConfig& cfg, const RopeTables& rope,
+                  std::function<at::Tensor(ChunkProgram&)> pre,
+                  std::function<at::Tensor(ChunkProgram&, const at::Tensor&)> post) {
+  auto st = std::make_shared<LayerState>();
+  st->w = LayerWeights::from(params, prefix, cfg, is_moe);
+  const ModelConfig* c = &cfg;
+  const RopeTables* r = &rope;
+  const double eps = cfg.norm_epsilon;
+  auto attention = [st, c, r, eps](const at::Tensor& x) {
+    return x + self_attention(rms_norm(x, st->w.input_layernorm, eps), st->w, *c, *r);
+  };
+  if (!is_moe) {
+    prog.add("attn", layer, [st, pre, attention](ChunkProgram& p) {
+      p.hidden = attention(pre ? pre(p) : p.hidden);
+    });
+    prog.add("mlp", layer, [st, post, eps](ChunkProgram& p) {
+      at::Tensor h = p.hidden;
+      h = h + swiglu_mlp(rms_norm(h, st->w.pre_mlp_layernorm, eps), st->w);
+      p.hidden = post ? post(p, h) : h;
+    });
+    return;
+  }
+  prog.add("attn", layer, [st, pre, attention, c, eps](ChunkProgram& p) {
+    at::Tensor h = attention(pre ? pre(p) : p.hidden);
+    at::Tensor x2 = rms_norm(h, st->w.pre_mlp_layernorm, eps);
+    const MoeWeights& moe = *st->w.moe;
+    st->residual = p.cut(h);
+    if (moe.shared_expert) st->shared = p.cut(shared_expert_forward(x2, *moe.shared_expert));
+    st->plan = route(x2, moe.router, *c);
+    st->gates = p.cut(st->plan.gates);
+    st->plan.gates = st->gates;
+    p.hidden = dispatch(x2, st->plan);  // "dispatch preprocess": permute in the attn node
+  });
+  prog.add("dispatch", layer, [](ChunkProgram& p) {
+    p.hidden = p.hidden.clone();  // all-to-all over one expert-parallel rank: a copy
+  });
+  prog.add("mlp", layer, [st](ChunkProgram& p) {
+    p.hidden = experts_forward(p.hidden, st->plan, st->w.moe->experts);
+  });
+  prog.add("combine", layer, [st, post](ChunkProgram& p) {
+    at::Tensor h = st->residual;
+    at::Tensor moe_out = combine(p.hidden, st->plan, st->shared).view(h.sizes());
+    h = h + moe_out;
+    st->residual = at::Tensor();
+    st->shared = at::Tensor();
+    p.hidden = post ? post(p, h) : h;
+  });
+}
+
+}  // namespace
+
+void append_decoder_layer_nodes(ChunkProgram& prog, int layer, const ParamTable& params,
+                                const ModelConfig& cfg, const RopeTables& rope,
+                                const at::Tensor& final_norm) {
+  std::function<at::Tensor(ChunkProgram&, const at::Tensor&)> post;
+  if (final_norm.defined()) {
+    const double eps = cfg.norm_epsilon;
+    at::Tensor w = final_norm;
+    post = [w, eps](ChunkProgram&, const at::Tensor& h) { return rms_norm(h, w, eps); };
+  }
+  append_layer(prog, layer, fmt::format("decoder.layers.{}.", layer), cfg.is_moe_layer(layer),
+               params, cfg, rope, nullptr, post);
+}
+
+void append_mtp_nodes(ChunkProgram& prog, const at::Tensor& tokens, const at::Tensor& table,
+                      const ParamTable& params, const ModelConfig& cfg, const RopeTables& rope,
+                      bool concat) {
+  auto ids = std::make_shared<at::Tensor>(tokens);
+  const double eps = cfg.norm_epsilon;
+  const int64_t D = cfg.mtp_num_layers;
+  for (int64_t k = 0; k < D; ++k) {
+    const std::string p = fmt::format("mtp.layers.{}.", k);
+    at::Tensor enorm = params.get(p + "enorm.weight");
+    at::Tensor hnorm = params.get(p + "hnorm.weight");
+    at::Tensor eh_proj = params.get(p + "eh_proj.weight");
+    at::Tensor final_norm = params.get(p + "final_layernorm.weight");
+    auto pre = [ids, table, enorm, hnorm, eh_proj, eps](ChunkProgram& prog_) {
+      if (prog_.mtp_hidden.empty()) prog_.mtp_hidden.push_back(prog_.hidden);  // h0
+      *ids = roll_left(*ids);
+      at::Tensor e = embedding_lookup(*ids, table);
+      at::Tensor z = at::cat({rms_norm(e, enorm, eps), rms_norm(prog_.hidden, hnorm, eps)}, -1);
+      return linear_no_bias(z, eh_proj);
+    };
+    const int layer = static_cast<int>(cfg.num_layers + k);
+    append_layer(prog, layer, p + "transformer_layer.", cfg.mtp_layer_is_moe(), params, cfg, rope,
+                 pre, nullptr);
+    const bool last = k + 1 == D;
+    prog.add("mtp_post", layer, [final_norm, eps, last, concat](ChunkProgram& prog_) {
+      at::Tensor h = rms_norm(prog_.hidden, final_norm, eps);
+      prog_.mtp_hidden.push_back(h);
+      prog_.hidden = (last && concat) ? at::cat(prog_.mtp_hidden, 0) : h;
+    });
+  }
+}
+
+}  // namespace mtp::model

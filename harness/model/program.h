@@ -1,0 +1,82 @@
+// File: harness/model/program.h
+//
+// One microbatch's forward through one model chunk as an ordered list of nodes (Megatron-LM
+// combined 1F1B: PreProcessNode, per layer attention / dispatch / mlp / combine / MTP
+// post-process nodes, PostProcessNode; spec §4.6, models/common/model_chunk_schedule_plan.py,
+// models/gpt/fine_grained_callables.py).
+//
+// Monolithic mode (plain schedules) runs every node with no boundary: one autograd graph per
+// chunk and microbatch, backward in one call. Split mode (combined 1F1B) detaches every tensor
+// that crosses a node boundary, as Megatron's ScheduleNode does, and runs each node's backward on
+// its own: backward(node outputs, grads gathered on their detached copies). The two modes compute
+// the same forward values; gradients differ only where a tensor's consumers are split over
+// nodes and its gradient sum is associated differently — which is what the harness measures.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mtp::model {
+
+
+/// State and nodes of one microbatch of one chunk. Nodes share state through the members below.
+class ChunkProgram {
+ public:
+  /// A node: a name ("pre_process", "attn", "dispatch", "mlp", "combine", "mtp_post",
+  /// "post_process"), the transformer layer it belongs to (−1 for pre/post-processing; MTP depth
+  /// k is layer num_layers + k − 1) and the forward body.
+  struct Node {
+    std::string name;
+    int layer = -1;
+    std::function<void(ChunkProgram&)> forward;
+  };
+
+  explicit ChunkProgram(bool split) : split_(split) {}
+
+  /// Appends a node (building the program; nothing runs).
+  void add(std::string name, int layer, std::function<void(ChunkProgram&)> body);
+
+  /// At a node boundary, for a tensor that later nodes read: split mode returns a detached copy
+  /// (requires_grad as the original) and remembers the pair for this node's backward;
+  /// monolithic mode returns `t`. Call only from inside a node body.
+  at::Tensor cut(const at::Tensor& t);
+
+  size_t size() const { return nodes_.size(); }
+  const Node& node(size_t i) const { return nodes_[i]; }
+  /// Runs node i's forward (nodes must run in order 0, 1, …). Between nodes the flowing
+  /// `hidden` is cut automatically (and an mtp_hidden entry that is the same tensor is replaced
+  /// by the same copy, so all its readers accumulate into one gradient); after the last node, `result` = `hidden` unless the node set
+  /// `result` itself (the loss stage sets the objective).
+  void forward_node(size_t i);
+  /// Runs every node's forward in order.
+  void forward_all();
+  /// Node i's backward: autograd over the tensors node i handed to later nodes, with the grads
+  /// gathered on their detached copies; for the last node also the chunk's result with
+  /// `final_grad` (undefined for the loss stage's scalar objective). In monolithic mode only the
+  /// last node has a backward (it covers the whole chunk).
+  void backward_node(size_t i, const at::Tensor& final_grad);
+  /// Every node's backward, last to first.
+  void backward_all(const at::Tensor& final_grad);
+  bool split() const { return split_; }
+
+  // Shared state of the nodes (read and written by node bodies).
+  at::Tensor input;                 ///< the received activation (requires_grad), or undefined
+  at::Tensor hidden;                ///< the activation flowing from node to node
+  std::vector<at::Tensor> mtp_hidden;  ///< [h0, h1, …] while MTP depths run
+  at::Tensor result;                ///< the chunk's result: activation to send, or the objective
+  double lm = 0.0;                  ///< loss stage: this microbatch's lm loss
+  std::vector<double> mtp;          ///< loss stage: this microbatch's mtp_k losses
+
+ private:
+  bool split_;
+  std::vector<Node> nodes_;
+  std::vector<std::vector<std::pair<at::Tensor, at::Tensor>>> cuts_;  // per node: (orig, copy)
+  size_t running_ = 0;
+  size_t next_forward_ = 0;
+};
+
+}  // namespace mtp::model

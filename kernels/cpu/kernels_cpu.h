@@ -1,0 +1,90 @@
+// File: kernels/cpu/kernels_cpu.h
+//
+// The CPU path of the deterministic kernels: raw pointers, row-major contiguous buffers, no
+// LibTorch. Each function is a template over the input type T ∈ {float, double, Bf16}
+// (explicitly instantiated in the .cc files); sums are carried in Acc<T> (fp32 for fp32 and bf16,
+// fp64 for fp64) in the fixed orders of kernels/numerics.h, which the CUDA path
+// (kernels/cuda/kernels_cuda.h) replays operation for operation. Outputs are fully overwritten.
+// Invalid arguments throw std::invalid_argument, out-of-range ids or labels std::out_of_range,
+// before any output is written.
+//
+// Example:
+//   std::vector<float> y(rows * hidden), rstd(rows);
+//   mtp::kernels::cpu::rms_norm_forward(x.data(), w.data(), rows, hidden, 1e-5, y.data(),
+//                                       rstd.data());
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/numerics.h"
+
+namespace mtp::kernels::cpu {
+
+/// embedding_backward: the word-embedding weight gradient without atomics.
+///   grad_out   [T, H] (T = num_tokens, H = hidden), type T
+///   ids        [T] int64, each in [0, V)
+///   grad_table [V, H] (V = vocab), type T, output
+/// grad_table[v, :] = Σ grad_out[t, :] over the t with ids[t] = v, summed in Acc<T> from +0 in
+/// ascending t: the order a stable sort of (id, t) gives, which defines the result on CPU and GPU
+/// alike (here a stable counting sort). Rows no token hits are +0. T = 0 zeroes the table.
+/// Throws std::invalid_argument (negative sizes, null pointers with nonzero sizes) and
+/// std::out_of_range (an id outside [0, V)). Follows torch.nn.functional.embedding backward
+/// (Megatron LanguageModelEmbedding, TP = 1) with a fixed summation order.
+template <typename T>
+void embedding_backward(const T* grad_out, const int64_t* ids, int64_t num_tokens, int64_t hidden,
+                        int64_t vocab, T* grad_table);
+
+/// rms_norm_forward: y = x · rsqrt(mean(x²) + eps) · w per row (megatron_conventions.md
+/// "Arithmetic" 1; Megatron local RMSNorm).
+///   x      [N, H] type T (N = rows, H = hidden); weight [H] type T
+///   y      [N, H] type T, output
+///   rstd   [N] Acc<T>, output, may be null: r = 1 / sqrt(Σx²/H + eps) per row, for the backward
+/// Per row, in Acc<T>: s = Σ x_j·x_j in the kRowLanes order; r = 1 / sqrt(s / H + (Acc)eps);
+/// y_j = (x_j·r)·w_j, rounded to T. Each row depends on that row only (batch invariant).
+/// Throws std::invalid_argument (negative sizes, null pointers with nonzero sizes).
+template <typename T>
+void rms_norm_forward(const T* x, const T* weight, int64_t rows, int64_t hidden, double eps, T* y,
+                      Acc<T>* rstd);
+
+/// rms_norm_backward: the gradients of rms_norm_forward.
+///   dy, x   [N, H] type T; weight [H] type T; rstd [N] Acc<T> from rms_norm_forward
+///   dx      [N, H] type T, output, may be null
+///   dweight [H] type T, output, may be null
+/// Per row, in Acc<T>: x̂_j = x_j·r, g_j = dy_j·w_j, d = Σ g_j·x̂_j in the kRowLanes order,
+/// m = d / H, dx_j = r·(g_j − x̂_j·m) (batch invariant). dweight_j = Σ_rows dy_j·x̂_j in two levels:
+/// each block of kRmsNormDwRowsPerBlock consecutive rows summed in ascending row order from +0,
+/// then the block partials summed in ascending block order from +0 (depends on all rows, as it
+/// must; independent of threads). N = 0 gives dweight = 0.
+/// Throws std::invalid_argument (negative sizes, null pointers with nonzero sizes).
+template <typename T>
+void rms_norm_backward(const T* dy, const T* x, const T* weight, const Acc<T>* rstd, int64_t rows,
+                       int64_t hidden, T* dx, T* dweight);
+
+/// cross_entropy_forward: masked cross entropy from logits, per row (megatron_conventions.md
+/// "Arithmetic" 7; Megatron vocab_parallel_cross_entropy with TP = 1, in fp32 for bf16 logits).
+///   logits [N, V] type T; labels [N] int64 in [0, V); mask [N] Acc<T>, may be null (= all 1)
+///   loss   [N] Acc<T>, output: (ln Σ_j exp(l_j − M) − (l_label − M))·mask
+///   row_max, row_sum [N] Acc<T>, outputs, may be null: M = max_j l_j and S = Σ_j exp(l_j − M),
+///          for the backward
+/// Per row, in Acc<T>: M by max_nan and S by + in the kRowLanes order; exp/log are exp_acc/log_acc.
+/// Each row depends on that row only (batch invariant).
+/// Throws std::invalid_argument (negative sizes, V = 0 with N > 0, null pointers) and
+/// std::out_of_range (a label outside [0, V)).
+template <typename T>
+void cross_entropy_forward(const T* logits, const int64_t* labels, const Acc<T>* mask,
+                           int64_t rows, int64_t vocab, Acc<T>* loss, Acc<T>* row_max,
+                           Acc<T>* row_sum);
+
+/// cross_entropy_backward: d loss / d logits.
+///   logits [N, V] type T; labels [N] int64; mask [N] Acc<T> or null; grad_loss [N] Acc<T>;
+///   row_max, row_sum [N] Acc<T> from cross_entropy_forward
+///   grad_logits [N, V] type T, output
+/// grad_logits[t, j] = (exp(l_j − M)/S − [j = label])·(grad_loss_t·mask_t), in Acc<T>, rounded to
+/// T (batch invariant: elementwise given the row's M and S).
+/// Throws std::invalid_argument (negative sizes, null pointers) and std::out_of_range (labels).
+template <typename T>
+void cross_entropy_backward(const T* logits, const int64_t* labels, const Acc<T>* mask,
+                            const Acc<T>* grad_loss, const Acc<T>* row_max, const Acc<T>* row_sum,
+                            int64_t rows, int64_t vocab, T* grad_logits);
+
+}  // namespace mtp::kernels::cpu

@@ -1,0 +1,83 @@
+// File: kernels/cuda/kernels_cuda.h
+//
+// The CUDA path of the deterministic kernels: the same functions, types, shapes and reduction
+// orders as kernels/cpu/kernels_cpu.h, on device pointers, launched on `stream` (asynchronous:
+// nothing synchronises; errors of a launch surface as CudaError from MTP_CUDA_CHECK on the launch
+// or on a later synchronising call). No atomics; every result is a function of the inputs alone,
+// the same for any stream, device or run, and (fp32, bf16) the same bits as the CPU path, which
+// kernels_cuda_test checks. Built for sm_90 with --fmad=false --prec-div=true --prec-sqrt=true
+// --ftz=false (kernels/CMakeLists.txt).
+//
+// Ids and labels cannot be checked on the host without a synchronisation: an id outside [0, V)
+// contributes to no row of the embedding gradient; a label outside [0, V) gives a NaN loss and a
+// NaN gradient row. The CPU path throws std::out_of_range instead.
+//
+// Example:
+//   size_t bytes = mtp::kernels::cuda::embedding_backward_workspace_bytes(T, V);
+//   void* ws;  MTP_CUDA_CHECK(cudaMallocAsync(&ws, bytes, stream));
+//   mtp::kernels::cuda::embedding_backward(d_grad, d_ids, T, H, V, d_table, ws, bytes, stream);
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/numerics.h"
+
+namespace mtp::kernels::cuda {
+
+/// embedding_backward_workspace_bytes: device workspace embedding_backward needs for T tokens
+/// and V rows (keys, positions and the radix sort's scratch). Throws std::invalid_argument for
+/// T or V outside [0, 2^31 − 2].
+size_t embedding_backward_workspace_bytes(int64_t num_tokens, int64_t vocab);
+
+/// embedding_backward: grad_table [V, H] from grad_out [T, H] and ids [T] int64, as
+/// cpu::embedding_backward: per row the contributions in ascending token position, Acc<T> from
+/// +0, rounded to T; rows without tokens +0. A stable radix sort (CUB) of (clamped id, position)
+/// pairs, then one thread per (row, column) sums its row's segment in order.
+/// `workspace` ≥ embedding_backward_workspace_bytes(T, V) bytes, 256-byte aligned (cudaMalloc).
+/// Throws std::invalid_argument (sizes, null pointers, small workspace), CudaError.
+template <typename T>
+void embedding_backward(const T* grad_out, const int64_t* ids, int64_t num_tokens, int64_t hidden,
+                        int64_t vocab, T* grad_table, void* workspace, size_t workspace_bytes,
+                        cudaStream_t stream);
+
+/// rms_norm_forward: y [N, H] and rstd [N] (may be null) from x [N, H], weight [H], as
+/// cpu::rms_norm_forward; one block of kRowLanes threads per row.
+/// Throws std::invalid_argument (sizes, null pointers), CudaError.
+template <typename T>
+void rms_norm_forward(const T* x, const T* weight, int64_t rows, int64_t hidden, double eps, T* y,
+                      Acc<T>* rstd, cudaStream_t stream);
+
+/// rms_norm_backward_workspace_bytes: device workspace of rms_norm_backward (the dweight block
+/// partials, ceil(N / kRmsNormDwRowsPerBlock) × H Acc values).
+size_t rms_norm_backward_workspace_bytes(int64_t rows, int64_t hidden, bool fp64);
+
+/// rms_norm_backward: dx [N, H] (may be null) and dweight [H] (may be null) as
+/// cpu::rms_norm_backward: dx one block of kRowLanes threads per row; dweight one thread per
+/// (column, block of kRmsNormDwRowsPerBlock rows) into `workspace`, then one thread per column
+/// over the block partials in ascending order. `workspace` ≥ rms_norm_backward_workspace_bytes
+/// (may be null when dweight is). Throws std::invalid_argument, CudaError.
+template <typename T>
+void rms_norm_backward(const T* dy, const T* x, const T* weight, const Acc<T>* rstd, int64_t rows,
+                       int64_t hidden, T* dx, T* dweight, void* workspace, size_t workspace_bytes,
+                       cudaStream_t stream);
+
+/// cross_entropy_forward: loss [N] and optional row_max, row_sum [N] from logits [N, V],
+/// labels [N], mask [N] (may be null), as cpu::cross_entropy_forward; one block of kRowLanes
+/// threads per row. Throws std::invalid_argument, CudaError.
+template <typename T>
+void cross_entropy_forward(const T* logits, const int64_t* labels, const Acc<T>* mask,
+                           int64_t rows, int64_t vocab, Acc<T>* loss, Acc<T>* row_max,
+                           Acc<T>* row_sum, cudaStream_t stream);
+
+/// cross_entropy_backward: grad_logits [N, V] as cpu::cross_entropy_backward; one thread per
+/// element. Throws std::invalid_argument, CudaError.
+template <typename T>
+void cross_entropy_backward(const T* logits, const int64_t* labels, const Acc<T>* mask,
+                            const Acc<T>* grad_loss, const Acc<T>* row_max, const Acc<T>* row_sum,
+                            int64_t rows, int64_t vocab, T* grad_logits, cudaStream_t stream);
+
+}  // namespace mtp::kernels::cuda

@@ -1,0 +1,358 @@
+// File: kernels/ops.cc
+//
+// The autograd functions of kernels/ops.h: shape/dtype/device checks, layout to the kernels'
+// row-major [rows, H] form, dispatch to kernels/cpu or kernels/cuda.
+#include "kernels/ops.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "kernels/cpu/kernels_cpu.h"
+#include "kernels/numerics.h"
+
+#if defined(MTP_KERNELS_WITH_CUDA)
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "kernels/cuda/kernels_cuda.h"
+#endif
+
+namespace mtp::kernels {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+template <typename T>
+struct Tag {
+  using type = T;
+};
+
+/// Calls f(Tag<T>{}) for the kernel type of `dtype`; other dtypes fail with c10::Error.
+template <typename F>
+void dispatch_dtype(at::ScalarType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case at::kFloat:
+      f(Tag<float>{});
+      break;
+    case at::kDouble:
+      f(Tag<double>{});
+      break;
+    case at::kBFloat16:
+      f(Tag<Bf16>{});
+      break;
+    default:
+      TORCH_CHECK(false, op, ": dtype ", dtype, " is not supported (float32, float64, bfloat16)");
+  }
+}
+
+/// The accumulation dtype of a kernel input dtype (Acc<T>).
+at::ScalarType acc_dtype(at::ScalarType dtype) {
+  return dtype == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+/// Typed data pointers of contiguous tensors.
+template <typename T>
+T* data(const at::Tensor& t);
+template <>
+float* data<float>(const at::Tensor& t) {
+  return t.data_ptr<float>();
+}
+template <>
+double* data<double>(const at::Tensor& t) {
+  return t.data_ptr<double>();
+}
+template <>
+Bf16* data<Bf16>(const at::Tensor& t) {
+  return reinterpret_cast<Bf16*>(t.data_ptr<at::BFloat16>());
+}
+template <typename T>
+const T* data_or_null(const at::Tensor& t) {
+  return t.defined() ? data<T>(t) : nullptr;
+}
+
+/// True for a CUDA tensor (when the CUDA kernels are built), false for a CPU tensor; anything
+/// else fails with c10::Error.
+bool use_cuda(const at::Tensor& t, const char* op) {
+  if (t.device().is_cpu()) {
+    return false;
+  }
+  TORCH_CHECK(t.is_cuda(), op, ": tensors must be on the CPU or a CUDA device, not ", t.device());
+#if !defined(MTP_KERNELS_WITH_CUDA)
+  TORCH_CHECK(false, op, ": got a CUDA tensor, but mtp_kernels was built without CUDA kernels");
+#endif
+  return true;
+}
+
+void check_same_device(const at::Tensor& a, const at::Tensor& b, const char* op) {
+  TORCH_CHECK(a.device() == b.device(), op, ": tensors on different devices: ", a.device(),
+              " and ", b.device());
+}
+
+#if defined(MTP_KERNELS_WITH_CUDA)
+/// Device workspace of `bytes` bytes from LibTorch's caching allocator on the current stream.
+at::Tensor workspace(const at::Tensor& like, size_t bytes) {
+  return at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+}
+cudaStream_t current_stream() { return at::cuda::getCurrentCUDAStream().stream(); }
+#endif
+
+// --- embedding ---------------------------------------------------------------------------------
+
+struct EmbeddingLookupFn : public torch::autograd::Function<EmbeddingLookupFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& ids, const at::Tensor& table) {
+    constexpr const char* kOp = "mtp::kernels::embedding_lookup";
+    TORCH_CHECK(ids.dim() == 2 && ids.scalar_type() == at::kLong, kOp,
+                ": ids must be [b, s] int64, got ", ids.sizes(), " ", ids.scalar_type());
+    TORCH_CHECK(table.dim() == 2, kOp, ": table must be [V, H], got ", table.sizes());
+    check_same_device(ids, table, kOp);
+    use_cuda(table, kOp);
+    dispatch_dtype(table.scalar_type(), kOp, [](auto) {});
+    ctx->save_for_backward({ids});
+    ctx->saved_data["vocab"] = table.size(0);
+    const int64_t b = ids.size(0);
+    const int64_t s = ids.size(1);
+    auto rows = at::index_select(table, 0, ids.reshape({-1}));
+    return rows.view({b, s, table.size(1)}).transpose(0, 1).contiguous();
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    constexpr const char* kOp = "mtp::kernels::embedding_lookup backward";
+    const at::Tensor ids = ctx->get_saved_variables()[0].reshape({-1}).contiguous();
+    const int64_t vocab = ctx->saved_data["vocab"].toInt();
+    const int64_t hidden = grad_outputs[0].size(2);
+    // [s, b, H] → [b, s, H]: row t of the kernel input is flat position t of ids [b, s].
+    const at::Tensor grad = grad_outputs[0].transpose(0, 1).contiguous().view({-1, hidden});
+    const int64_t tokens = grad.size(0);
+    at::Tensor grad_table = at::empty({vocab, hidden}, grad.options());
+    const bool cuda = use_cuda(grad, kOp);
+    dispatch_dtype(grad.scalar_type(), kOp, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (!cuda) {
+        cpu::embedding_backward<T>(data<T>(grad), ids.data_ptr<int64_t>(), tokens, hidden, vocab,
+                                   data<T>(grad_table));
+        return;
+      }
+#if defined(MTP_KERNELS_WITH_CUDA)
+      const c10::cuda::CUDAGuard guard(grad.device());
+      const size_t bytes = cuda::embedding_backward_workspace_bytes(tokens, vocab);
+      at::Tensor ws = workspace(grad, bytes);
+      cuda::embedding_backward<T>(data<T>(grad), ids.data_ptr<int64_t>(), tokens, hidden, vocab,
+                                  data<T>(grad_table), ws.data_ptr(), bytes, current_stream());
+#endif
+    });
+    return {at::Tensor(), grad_table};
+  }
+};
+
+// --- RMSNorm -----------------------------------------------------------------------------------
+
+struct RmsNormFn : public torch::autograd::Function<RmsNormFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            double eps) {
+    constexpr const char* kOp = "mtp::kernels::rms_norm";
+    TORCH_CHECK(weight.dim() == 1 && x.dim() >= 1 && x.size(-1) == weight.size(0), kOp,
+                ": x must be [..., H] and weight [H], got ", x.sizes(), " and ", weight.sizes());
+    TORCH_CHECK(x.scalar_type() == weight.scalar_type(), kOp, ": x is ", x.scalar_type(),
+                " but weight is ", weight.scalar_type());
+    check_same_device(x, weight, kOp);
+    const at::Tensor xc = x.contiguous();
+    const at::Tensor wc = weight.contiguous();
+    const int64_t hidden = weight.size(0);
+    const int64_t rows = hidden == 0 ? 0 : xc.numel() / hidden;
+    at::Tensor y = at::empty(xc.sizes(), xc.options());
+    at::Tensor rstd = at::empty({rows}, xc.options().dtype(acc_dtype(xc.scalar_type())));
+    const bool cuda = use_cuda(xc, kOp);
+    dispatch_dtype(xc.scalar_type(), kOp, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (!cuda) {
+        cpu::rms_norm_forward<T>(data<T>(xc), data<T>(wc), rows, hidden, eps, data<T>(y),
+                                 data<Acc<T>>(rstd));
+        return;
+      }
+#if defined(MTP_KERNELS_WITH_CUDA)
+      const c10::cuda::CUDAGuard guard(xc.device());
+      cuda::rms_norm_forward<T>(data<T>(xc), data<T>(wc), rows, hidden, eps, data<T>(y),
+                                data<Acc<T>>(rstd), current_stream());
+#endif
+    });
+    ctx->save_for_backward({xc, wc, rstd});
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    constexpr const char* kOp = "mtp::kernels::rms_norm backward";
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& x = saved[0];
+    const at::Tensor& weight = saved[1];
+    const at::Tensor& rstd = saved[2];
+    const at::Tensor dy = grad_outputs[0].contiguous();
+    const int64_t hidden = weight.size(0);
+    const int64_t rows = rstd.size(0);
+    at::Tensor dx = at::empty(x.sizes(), x.options());
+    at::Tensor dweight = at::empty(weight.sizes(), weight.options());
+    const bool cuda = use_cuda(x, kOp);
+    dispatch_dtype(x.scalar_type(), kOp, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (!cuda) {
+        cpu::rms_norm_backward<T>(data<T>(dy), data<T>(x), data<T>(weight), data<Acc<T>>(rstd),
+                                  rows, hidden, data<T>(dx), data<T>(dweight));
+        return;
+      }
+#if defined(MTP_KERNELS_WITH_CUDA)
+      const c10::cuda::CUDAGuard guard(x.device());
+      const size_t bytes =
+          cuda::rms_norm_backward_workspace_bytes(rows, hidden, sizeof(Acc<T>) == 8);
+      at::Tensor ws = workspace(x, bytes);
+      cuda::rms_norm_backward<T>(data<T>(dy), data<T>(x), data<T>(weight), data<Acc<T>>(rstd),
+                                 rows, hidden, data<T>(dx), data<T>(dweight), ws.data_ptr(),
+                                 bytes, current_stream());
+#endif
+    });
+    return {dx, dweight, at::Tensor()};
+  }
+};
+
+// --- cross entropy -----------------------------------------------------------------------------
+
+/// Checks logits [s, b, V] against labels [b, s] and returns the labels as [s, b] contiguous, so
+/// that kernel row n = i·b + j is (sequence i, batch j) for both.
+at::Tensor labels_sb(const at::Tensor& logits, const at::Tensor& labels, const char* op) {
+  TORCH_CHECK(logits.dim() == 3, op, ": logits must be [s, b, V], got ", logits.sizes());
+  TORCH_CHECK(labels.dim() == 2 && labels.scalar_type() == at::kLong &&
+                  labels.size(0) == logits.size(1) && labels.size(1) == logits.size(0),
+              op, ": labels must be [b, s] int64 for logits ", logits.sizes(), ", got ",
+              labels.sizes(), " ", labels.scalar_type());
+  check_same_device(logits, labels, op);
+  return labels.t().contiguous();
+}
+
+/// Forward of both cross-entropy functions; `mask_sb` [s, b] in the loss dtype, or undefined.
+at::Tensor cross_entropy_forward(AutogradContext* ctx, const at::Tensor& logits,
+                                 const at::Tensor& labels, const at::Tensor& mask_sb,
+                                 const char* op) {
+  const at::Tensor lab = labels_sb(logits, labels, op);
+  const at::Tensor lg = logits.contiguous();
+  const int64_t s = lg.size(0);
+  const int64_t b = lg.size(1);
+  const int64_t vocab = lg.size(2);
+  const int64_t rows = s * b;
+  TORCH_CHECK(vocab > 0 || rows == 0, op, ": V = 0");
+  const auto acc_opts = lg.options().dtype(acc_dtype(lg.scalar_type()));
+  at::Tensor loss = at::empty({s, b}, acc_opts);
+  at::Tensor row_max = at::empty({rows}, acc_opts);
+  at::Tensor row_sum = at::empty({rows}, acc_opts);
+  const bool cuda = use_cuda(lg, op);
+  dispatch_dtype(lg.scalar_type(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = Acc<T>;
+    if (!cuda) {
+      cpu::cross_entropy_forward<T>(data<T>(lg), lab.data_ptr<int64_t>(), data_or_null<A>(mask_sb),
+                                    rows, vocab, data<A>(loss), data<A>(row_max),
+                                    data<A>(row_sum));
+      return;
+    }
+#if defined(MTP_KERNELS_WITH_CUDA)
+    const c10::cuda::CUDAGuard guard(lg.device());
+    cuda::cross_entropy_forward<T>(data<T>(lg), lab.data_ptr<int64_t>(), data_or_null<A>(mask_sb),
+                                   rows, vocab, data<A>(loss), data<A>(row_max), data<A>(row_sum),
+                                   current_stream());
+#endif
+  });
+  if (mask_sb.defined()) {
+    ctx->save_for_backward({lg, lab, row_max, row_sum, mask_sb});
+  } else {
+    ctx->save_for_backward({lg, lab, row_max, row_sum});
+  }
+  return loss.t();
+}
+
+/// Backward of both cross-entropy functions: d loss [b, s] → d logits [s, b, V].
+at::Tensor cross_entropy_backward(AutogradContext* ctx, const at::Tensor& grad_loss,
+                                  const char* op) {
+  const auto saved = ctx->get_saved_variables();
+  const at::Tensor& lg = saved[0];
+  const at::Tensor& lab = saved[1];
+  const at::Tensor& row_max = saved[2];
+  const at::Tensor& row_sum = saved[3];
+  const at::Tensor mask_sb = saved.size() > 4 ? saved[4] : at::Tensor();
+  const int64_t vocab = lg.size(2);
+  const int64_t rows = lg.size(0) * lg.size(1);
+  const at::Tensor g = grad_loss.t().to(row_max.scalar_type()).contiguous();
+  at::Tensor grad_logits = at::empty(lg.sizes(), lg.options());
+  const bool cuda = use_cuda(lg, op);
+  dispatch_dtype(lg.scalar_type(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = Acc<T>;
+    if (!cuda) {
+      cpu::cross_entropy_backward<T>(data<T>(lg), lab.data_ptr<int64_t>(),
+                                     data_or_null<A>(mask_sb), data<A>(g), data<A>(row_max),
+                                     data<A>(row_sum), rows, vocab, data<T>(grad_logits));
+      return;
+    }
+#if defined(MTP_KERNELS_WITH_CUDA)
+    const c10::cuda::CUDAGuard guard(lg.device());
+    cuda::cross_entropy_backward<T>(data<T>(lg), lab.data_ptr<int64_t>(), data_or_null<A>(mask_sb),
+                                    data<A>(g), data<A>(row_max), data<A>(row_sum), rows, vocab,
+                                    data<T>(grad_logits), current_stream());
+#endif
+  });
+  return grad_logits;
+}
+
+struct CrossEntropyFn : public torch::autograd::Function<CrossEntropyFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits,
+                            const at::Tensor& labels) {
+    return cross_entropy_forward(ctx, logits, labels, at::Tensor(), "mtp::kernels::cross_entropy");
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    return {cross_entropy_backward(ctx, grad_outputs[0], "mtp::kernels::cross_entropy backward"),
+            at::Tensor()};
+  }
+};
+
+struct MaskedCrossEntropyFn : public torch::autograd::Function<MaskedCrossEntropyFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits,
+                            const at::Tensor& labels, const at::Tensor& mask) {
+    constexpr const char* kOp = "mtp::kernels::masked_cross_entropy";
+    TORCH_CHECK(mask.sizes() == labels.sizes() && at::isFloatingType(mask.scalar_type()), kOp,
+                ": mask must be floating with the shape of labels ", labels.sizes(), ", got ",
+                mask.sizes(), " ", mask.scalar_type());
+    check_same_device(logits, mask, kOp);
+    const at::Tensor mask_sb = mask.t().to(acc_dtype(logits.scalar_type())).contiguous();
+    return cross_entropy_forward(ctx, logits, labels, mask_sb, kOp);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    return {cross_entropy_backward(ctx, grad_outputs[0],
+                                   "mtp::kernels::masked_cross_entropy backward"),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor embedding_lookup(const at::Tensor& ids, const at::Tensor& table) {
+  return EmbeddingLookupFn::apply(ids, table);
+}
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  return RmsNormFn::apply(x, weight, eps);
+}
+
+at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& labels) {
+  return CrossEntropyFn::apply(logits, labels);
+}
+
+at::Tensor masked_cross_entropy(const at::Tensor& logits, const at::Tensor& labels,
+                                const at::Tensor& mask) {
+  return MaskedCrossEntropyFn::apply(logits, labels, mask);
+}
+
+bool cuda_kernels_built() {
+#if defined(MTP_KERNELS_WITH_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace mtp::kernels

@@ -1,0 +1,46 @@
+// File: kernels/ops.h
+//
+// LibTorch autograd ops over the deterministic kernels, with the semantics of the model's ops
+// (harness/model/layers.h: embedding_lookup, rms_norm; harness/model/loss.h: cross_entropy) so
+// that they can replace them. CPU tensors run the CPU kernels (kernels/cpu); CUDA tensors run the
+// CUDA kernels (kernels/cuda) when mtp_kernels was built against a CUDA LibTorch
+// (MTP_KERNELS_WITH_CUDA), and are rejected otherwise. dtypes: float32, bfloat16 (fp32
+// accumulation), float64 (fp64 accumulation; for gradient checks). Inputs need not be
+// contiguous. Errors are c10::Error (TORCH_CHECK) for bad shapes, dtypes and devices, and the
+// kernels' std::out_of_range for an id or label outside [0, V) on the CPU.
+//
+// Example:
+//   auto x = mtp::kernels::embedding_lookup(ids, table);              // [s, b, H]
+//   auto h = mtp::kernels::rms_norm(x, norm_weight, 1e-5);
+//   auto ce = mtp::kernels::masked_cross_entropy(logits, labels, mask);  // [b, s]
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace mtp::kernels {
+
+/// embedding_lookup: ids [b, s] int64, table [V, H] → [s, b, H] (contiguous, table's dtype).
+/// Forward: index_select (as harness/model embedding_lookup). Backward (table only): the
+/// atomic-free kernel, grad_table[v] = Σ of the output gradients of the tokens with id v in
+/// ascending flat [b, s] position (b-major), summed in the accumulation type from +0.
+at::Tensor embedding_lookup(const at::Tensor& ids, const at::Tensor& table);
+
+/// rms_norm: x [..., H], weight [H] (same dtype as x) → x · rsqrt(mean(x²) + eps) · weight,
+/// shape and dtype of x. Reduction orders: kernels/numerics.h (per row; dweight over fixed
+/// 64-row blocks). Differentiable in x and weight.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+/// cross_entropy: logits [s, b, V], labels [b, s] int64 in [0, V) → ce [b, s] =
+/// ln Σ exp(l − max) − (l_label − max), as harness/model cross_entropy; dtype fp32 for fp32 and
+/// bf16 logits, fp64 for fp64. The caller applies the loss mask. Differentiable in logits.
+at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& labels);
+
+/// masked_cross_entropy: cross_entropy(logits, labels) · mask, mask [b, s] (any floating dtype,
+/// converted to the loss dtype), with the mask applied inside the kernel (forward and backward).
+at::Tensor masked_cross_entropy(const at::Tensor& logits, const at::Tensor& labels,
+                                const at::Tensor& mask);
+
+/// cuda_kernels_built: whether CUDA tensors can be dispatched (built against a CUDA LibTorch).
+bool cuda_kernels_built();
+
+}  // namespace mtp::kernels

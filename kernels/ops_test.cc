@@ -1,0 +1,264 @@
+// The autograd ops of kernels/ops.h on the CPU: agreement with the model's ops
+// (harness/model/layers.h, loss.h) within 1e-6 relative in fp32 (plus 1e-6 times the tensor's
+// largest magnitude), gradients against float64 central finite differences, bf16 inputs against
+// the fp32 model op within 1e-2, bitwise repeatability, the bf16 conversion against c10's, and
+// the errors.
+#include <gtest/gtest.h>
+
+#include <c10/util/BFloat16.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <stdexcept>
+
+#include "harness/model/layers.h"
+#include "harness/model/loss.h"
+#include "kernels/numerics.h"
+#include "kernels/ops.h"
+
+namespace mtp::kernels {
+namespace {
+
+/// |got − ref| ≤ tol·|ref| + tol·max|ref| elementwise (in float64), with the worst element on
+/// failure.
+::testing::AssertionResult near(const char* what, const at::Tensor& got, const at::Tensor& ref,
+                                double tol) {
+  if (got.sizes() != ref.sizes()) {
+    return ::testing::AssertionFailure() << what << ": shape " << got.sizes() << " vs "
+                                         << ref.sizes();
+  }
+  const at::Tensor g = got.detach().to(at::kDouble).contiguous();
+  const at::Tensor r = ref.detach().to(at::kDouble).contiguous();
+  const double scale = r.abs().max().item<double>();
+  const at::Tensor excess = (g - r).abs() - (r.abs() * tol + tol * scale);
+  const double worst = excess.max().item<double>();
+  if (worst <= 0.0 && !g.isnan().any().item<bool>()) {
+    return ::testing::AssertionSuccess();
+  }
+  const int64_t i = excess.reshape({-1}).argmax().item<int64_t>();
+  return ::testing::AssertionFailure()
+         << what << ": outside tolerance " << tol << " at flat index " << i << ": got "
+         << g.reshape({-1})[i].item<double>() << ", reference " << r.reshape({-1})[i].item<double>();
+}
+
+::testing::AssertionResult same_bits(const char* what, const at::Tensor& a, const at::Tensor& b) {
+  if (a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
+      std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(), a.nbytes()) == 0) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << what << ": not bitwise equal";
+}
+
+struct Seeded {
+  explicit Seeded(uint64_t seed) { at::manual_seed(seed); }
+};
+
+// --- agreement with the model's ops (fp32) -----------------------------------------------------
+
+TEST(KernelOpsTest, EmbeddingLookupMatchesModelOp) {
+  Seeded s(1);
+  const int64_t b = 3, seq = 17, vocab = 40, hidden = 24;
+  const at::Tensor ids = at::randint(0, vocab / 2, {b, seq}, at::kLong) * 2;  // odd rows unused
+  const at::Tensor table = at::randn({vocab, hidden}).requires_grad_(true);
+  const at::Tensor table_m = table.detach().clone().requires_grad_(true);
+  const at::Tensor upstream = at::randn({seq, b, hidden});
+  const at::Tensor out = embedding_lookup(ids, table);
+  const at::Tensor out_m = model::embedding_lookup(ids, table_m);
+  EXPECT_TRUE(same_bits("forward", out, out_m));
+  (out * upstream).sum().backward();
+  (out_m * upstream).sum().backward();
+  EXPECT_TRUE(near("grad table", table.grad(), table_m.grad(), 1e-6));
+  EXPECT_TRUE(table.grad().narrow(0, 1, 1).eq(0).all().item<bool>());
+}
+
+TEST(KernelOpsTest, RmsNormMatchesModelOp) {
+  Seeded s(2);
+  for (int64_t hidden : {64, 300}) {
+    const at::Tensor x = (at::randn({7, 3, hidden}) * 2).requires_grad_(true);
+    const at::Tensor w = (1 + 0.1 * at::randn({hidden})).requires_grad_(true);
+    const at::Tensor x_m = x.detach().clone().requires_grad_(true);
+    const at::Tensor w_m = w.detach().clone().requires_grad_(true);
+    const at::Tensor upstream = at::randn({7, 3, hidden});
+    const at::Tensor y = rms_norm(x, w, 1e-5);
+    const at::Tensor y_m = model::rms_norm(x_m, w_m, 1e-5);
+    EXPECT_TRUE(near("forward", y, y_m, 1e-6));
+    (y * upstream).sum().backward();
+    (y_m * upstream).sum().backward();
+    EXPECT_TRUE(near("grad x", x.grad(), x_m.grad(), 1e-6));
+    EXPECT_TRUE(near("grad w", w.grad(), w_m.grad(), 1e-6));
+  }
+}
+
+TEST(KernelOpsTest, CrossEntropyMatchesModelOp) {
+  Seeded s(3);
+  const int64_t seq = 9, b = 2, vocab = 300;
+  const at::Tensor logits = (3 * at::randn({seq, b, vocab})).requires_grad_(true);
+  const at::Tensor logits_m = logits.detach().clone().requires_grad_(true);
+  const at::Tensor labels = at::randint(0, vocab, {b, seq}, at::kLong);
+  const at::Tensor upstream = at::randn({b, seq});
+  const at::Tensor ce = cross_entropy(logits, labels);
+  const at::Tensor ce_m = model::cross_entropy(logits_m, labels);
+  EXPECT_EQ(ce.scalar_type(), at::kFloat);
+  EXPECT_TRUE(near("forward", ce, ce_m, 1e-6));
+  (ce * upstream).sum().backward();
+  (ce_m * upstream).sum().backward();
+  EXPECT_TRUE(near("grad logits", logits.grad(), logits_m.grad(), 1e-6));
+}
+
+TEST(KernelOpsTest, MaskedCrossEntropyMatchesModelOpTimesMask) {
+  Seeded s(4);
+  const int64_t seq = 8, b = 3, vocab = 50;
+  const at::Tensor logits = (3 * at::randn({seq, b, vocab})).requires_grad_(true);
+  const at::Tensor logits_m = logits.detach().clone().requires_grad_(true);
+  const at::Tensor labels = at::randint(0, vocab, {b, seq}, at::kLong);
+  const at::Tensor mask = (at::rand({b, seq}) > 0.3).to(at::kFloat);
+  const at::Tensor upstream = at::randn({b, seq});
+  const at::Tensor ce = masked_cross_entropy(logits, labels, mask);
+  const at::Tensor ce_m = model::cross_entropy(logits_m, labels) * mask;
+  EXPECT_TRUE(near("forward", ce, ce_m, 1e-6));
+  (ce * upstream).sum().backward();
+  (ce_m * upstream).sum().backward();
+  EXPECT_TRUE(near("grad logits", logits.grad(), logits_m.grad(), 1e-6));
+}
+
+// --- float64 finite differences ----------------------------------------------------------------
+
+/// Central differences (step 1e-6) of J(input) = Σ f(input)·R for every element of `input`
+/// (float64), against autograd.
+void expect_gradient_matches_fd(const std::string& what, at::Tensor input,
+                                const std::function<at::Tensor(const at::Tensor&)>& f) {
+  input = input.detach().clone().requires_grad_(true);
+  const at::Tensor weights = at::randn(f(input.detach()).sizes(), at::kDouble);
+  (f(input) * weights).sum().backward();
+  const at::Tensor grad = input.grad().reshape({-1});
+  at::NoGradGuard no_grad;
+  at::Tensor flat = input.detach().reshape({-1});
+  const double step = 1e-6;
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    const double orig = flat[i].item<double>();
+    flat[i] = orig + step;
+    const double plus = (f(input.detach()) * weights).sum().item<double>();
+    flat[i] = orig - step;
+    const double minus = (f(input.detach()) * weights).sum().item<double>();
+    flat[i] = orig;
+    const double fd = (plus - minus) / (2 * step);
+    const double ad = grad[i].item<double>();
+    EXPECT_NEAR(ad, fd, 1e-7 * std::max(1.0, std::fabs(fd))) << what << " element " << i;
+  }
+}
+
+TEST(KernelOpsTest, GradientsMatchFloat64FiniteDifferences) {
+  Seeded s(5);
+  const at::Tensor ids = at::tensor({0, 3, 3, 1, 0, 3}, at::kLong).view({2, 3});
+  expect_gradient_matches_fd("embedding table", at::randn({5, 4}, at::kDouble),
+                             [&](const at::Tensor& t) { return embedding_lookup(ids, t); });
+  const at::Tensor x = 2 * at::randn({3, 2, 6}, at::kDouble);
+  const at::Tensor w = 1 + 0.1 * at::randn({6}, at::kDouble);
+  expect_gradient_matches_fd("rms_norm x", x,
+                             [&](const at::Tensor& t) { return rms_norm(t, w, 1e-5); });
+  expect_gradient_matches_fd("rms_norm weight", w,
+                             [&](const at::Tensor& t) { return rms_norm(x, t, 1e-5); });
+  const at::Tensor logits = 3 * at::randn({3, 2, 7}, at::kDouble);
+  const at::Tensor labels = at::randint(0, 7, {2, 3}, at::kLong);
+  const at::Tensor mask = at::tensor({1.0, 0.0, 1.0, 1.0, 1.0, 0.0}, at::kDouble).view({2, 3});
+  expect_gradient_matches_fd("cross_entropy logits", logits,
+                             [&](const at::Tensor& t) { return cross_entropy(t, labels); });
+  expect_gradient_matches_fd("masked_cross_entropy logits", logits, [&](const at::Tensor& t) {
+    return masked_cross_entropy(t, labels, mask);
+  });
+}
+
+// --- bf16, determinism, conversions ------------------------------------------------------------
+
+TEST(KernelOpsTest, Bf16InputsAgreeWithFp32ModelOps) {
+  Seeded s(6);
+  const at::Tensor x = (2 * at::randn({5, 2, 96})).to(at::kBFloat16).requires_grad_(true);
+  const at::Tensor w = (1 + 0.1 * at::randn({96})).to(at::kBFloat16).requires_grad_(true);
+  const at::Tensor y = rms_norm(x, w, 1e-5);
+  EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+  const at::Tensor x32 = x.detach().to(at::kFloat).requires_grad_(true);
+  const at::Tensor w32 = w.detach().to(at::kFloat).requires_grad_(true);
+  const at::Tensor y32 = model::rms_norm(x32, w32, 1e-5);
+  EXPECT_TRUE(near("rms_norm forward", y, y32, 1e-2));
+  const at::Tensor up = at::randn({5, 2, 96});
+  (y.to(at::kFloat) * up).sum().backward();
+  (y32 * up.to(at::kBFloat16).to(at::kFloat)).sum().backward();
+  EXPECT_TRUE(near("rms_norm grad x", x.grad(), x32.grad(), 1e-2));
+  EXPECT_TRUE(near("rms_norm grad w", w.grad(), w32.grad(), 1e-2));
+
+  const at::Tensor logits = (3 * at::randn({6, 2, 70})).to(at::kBFloat16).requires_grad_(true);
+  const at::Tensor labels = at::randint(0, 70, {2, 6}, at::kLong);
+  const at::Tensor ce = cross_entropy(logits, labels);
+  EXPECT_EQ(ce.scalar_type(), at::kFloat);  // fp32 loss for bf16 logits
+  const at::Tensor l32 = logits.detach().to(at::kFloat).requires_grad_(true);
+  const at::Tensor ce32 = model::cross_entropy(l32, labels);
+  EXPECT_TRUE(near("cross_entropy forward", ce, ce32, 1e-6));  // fp32 arithmetic, fp32 output
+  ce.sum().backward();
+  ce32.sum().backward();
+  EXPECT_EQ(logits.grad().scalar_type(), at::kBFloat16);
+  EXPECT_TRUE(near("cross_entropy grad", logits.grad(), l32.grad(), 1e-2));
+
+  const at::Tensor ids = at::randint(0, 30, {2, 9}, at::kLong);
+  const at::Tensor table = at::randn({30, 8}).to(at::kBFloat16).requires_grad_(true);
+  const at::Tensor t32 = table.detach().to(at::kFloat).requires_grad_(true);
+  const at::Tensor ue = at::randn({9, 2, 8}).to(at::kBFloat16);
+  (embedding_lookup(ids, table) * ue).sum().backward();
+  (model::embedding_lookup(ids, t32) * ue.to(at::kFloat)).sum().backward();
+  EXPECT_TRUE(near("embedding grad", table.grad(), t32.grad(), 1e-2));
+}
+
+TEST(KernelOpsTest, RepeatedCallsAreBitwiseEqual) {
+  Seeded s(7);
+  const at::Tensor x = at::randn({4, 3, 130}).transpose(0, 2);  // non-contiguous [130, 3, 4]
+  const at::Tensor w = at::randn({4});
+  at::Tensor grads[2];
+  at::Tensor outs[2];
+  for (int rep = 0; rep < 2; ++rep) {
+    const at::Tensor xr = x.detach().clone().requires_grad_(true);
+    outs[rep] = rms_norm(xr, w, 1e-5);
+    outs[rep].sum().backward();
+    grads[rep] = xr.grad();
+  }
+  EXPECT_TRUE(same_bits("rms_norm forward", outs[0], outs[1]));
+  EXPECT_TRUE(same_bits("rms_norm grad", grads[0], grads[1]));
+  EXPECT_TRUE(near("non-contiguous input", outs[0], model::rms_norm(x, w, 1e-5), 1e-6));
+}
+
+TEST(KernelOpsTest, Bf16ConversionMatchesC10) {
+  std::mt19937 rng(8);
+  std::uniform_int_distribution<uint32_t> any_bits;
+  for (int i = 0; i < 200000; ++i) {
+    // Random patterns, and every 4th one forced onto a rounding tie.
+    uint32_t u = any_bits(rng);
+    if (i % 4 == 0) {
+      u = (u & 0xffff0000u) | 0x8000u;
+    }
+    const float f = bits_float(u);
+    if (std::isnan(f)) {
+      continue;
+    }
+    const c10::BFloat16 ref(f);
+    ASSERT_EQ(to_bf16(f).bits, ref.x) << std::hex << "float bits 0x" << u;
+  }
+}
+
+// --- errors ------------------------------------------------------------------------------------
+
+TEST(KernelOpsTest, BadInputsThrow) {
+  const at::Tensor table = at::randn({5, 4});
+  EXPECT_THROW(embedding_lookup(at::zeros({2, 3}, at::kInt), table), c10::Error);
+  EXPECT_THROW(rms_norm(at::randn({2, 4}), at::randn({3}), 1e-5), c10::Error);
+  EXPECT_THROW(rms_norm(at::randn({2, 4}, at::kDouble), at::randn({4}), 1e-5), c10::Error);
+  EXPECT_THROW(rms_norm(at::zeros({2, 4}, at::kHalf), at::zeros({4}, at::kHalf), 1e-5),
+               c10::Error);
+  EXPECT_THROW(cross_entropy(at::randn({3, 2, 5}), at::zeros({3, 2}, at::kLong)), c10::Error);
+  EXPECT_THROW(cross_entropy(at::randn({3, 2, 5}), at::full({2, 3}, 5, at::kLong)),
+               std::out_of_range);
+  EXPECT_THROW(masked_cross_entropy(at::randn({3, 2, 5}), at::zeros({2, 3}, at::kLong),
+                                    at::ones({3, 2})),
+               c10::Error);
+}
+
+}  // namespace
+}  // namespace mtp::kernels
