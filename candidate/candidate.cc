@@ -37,25 +37,26 @@ std::vector<int> embedding_stages(const layout::PipelineLayout& layout,
 class CandidateChunk final : public engine::ModelChunk {
  public:
   CandidateChunk(const layout::PipelineLayout& layout, int stage, const model::ModelConfig& cfg,
-                 const engine::InitialWeights& init, at::ScalarType dtype)
+                 const engine::InitialWeights& init, at::ScalarType dtype,
+                 at::Device device)
       : plan_(layout.stages[stage]), cfg_(cfg),
         is_loss_(stage == layout.num_stages() - 1),
         in_factor_(stage == 0 ? 0 : out_factor(layout, stage - 1, cfg.mtp_num_layers)),
         out_factor_(out_factor(layout, stage, cfg.mtp_num_layers)),
-        rope_(model::rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, dtype)) {
+        rope_(model::rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, dtype, device)) {
     const auto group = embedding_stages(layout, cfg);
     has_table_ = std::find(group.begin(), group.end(), stage) != group.end();
-    if (has_table_) engine::add_initial_params(params_, init, {model::kWordEmbeddingName}, dtype);
+    if (has_table_) engine::add_initial_params(params_, init, {model::kWordEmbeddingName}, dtype, device);
     engine::add_initial_params(params_, init, engine::decoder_param_names(plan_.decoder_layers, cfg),
-                               dtype);
+                               dtype, device);
     if (plan_.owns_final_layernorm) {
-      engine::add_initial_params(params_, init, {model::kFinalLayernormName}, dtype);
+      engine::add_initial_params(params_, init, {model::kFinalLayernormName}, dtype, device);
     }
     if (!plan_.mtp_depths.empty()) {
-      engine::add_initial_params(params_, init, engine::mtp_param_names(cfg), dtype);
+      engine::add_initial_params(params_, init, engine::mtp_param_names(cfg), dtype, device);
     }
     if (is_loss_ && cfg.untie_embeddings) {
-      engine::add_initial_params(params_, init, {model::kOutputLayerName}, dtype);
+      engine::add_initial_params(params_, init, {model::kOutputLayerName}, dtype, device);
     }
   }
 
@@ -152,10 +153,11 @@ class Candidate final : public engine::Implementation {
   }
   std::vector<std::unique_ptr<engine::ModelChunk>> build_chunks(
       const layout::PipelineLayout& layout, const model::ModelConfig& cfg,
-      const engine::InitialWeights& init, at::ScalarType dtype) const override {
+      const engine::InitialWeights& init, at::ScalarType dtype,
+      at::Device device) const override {
     std::vector<std::unique_ptr<engine::ModelChunk>> chunks;
     for (int i = 0; i < layout.num_stages(); ++i) {
-      chunks.push_back(std::make_unique<CandidateChunk>(layout, i, cfg, init, dtype));
+      chunks.push_back(std::make_unique<CandidateChunk>(layout, i, cfg, init, dtype, device));
     }
     return chunks;
   }

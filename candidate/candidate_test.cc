@@ -151,12 +151,15 @@ TEST_F(RunTest, RecordsBatchLossGradWeightWithMegatronNames) {
   auto tokens = r.describe(1, "batch", "tokens");
   EXPECT_EQ(tokens.shape, (std::vector<int64_t>{4, 2, 8}));
   // total = lm + (λ/D)·(mtp_1 + mtp_2), recomputed from the stored values.
+  // Losses are stored in the training dtype (float32 here).
   auto val = [&](const char* n) {
-    double v;
-    std::memcpy(&v, r.read(1, "loss", n).bytes.data(), sizeof v);
-    return v;
+    auto t = r.read(1, "loss", n);
+    EXPECT_EQ(t.dtype, record::DType::kF32);
+    float v;
+    std::memcpy(&v, t.bytes.data(), sizeof v);
+    return static_cast<double>(v);
   };
-  EXPECT_DOUBLE_EQ(val("total"), val("lm") + 0.1 / 2 * (val("mtp_1") + val("mtp_2")));
+  EXPECT_NEAR(val("total"), val("lm") + 0.1 / 2 * (val("mtp_1") + val("mtp_2")), 2e-6);
 }
 
 }  // namespace

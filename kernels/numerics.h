@@ -90,7 +90,9 @@ MTP_KERNELS_HD inline Bf16 to_bf16(float f) {
 }
 
 /// to_float: bf16 → float, exact.
-MTP_KERNELS_HD inline float to_float(Bf16 h) { return bits_float(static_cast<uint32_t>(h.bits) << 16); }
+MTP_KERNELS_HD inline float to_float(Bf16 h) {
+  return bits_float(static_cast<uint32_t>(h.bits) << 16);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Accumulation type and loads/stores
@@ -132,7 +134,9 @@ MTP_KERNELS_HD inline Bf16 store_as<Bf16>(float v) { return to_bf16(v); }
 // Elementary functions
 
 /// pow2_f32: 2^k as a float, for -126 ≤ k ≤ 127 (exact).
-MTP_KERNELS_HD inline float pow2_f32(int k) { return bits_float(static_cast<uint32_t>(k + 127) << 23); }
+MTP_KERNELS_HD inline float pow2_f32(int k) {
+  return bits_float(static_cast<uint32_t>(k + 127) << 23);
+}
 
 /// exp_f32: e^x for fp32 in IEEE +, −, × and exponent assembly only, so the CPU and the GPU
 /// give the same bits. Cody–Waite reduction x = k·ln2 + r, |r| ≲ ln2/2, with ln2 split in a

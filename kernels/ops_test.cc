@@ -5,6 +5,7 @@
 // the errors.
 #include <gtest/gtest.h>
 
+#include <c10/core/GradMode.h>
 #include <c10/util/BFloat16.h>
 
 #include <cmath>
@@ -39,7 +40,8 @@ namespace {
   const int64_t i = excess.reshape({-1}).argmax().item<int64_t>();
   return ::testing::AssertionFailure()
          << what << ": outside tolerance " << tol << " at flat index " << i << ": got "
-         << g.reshape({-1})[i].item<double>() << ", reference " << r.reshape({-1})[i].item<double>();
+         << g.reshape({-1})[i].item<double>() << ", reference "
+         << r.reshape({-1})[i].item<double>();
 }
 
 ::testing::AssertionResult same_bits(const char* what, const at::Tensor& a, const at::Tensor& b) {
@@ -132,7 +134,7 @@ void expect_gradient_matches_fd(const std::string& what, at::Tensor input,
   const at::Tensor weights = at::randn(f(input.detach()).sizes(), at::kDouble);
   (f(input) * weights).sum().backward();
   const at::Tensor grad = input.grad().reshape({-1});
-  at::NoGradGuard no_grad;
+  const c10::AutoGradMode no_grad(false);
   at::Tensor flat = input.detach().reshape({-1});
   const double step = 1e-6;
   for (int64_t i = 0; i < flat.numel(); ++i) {

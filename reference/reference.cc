@@ -18,21 +18,22 @@ using engine::MicrobatchTensors;
 class ReferenceChunk final : public engine::ModelChunk {
  public:
   ReferenceChunk(const layout::PipelineLayout& layout, int stage, const model::ModelConfig& cfg,
-                 const engine::InitialWeights& init, at::ScalarType dtype)
+                 const engine::InitialWeights& init, at::ScalarType dtype,
+                 at::Device device)
       : plan_(layout.stages[stage]), cfg_(cfg),
         is_loss_(stage == layout.num_stages() - 1),
-        rope_(model::rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, dtype)) {
+        rope_(model::rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, dtype, device)) {
     // The last stage holds an embedding copy when MTP or a tied head reads it.
     const bool needs_table = plan_.is_first() ||
                              (is_loss_ && (cfg.mtp_num_layers > 0 || !cfg.untie_embeddings));
-    if (needs_table) engine::add_initial_params(params_, init, {model::kWordEmbeddingName}, dtype);
+    if (needs_table) engine::add_initial_params(params_, init, {model::kWordEmbeddingName}, dtype, device);
     engine::add_initial_params(params_, init, engine::decoder_param_names(plan_.decoder_layers, cfg),
-                               dtype);
+                               dtype, device);
     if (is_loss_) {
       std::vector<std::string> names{model::kFinalLayernormName};
       for (auto& n : engine::mtp_param_names(cfg)) names.push_back(n);
       if (cfg.untie_embeddings) names.push_back(model::kOutputLayerName);
-      engine::add_initial_params(params_, init, names, dtype);
+      engine::add_initial_params(params_, init, names, dtype, device);
     }
   }
 
@@ -133,11 +134,12 @@ class Reference final : public engine::Implementation {
 
   std::vector<std::unique_ptr<engine::ModelChunk>> build_chunks(
       const layout::PipelineLayout& layout, const model::ModelConfig& cfg,
-      const engine::InitialWeights& init, at::ScalarType dtype) const override {
+      const engine::InitialWeights& init, at::ScalarType dtype,
+      at::Device device) const override {
     check_layout(layout);
     std::vector<std::unique_ptr<engine::ModelChunk>> chunks;
     for (int i = 0; i < layout.num_stages(); ++i) {
-      chunks.push_back(std::make_unique<ReferenceChunk>(layout, i, cfg, init, dtype));
+      chunks.push_back(std::make_unique<ReferenceChunk>(layout, i, cfg, init, dtype, device));
     }
     return chunks;
   }

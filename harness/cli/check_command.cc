@@ -6,6 +6,7 @@
 #include <set>
 
 #include "harness/cli/commands.h"
+#include "harness/data/token_source.h"
 #include "harness/engine/trainer.h"
 #include "harness/report/report.h"
 #include "harness/scenario/scenario.h"
@@ -15,6 +16,21 @@ namespace mtp::cli {
 namespace fs = std::filesystem;
 
 namespace {
+
+/// Throws InputError unless `path` can be an output file: a regular file or nothing yet, in an
+/// existing directory. Checked before any variant runs.
+void check_output_path(const std::string& flag, const std::string& path) {
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::exists(p, ec) && !fs::is_regular_file(p, ec)) {
+    throw InputError(fmt::format("{} {}: exists and is not a regular file", flag, path));
+  }
+  const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(parent, ec)) {
+    throw InputError(fmt::format("{} {}: directory {} does not exist", flag, path, parent.string()));
+  }
+  if (p.filename().empty()) throw InputError(fmt::format("{} {}: names no file", flag, path));
+}
 
 /// Writes `text` to `path` atomically (temporary file + rename).
 void write_file(const std::string& path, const std::string& text) {
@@ -40,12 +56,32 @@ int run_check(const CheckOptions& opt) {
   fs::create_directories(out_dir, ec);
   if (ec) throw InputError(fmt::format("--out: cannot create directory {}: {}", out_dir, ec.message()));
 
+  const std::string json_path = opt.json_path.empty() ? out_dir + "/report.json" : opt.json_path;
+  check_output_path("--json", json_path);
+  if (!opt.junit_path.empty()) check_output_path("--junit", opt.junit_path);
+  for (const auto& v : sc.variants) check_output_path("record", out_dir + "/" + v.name + ".h5");
+  scenario::check_expectation_selections(sc);
+
   std::set<std::string> wanted(opt.only_variants.begin(), opt.only_variants.end());
   for (const auto& v : wanted) sc.variant(v);  // unknown names are errors
+  // Every variant's layout, schedule and implementation, and the data file, are checked before
+  // anything trains, so a mistake in the last variant does not cost the others' run time.
+  for (const auto& v : sc.variants) {
+    if (!wanted.empty() && !wanted.count(v.name)) continue;
+    try {
+      auto impl = make_implementation(v.implementation);
+      auto l = engine::variant_layout(v, sc.model);
+      impl->check_layout(l);
+      engine::variant_schedule(v, l, sc.training.num_microbatches);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: variant \"{}\": {}", sc.source, v.name, e.what()));
+    }
+  }
+  data::open_token_source(sc.data);
 
   std::cout << fmt::format("# mtp-harness check: scenario \"{}\" ({})\n", sc.name, sc.source);
   if (!sc.description.empty()) std::cout << "# " << sc.description << "\n";
-  std::cout << fmt::format("# model: N={} H={} heads={} ffn={} V={} s={} b={} D={} lambda={} {}\n",
+  std::cout << fmt::format("# model: layers={} H={} heads={} ffn={} V={} s={} b={} D={} lambda={} {}\n",
                            sc.model.num_layers, sc.model.hidden_size, sc.model.num_attention_heads,
                            sc.model.ffn_hidden_size, sc.model.vocab_size, sc.model.seq_length,
                            sc.model.micro_batch_size, sc.model.mtp_num_layers,
@@ -54,9 +90,14 @@ int run_check(const CheckOptions& opt) {
   std::cout << fmt::format("# training: {} steps x {} microbatches, clip_grad={}, {}\n",
                            sc.training.steps, sc.training.num_microbatches, sc.training.clip_grad,
                            sc.training.dtype);
-  std::cout << fmt::format("# {:<24} {:<10} {:<22} {:>2} {:>2} {:<11} {:<10} {:>8} {:>14} {:>10}\n",
-                           "variant", "impl", "layout", "P", "V", "schedule", "standalone",
-                           "wall(s)", "final loss", "record(B)");
+  size_t wname = 7, wlayout = 6;
+  for (const auto& v : sc.variants) {
+    wname = std::max(wname, v.name.size());
+    wlayout = std::max(wlayout, v.layout.empty() ? size_t{16} : v.layout.size());
+  }
+  std::cout << fmt::format("# {:<{}} {:<10} {:<{}} {:>2} {:>2} {:<13} {:<10} {:>8} {:>14} {:>10}\n",
+                           "variant", wname, "impl", "layout", wlayout, "P", "V", "schedule",
+                           "standalone", "wall(s)", "final loss", "record(B)");
   std::map<std::string, std::string> records;
   std::vector<report::VariantRun> runs;
   for (const auto& v : sc.variants) {
@@ -87,8 +128,8 @@ int run_check(const CheckOptions& opt) {
     run.wall_seconds = rr.wall_seconds;
     run.final_total_loss = rr.total_loss.back();
     run.record_bytes = static_cast<int64_t>(fs::file_size(ro.record_path));
-    std::cout << fmt::format("  {:<24} {:<10} {:<22} {:>2} {:>2} {:<11} {:<10} {:>8.2f} {:>14.9g} {:>10}\n",
-                             run.name, run.implementation, run.layout, run.pipeline_size,
+    std::cout << fmt::format("  {:<{}} {:<10} {:<{}} {:>2} {:>2} {:<13} {:<10} {:>8.2f} {:>14.9g} {:>10}\n",
+                             run.name, wname, run.implementation, run.layout, wlayout, run.pipeline_size,
                              run.virtual_size, run.schedule, run.mtp_standalone ? "yes" : "no",
                              run.wall_seconds, run.final_total_loss, run.record_bytes);
     if (opt.verbose) {
@@ -122,13 +163,18 @@ int run_check(const CheckOptions& opt) {
                                r.expectation->cls.to_string(), r.expectation->why);
       if (!p.note.empty()) std::cout << "# " << p.note << "\n";
       std::cout << compare::format_report(p.result, records[p.baseline], records[p.other]);
-      std::cout << fmt::format("# rerun: mtp-harness compare {} {} --class {}\n",
-                               records[p.baseline], records[p.other],
-                               r.expectation->cls.kind == compare::CompareClass::Kind::kDiffer
-                                   ? "bitwise" : r.expectation->cls.to_string());
+      const auto& sel = r.expectation->selection;
+      std::string args = fmt::format(" --class {} --records {}",
+                                     r.expectation->cls.kind == compare::CompareClass::Kind::kDiffer
+                                         ? "bitwise" : r.expectation->cls.to_string(),
+                                     fmt::join(sel.groups, ","));
+      for (const auto& pat : sel.include) args += fmt::format(" --include '{}'", pat);
+      for (const auto& pat : sel.exclude) args += fmt::format(" --exclude '{}'", pat);
+      if (!sel.steps.empty()) args += fmt::format(" --steps {}", fmt::join(sel.steps, ","));
+      std::cout << fmt::format("# rerun: mtp-harness compare {} {}{}\n", records[p.baseline],
+                               records[p.other], args);
     }
   }
-  const std::string json_path = opt.json_path.empty() ? out_dir + "/report.json" : opt.json_path;
   write_file(json_path, report::to_json(sc, runs, results).dump(2) + "\n");
   if (!opt.junit_path.empty()) write_file(opt.junit_path, report::to_junit(sc, results));
   std::cout << fmt::format("\n# {} expectation(s): {} passed, {} failed{}; report: {}\n",

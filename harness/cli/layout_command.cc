@@ -41,6 +41,16 @@ int run_schedule(const ScheduleOptions& opt) {
     c.kind = schedule::parse_schedule_kind(opt.kind);
   }
   schedule::validate(c);
+  const int64_t ops = int64_t{c.pipeline_size} * c.virtual_size * c.num_microbatches;
+  if (ops > 1000000) {
+    throw InputError(fmt::format("schedule: P·V·M = {} ops per rank ×P ranks is more than this "
+                                 "command prints (P·V·M ≤ 1000000)", ops));
+  }
+  if (c.microbatch_group_size != 0 && c.kind != schedule::ScheduleKind::kInterleaved &&
+      c.kind != schedule::ScheduleKind::kCombined1F1B) {
+    throw InputError(fmt::format("schedule: --group applies to interleaved schedules, not {}",
+                                 schedule::schedule_kind_name(c.kind)));
+  }
   std::cout << fmt::format("# schedule {} P={} V={} M={}", schedule::schedule_kind_name(c.kind),
                            c.pipeline_size, c.virtual_size, c.num_microbatches);
   if (c.kind == schedule::ScheduleKind::kInterleaved) {

@@ -55,11 +55,20 @@ int main(int argc, char** argv) {
   s->add_option("--group", sch.group_size, "N, interleaved microbatch group size (default P)")->check(CLI::Range(0, 100000));
   s->add_option("--kind", sch.kind, "none | 1f1b | interleaved (default: from P and V)");
 
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string sub = argv[1];
+    if (sub != "check" && sub != "compare" && sub != "layout" && sub != "schedule" && sub != "run") {
+      std::cerr << "mtp-harness: error: unknown subcommand '" << sub
+                << "' (subcommands: check, run, compare, layout, schedule; see --help)\n";
+      return mtp::kExitUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : mtp::kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::cerr << "mtp-harness: error: " << e.what() << " (see mtp-harness --help)\n";
+    return mtp::kExitUsage;
   }
   try {
     if (*c) return mtp::cli::run_check(check);

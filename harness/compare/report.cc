@@ -57,9 +57,24 @@ std::string format_report(const CompareResult& r, const std::string& a_label,
       failing.push_back(&d);
     }
   }
-  out += fmt::format("{} tensors checked, {} compared by value; {} failing tensors; {} step/group "
+  const bool differ = r.cls.kind == CompareClass::Kind::kDiffer;
+  out += fmt::format("{} tensors checked, {} compared by value; {} {} tensors; {} step/group "
                      "differences\n",
-                     r.tensors.size(), r.tensors_compared, failing.size(), r.structural.size());
+                     r.tensors.size(), r.tensors_compared, failing.size(),
+                     differ ? "differing" : "failing", r.structural.size());
+  if (!differ && failing.empty()) {
+    // How close a passing comparison came: the largest error over every compared tensor.
+    uint64_t max_ulp = 0;
+    double max_abs = 0.0;
+    int64_t bits = 0;
+    for (const TensorDiff& d : r.tensors) {
+      max_ulp = std::max(max_ulp, d.max_ulp);
+      max_abs = std::max(max_abs, d.max_abs);
+      bits += d.bit_mismatches;
+    }
+    out += fmt::format("observed: {} elements differ in bits, max ULP {}, max |diff| {:.6g}\n",
+                       bits, ulp_string(max_ulp), max_abs);
+  }
   if (r.cls.kind == CompareClass::Kind::kDiffer) {
     out += r.holds() ? "negative control holds: the records differ\n"
                      : "negative control FAILS: the records are bitwise equal\n";
@@ -68,9 +83,10 @@ std::string format_report(const CompareResult& r, const std::string& a_label,
     out += fmt::format("first divergence: {}\n", r.first_divergence->describe());
     const TensorDiff& f = *r.first_divergence;
     if (f.structural.empty() && f.mismatches > 0) {
-      out += fmt::format("  {} of {} elements outside {}, max ULP {}, max |diff| {:.6g}\n",
-                         f.mismatches, f.numel, r.cls.to_string(), ulp_string(f.max_ulp),
-                         f.max_abs);
+      out += fmt::format("  {} of {} elements {}, max ULP {}, max |diff| {:.6g}\n",
+                         f.mismatches, f.numel,
+                         differ ? "differ" : "outside " + r.cls.to_string(),
+                         ulp_string(f.max_ulp), f.max_abs);
     }
   }
   if (!r.structural.empty()) {
@@ -87,7 +103,7 @@ std::string format_report(const CompareResult& r, const std::string& a_label,
   for (size_t i = 0; i < rows; ++i) {
     width = std::max(width, tensor_column(*failing[i]).size());
   }
-  out += "failing tensors:\n";
+  out += differ ? "differing tensors:\n" : "failing tensors:\n";
   out += fmt::format("  {:>6}  {:<{}}  {:>18}  {:>10}  {:>12}\n", "step", "tensor", width,
                      "mismatches/numel", "max ULP", "max |diff|");
   for (size_t i = 0; i < rows; ++i) {

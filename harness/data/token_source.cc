@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -24,6 +25,21 @@ std::string sha256_hex(const uint8_t* data, size_t size) {
 }
 
 TextFileSource::TextFileSource(const std::string& path) : path_(path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) {
+    throw InputError(fmt::format("data: text file '{}' does not exist", path));
+  }
+  if (!std::filesystem::is_regular_file(status)) {
+    throw InputError(fmt::format("data: '{}' is not a regular file (a directory, FIFO or device "
+                                 "cannot be a corpus)", path));
+  }
+  constexpr std::uintmax_t kMaxBytes = std::uintmax_t{1} << 30;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxBytes) {
+    throw InputError(fmt::format("data: text file '{}' has {} bytes, more than the 1 GiB a byte-level "
+                                 "corpus may have here", path, size));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw InputError(fmt::format("data: cannot open text file '{}': {}", path,

@@ -87,10 +87,11 @@ class Implementation {
   /// in this order.
   virtual std::vector<int> embedding_group(const layout::PipelineLayout& layout,
                                            const model::ModelConfig& cfg) const = 0;
-  /// One chunk per stage index, parameters copied from `init` and cast to `dtype`.
+  /// One chunk per stage index, parameters copied from `init`, cast to `dtype`, on `device`.
   virtual std::vector<std::unique_ptr<ModelChunk>> build_chunks(
       const layout::PipelineLayout& layout, const model::ModelConfig& cfg,
-      const InitialWeights& init, at::ScalarType dtype) const = 0;
+      const InitialWeights& init, at::ScalarType dtype,
+      at::Device device = at::Device(at::kCPU)) const = 0;
 };
 
 }  // namespace mtp::engine

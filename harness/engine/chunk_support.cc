@@ -19,8 +19,11 @@ ChunkOutput ModelChunk::forward(const at::Tensor& input, const MicrobatchTensors
 }
 
 void add_initial_params(model::ParamTable& table, const InitialWeights& init,
-                        const std::vector<std::string>& names, at::ScalarType dtype) {
-  for (const auto& n : names) table.add(n, init.get(n).to(dtype).clone().set_requires_grad(true));
+                        const std::vector<std::string>& names, at::ScalarType dtype,
+                        at::Device device) {
+  for (const auto& n : names) {
+    table.add(n, init.get(n).to(dtype).to(device).clone().set_requires_grad(true));
+  }
 }
 
 std::vector<std::string> decoder_param_names(const std::vector<int>& layers,

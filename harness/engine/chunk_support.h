@@ -12,9 +12,10 @@
 namespace mtp::engine {
 
 /// Adds a copy of each named initial weight to `table`, cast to `dtype`, as a leaf with
-/// requires_grad. Throws InternalError for an unknown name.
+/// requires_grad, on `device`. Throws InternalError for an unknown name.
 void add_initial_params(model::ParamTable& table, const InitialWeights& init,
-                        const std::vector<std::string>& names, at::ScalarType dtype);
+                        const std::vector<std::string>& names, at::ScalarType dtype,
+                        at::Device device);
 
 /// Parameter names of decoder layers `layers` (global, 0-based), canonical order (dense or MoE
 /// per cfg.is_moe_layer).

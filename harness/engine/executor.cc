@@ -237,7 +237,8 @@ StepLosses run_pipeline_step(const std::vector<std::unique_ptr<ModelChunk>>& chu
                              const layout::PipelineLayout& layout,
                              const schedule::ScheduleConfig& schedule,
                              const std::vector<MicrobatchTensors>& microbatches,
-                             transport::Transport& transport, const ExecutionOptions& options) {
+                             transport::Transport& transport, const ExecutionOptions& options,
+                             const std::vector<int>& local_ranks) {
   const int P = layout.pipeline_size;
   const size_t M = microbatches.size();
   const bool split = schedule.kind == schedule::ScheduleKind::kCombined1F1B;
@@ -261,11 +262,15 @@ StepLosses run_pipeline_step(const std::vector<std::unique_ptr<ModelChunk>>& chu
       transport.abort(fmt::format("rank {} failed", rank));
     }
   };
-  if (P == 1) {
-    body(0);
+  std::vector<int> ranks = local_ranks;
+  if (ranks.empty()) {
+    for (int r = 0; r < P; ++r) ranks.push_back(r);
+  }
+  if (ranks.size() == 1) {
+    body(ranks[0]);
   } else {
     std::vector<std::thread> threads;
-    for (int r = 0; r < P; ++r) threads.emplace_back(body, r);
+    for (int r : ranks) threads.emplace_back(body, r);
     for (auto& t : threads) t.join();
   }
   int first = -1;

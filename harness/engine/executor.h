@@ -27,7 +27,7 @@ struct ExecutionOptions {
   bool overlap_p2p = false;
 };
 
-/// Runs every rank's ops for one step. chunks[i] is the chunk of stage index i (i = v·P + p);
+/// Runs the ops of `local_ranks` (empty = every rank; each as its own thread) for one step. chunks[i] is the chunk of stage index i (i = v·P + p);
 /// microbatches has M entries. Grads accumulate into the chunks' parameters (.grad), first in
 /// first out per chunk. Plain schedules run each chunk's forward as one autograd graph and its
 /// backward in one call; combined 1F1B (ScheduleKind::kCombined1F1B) splits every chunk into
@@ -42,6 +42,7 @@ StepLosses run_pipeline_step(const std::vector<std::unique_ptr<ModelChunk>>& chu
                              const schedule::ScheduleConfig& schedule,
                              const std::vector<MicrobatchTensors>& microbatches,
                              transport::Transport& transport,
-                             const ExecutionOptions& options = {});
+                             const ExecutionOptions& options = {},
+                             const std::vector<int>& local_ranks = {});
 
 }  // namespace mtp::engine

@@ -8,6 +8,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
+
+namespace mtp {
+namespace transport {
+class Transport;
+}  // namespace transport
+}  // namespace mtp
 
 namespace mtp::engine {
 
@@ -23,6 +30,7 @@ struct TrainingConfig {
   double weight_decay = 0.0;     ///< decoupled (AdamW), as Megatron's Adam
   double clip_grad = 0.0;        ///< max global grad norm; 0 = clipping off (the default)
   std::string dtype = "float32"; ///< model and main-grad dtype: "float32" | "float64"
+  std::string device = "cpu";    ///< "cpu" | "cuda"
 };
 
 /// One variant of a scenario.
@@ -44,6 +52,12 @@ struct VariantSpec {
 
 /// Where and how to run.
 struct RunOptions {
+  /// Pipeline ranks this process runs; empty = all P ranks as threads. With a subset (one
+  /// process per rank), `transport` must connect every process, and only the process holding
+  /// rank 0 writes the record.
+  std::vector<int> local_ranks;
+  transport::Transport* transport = nullptr;  ///< null: an in-process transport for all ranks
+  int device_index = 0;         ///< CUDA device of this process's ranks (device = "cuda")
   std::string record_path;       ///< HDF5 record to write (atomically)
   std::string scenario_name;
   std::chrono::milliseconds recv_timeout{120000};

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "harness/common/error.h"
@@ -85,6 +86,42 @@ void ModelConfig::validate() const {
   auto positive = [](const char* name, int64_t v) {
     if (v < 1) throw InputError(fmt::format("model: {} = {} must be >= 1", name, v));
   };
+  auto at_most = [](const char* name, int64_t v, int64_t limit) {
+    if (v > limit) {
+      throw InputError(fmt::format("model: {} = {} is larger than the harness supports ({})", name,
+                                   v, limit));
+    }
+  };
+  at_most("num_layers", num_layers, 1024);
+  at_most("hidden_size", hidden_size, 65536);
+  at_most("ffn_hidden_size", ffn_hidden_size, int64_t{1} << 20);
+  at_most("num_attention_heads", num_attention_heads, 1024);
+  at_most("vocab_size", vocab_size, int64_t{1} << 22);
+  at_most("seq_length", seq_length, int64_t{1} << 20);
+  at_most("micro_batch_size", micro_batch_size, 65536);
+  at_most("num_moe_experts", num_moe_experts, 1024);
+  at_most("moe_ffn_hidden_size", moe_ffn_hidden_size, int64_t{1} << 20);
+  at_most("moe_shared_expert_intermediate_size", moe_shared_expert_intermediate_size,
+          int64_t{1} << 20);
+  {
+    // Whole-model size: parameters and one microbatch's logits, before anything is allocated.
+    const double H = static_cast<double>(hidden_size), F = static_cast<double>(ffn_hidden_size);
+    const double per_layer = 4 * H * H + 3 * H * std::max<double>(F, 1) +
+                             std::max<int64_t>(num_moe_experts, 0) * 3 * H *
+                                 std::max<int64_t>(moe_ffn_hidden_size, ffn_hidden_size);
+    const double params = 2 * static_cast<double>(vocab_size) * H +
+                          (num_layers + std::max<int64_t>(mtp_num_layers, 0)) * per_layer;
+    if (params > 5e9) {
+      throw InputError(fmt::format("model: about {:.3g} parameters; the harness keeps weights, "
+                                   "grads and Adam state of every stage in memory and accepts at "
+                                   "most 5e9", params));
+    }
+    const double logits = static_cast<double>(seq_length) * micro_batch_size * vocab_size;
+    if (logits > 4.0e9) {
+      throw InputError(fmt::format("model: seq_length · micro_batch_size · vocab_size = {:.3g} "
+                                   "logits per microbatch; at most 4e9", logits));
+    }
+  }
   positive("num_layers", num_layers);
   positive("hidden_size", hidden_size);
   positive("ffn_hidden_size", ffn_hidden_size);

@@ -11,14 +11,16 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
 
 at::Tensor linear_no_bias(const at::Tensor& x, const at::Tensor& weight) { return at::matmul(x, weight.t()); }
 
-RopeTables rope_tables(int64_t seq_length, int64_t kv_channels, double base, at::ScalarType dtype) {
+RopeTables rope_tables(int64_t seq_length, int64_t kv_channels, double base, at::ScalarType dtype,
+                       at::Device device) {
   auto opts = at::TensorOptions().dtype(dtype);
   auto exponent = at::arange(0, kv_channels, 2, opts) / static_cast<double>(kv_channels);
   auto inv_freq = 1.0 / at::pow(base, exponent);
   auto positions = at::arange(seq_length, opts);
   auto freqs = at::outer(positions, inv_freq);  // [s, hn/2]
   auto emb = at::cat({freqs, freqs}, -1);       // [s, hn]
-  return {emb.cos(), emb.sin()};
+  // Computed on the CPU (the same bits everywhere), then moved.
+  return {emb.cos().to(device), emb.sin().to(device)};
 }
 
 at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
@@ -69,7 +71,7 @@ at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w, const Mode
   auto kb = k.permute({1, 2, 0, 3});
   auto vb = v.permute({1, 2, 0, 3});
   auto scores = at::matmul(qb, kb.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hn)));
-  auto future = at::ones({s, s}, at::TensorOptions().dtype(at::kBool)).triu(1);
+  auto future = at::ones({s, s}, at::TensorOptions().dtype(at::kBool).device(x.device())).triu(1);
   scores = scores.masked_fill(future, -10000.0);
   auto probs = at::softmax(scores, -1);
   auto context = at::matmul(probs, vb);                          // [b, nh, s, hn]

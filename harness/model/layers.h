@@ -31,7 +31,8 @@ struct RopeTables {
   at::Tensor cos;  ///< [s, hn]
   at::Tensor sin;  ///< [s, hn]
 };
-RopeTables rope_tables(int64_t seq_length, int64_t kv_channels, double base, at::ScalarType dtype);
+RopeTables rope_tables(int64_t seq_length, int64_t kv_channels, double base, at::ScalarType dtype,
+                       at::Device device = at::Device(at::kCPU));
 
 /// Rotate-half RoPE on x [s, b, heads, hn]: x·cos + rotate_half(x)·sin, rotate_half(x) =
 /// cat(−x[hn/2:], x[:hn/2]). Megatron apply_rotary_pos_emb_bshd, non-interleaved.

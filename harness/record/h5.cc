@@ -136,6 +136,11 @@ void set_group_props(const PropList& p) {
   check(H5Pset_link_creation_order(p.id(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED),
         p.where(), "cannot set link creation order");
   check(H5Pset_obj_track_times(p.id(), 0), p.where(), "cannot turn off timestamps");
+  // Keep every link in the group's object header (compact storage) however many there are:
+  // header messages carry checksums in the 1.8 file format, while dense link storage (a
+  // fractal heap of names) does not, and HDF5 1.10 crashes iterating a corrupted heap.
+  check(H5Pset_link_phase_change(p.id(), 65535, 65535), p.where(),
+        "cannot keep links compact");
 }
 
 }  // namespace

@@ -158,6 +158,9 @@ void RecordReader::Impl::open() {
   if (S_ISDIR(st.st_mode)) {
     fail("", "is a directory, not a record file");
   }
+  if (!S_ISREG(st.st_mode)) {
+    fail("", "is not a regular file (a FIFO, device or socket cannot be a record)");
+  }
   if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
     std::fclose(f);
   } else {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "harness/common/glob.h"
 
 namespace mtp::report {
@@ -68,8 +70,14 @@ ExpectationResult evaluate(const scenario::Expectation& e,
 }
 
 std::string format_table(const std::vector<ExpectationResult>& results) {
-  std::string s = fmt::format("# {:<36} {:<18} {:<6} {:<46} {}\n", "expectation", "class",
-                              "result", "pair (baseline vs other)", "first divergence");
+  size_t wn = 11, wc = 5, wp = 24;
+  for (const auto& r : results) {
+    wn = std::max(wn, r.expectation->name.size());
+    wc = std::max(wc, r.expectation->cls.to_string().size());
+    for (const auto& p : r.pairs) wp = std::max(wp, p.baseline.size() + p.other.size() + 4);
+  }
+  std::string s = fmt::format("# {:<{}} {:<{}} {:<6} {:<{}} {}\n", "expectation", wn, "class", wc,
+                              "result", "pair (baseline vs other)", wp, "first divergence");
   for (const auto& r : results) {
     for (size_t i = 0; i < r.pairs.size(); ++i) {
       const auto& p = r.pairs[i];
@@ -77,8 +85,8 @@ std::string format_table(const std::vector<ExpectationResult>& results) {
       const std::string cls = i == 0 ? r.expectation->cls.to_string() : "";
       std::string div = divergence_text(p.result);
       if (!p.note.empty()) div += "  [" + p.note + "]";
-      s += fmt::format("  {:<36} {:<18} {:<6} {:<46} {}\n", name, cls, p.holds ? "PASS" : "FAIL",
-                       p.baseline + " vs " + p.other, div);
+      s += fmt::format("  {:<{}} {:<{}} {:<6} {:<{}} {}\n", name, wn, cls, wc,
+                       p.holds ? "PASS" : "FAIL", p.baseline + " vs " + p.other, wp, div);
     }
   }
   return s;

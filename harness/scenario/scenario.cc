@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <toml++/toml.h>
 
 #include "harness/common/error.h"
+#include "harness/common/glob.h"
+#include "harness/model/params.h"
 #include "harness/schedule/schedule.h"
 
 namespace mtp::scenario {
@@ -200,13 +203,17 @@ void parse_training(const Ctx& ctx, const toml::table& t, engine::TrainingConfig
   }
 }
 
-void parse_data(const Ctx& ctx, const toml::table& t, data::DataConfig& d) {
+void parse_data(const Ctx& ctx, const toml::table& t, data::DataConfig& d, int64_t vocab_size) {
   const std::string w = "[data]";
   check_keys(ctx, t, w, {"kind", "path", "mask_token"});
   d.kind = get_string(ctx, t, "kind", w, d.kind);
   d.path = get_string(ctx, t, "path", w, d.path);
   d.mask_token = get_int(ctx, t, "mask_token", w, d.mask_token, -1);
   if (d.kind != "text") ctx.fail(t.get("kind"), fmt::format("[data].kind = \"{}\": accepted \"text\"", d.kind));
+  if (d.mask_token >= vocab_size) {
+    ctx.fail(t.get("mask_token"), fmt::format("[data].mask_token = {} is not a token id (vocab_size = {})",
+                                              d.mask_token, vocab_size));
+  }
 }
 
 engine::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t index) {
@@ -231,6 +238,9 @@ engine::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
              fmt::format("{}: implementation = \"{}\": accepted \"reference\", \"candidate\"", w, v.implementation));
   }
   v.layout = get_string(ctx, t, "layout", w, "");
+  if (t.get("layout") && v.layout.empty()) {
+    ctx.fail(t.get("layout"), fmt::format("{}: layout is empty; omit the key for Megatron's even split", w));
+  }
   v.pipeline_size = static_cast<int>(get_int(ctx, t, "pp", w, 1, 1));
   v.virtual_size = static_cast<int>(get_int(ctx, t, "vpp", w, 1, 1));
   if (v.pipeline_size > 64) ctx.fail(t.get("pp"), fmt::format("{}: pp must be <= 64", w));
@@ -239,6 +249,9 @@ engine::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
     ctx.fail(t.get("vpp"), fmt::format("{}: vpp is derived from the layout; give one or the other", w));
   }
   v.schedule = get_string(ctx, t, "schedule", w, "");
+  if (t.get("schedule") && v.schedule.empty()) {
+    ctx.fail(t.get("schedule"), fmt::format("{}: schedule is empty; omit the key to derive it from pp and the layout", w));
+  }
   if (!v.schedule.empty()) {
     try {
       schedule::parse_schedule_kind(v.schedule);
@@ -321,6 +334,10 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
   }
   e.selection.groups = get_strings(ctx, t, "records", w, {"loss", "grad", "weight"});
   if (e.selection.groups.empty()) ctx.fail(t.get("records"), fmt::format("{}: records must not be empty", w));
+  if (std::set<std::string>(e.selection.groups.begin(), e.selection.groups.end()).size() !=
+      e.selection.groups.size()) {
+    ctx.fail(t.get("records"), fmt::format("{}: records lists a record twice", w));
+  }
   for (const auto& g : e.selection.groups) {
     const auto& known = record::record_groups();
     if (std::find(known.begin(), known.end(), g) == known.end()) {
@@ -329,11 +346,23 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
   }
   e.selection.include = get_strings(ctx, t, "include", w, {"*"});
   e.selection.exclude = get_strings(ctx, t, "exclude", w, {});
+  for (const char* key : {"include", "exclude"}) {
+    for (const auto& pat : get_strings(ctx, t, key, w, {})) {
+      if (pat.empty() || pat.find_first_of("[]{}") != std::string::npos) {
+        ctx.fail(t.get(key), fmt::format("{}: {} pattern \"{}\": patterns use only * and ? "
+                                         "wildcards (no [], {{}}) and must not be empty", w, key, pat));
+      }
+    }
+  }
   e.selection.steps = parse_steps(ctx, t.get("steps"), w, steps);
   e.why = get_string(ctx, t, "why", w, "");
   if (e.why.empty()) ctx.fail(&t, fmt::format("{}: why is required: say why the relation must hold", w));
   e.first_divergence = get_string(ctx, t, "first_divergence", w, "");
   e.first_divergence_step = static_cast<int>(get_int(ctx, t, "first_divergence_step", w, 0, 0));
+  if (e.first_divergence_step > steps) {
+    ctx.fail(t.get("first_divergence_step"), fmt::format("{}: first_divergence_step = {} is past the "
+                                                         "last step {}", w, e.first_divergence_step, steps));
+  }
   if ((!e.first_divergence.empty() || e.first_divergence_step != 0) &&
       e.cls.kind != compare::CompareClass::Kind::kDiffer) {
     ctx.fail(t.get("first_divergence") ? t.get("first_divergence") : t.get("first_divergence_step"),
@@ -405,7 +434,7 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
   if (const toml::table* t = get_table(ctx, root, "model")) parse_model(ctx, *t, sc.model);
   else sc.model.validate();
   if (const toml::table* t = get_table(ctx, root, "training")) parse_training(ctx, *t, sc.training);
-  if (const toml::table* t = get_table(ctx, root, "data")) parse_data(ctx, *t, sc.data);
+  if (const toml::table* t = get_table(ctx, root, "data")) parse_data(ctx, *t, sc.data, sc.model.vocab_size);
 
   const toml::node* vn = root.get("variant");
   if (vn == nullptr || !vn->is_array_of_tables() || vn->as_array()->empty()) {
@@ -431,7 +460,40 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
   return sc;
 }
 
+void check_expectation_selections(const Scenario& sc) {
+  for (const auto& e : sc.expectations) {
+    // The names a record of this scenario holds, per group (the λ override changes no name).
+    std::vector<std::string> names;
+    for (const auto& g : e.selection.groups) {
+      if (g == "batch") names.insert(names.end(), {"tokens", "labels", "loss_mask"});
+      if (g == "loss") {
+        names.push_back("lm");
+        for (int64_t k = 1; k <= sc.model.mtp_num_layers; ++k) names.push_back(fmt::format("mtp_{}", k));
+        names.push_back("total");
+      }
+      if (g == "grad" || g == "weight") {
+        for (const auto& spec : model::parameter_specs(sc.model)) names.push_back(spec.name);
+      }
+    }
+    bool any = false;
+    for (const auto& n : names) {
+      any = any || (glob_match_any(e.selection.include, n) && !glob_match_any(e.selection.exclude, n));
+    }
+    if (!any) {
+      throw InputError(fmt::format("{}: expectation \"{}\": include/exclude select no tensor of "
+                                   "records [{}]", sc.source, e.name, fmt::join(e.selection.groups, ", ")));
+    }
+  }
+}
+
 Scenario load_scenario(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw InputError(fmt::format("{}: is a directory, not a scenario file", path));
+  }
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    throw InputError(fmt::format("{}: is not a regular file", path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open scenario file", path));
   std::stringstream ss;

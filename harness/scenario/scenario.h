@@ -51,6 +51,10 @@ std::set<int> parse_step_spec(const std::string& spec, int max_step);
 /// ("<source>:<line>:<col>: <what is wrong>").
 Scenario parse_scenario(const std::string& text, const std::string& source);
 
+/// Checks, before anything runs, that every expectation's include/exclude patterns select at
+/// least one tensor of the records it names. Throws InputError naming the expectation.
+void check_expectation_selections(const Scenario& sc);
+
 /// Reads and parses a scenario file. Throws InputError when it cannot be read or parsed.
 Scenario load_scenario(const std::string& path);
 

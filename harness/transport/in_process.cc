@@ -16,6 +16,10 @@ bool MessageTag::operator<(const MessageTag& o) const {
 }
 
 std::string MessageTag::str() const {
+  if (kind == Kind::kCollective) {
+    return fmt::format("collective message {} of step {} (purpose {})", stage, microbatch / 16,
+                       microbatch % 16);
+  }
   return fmt::format("{} from stage {}, microbatch {}",
                      kind == Kind::kActivation ? "activation" : "gradient", stage, microbatch);
 }

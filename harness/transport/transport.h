@@ -22,7 +22,9 @@ namespace mtp::transport {
 /// What a message carries: the forward activation or the backward gradient leaving pipeline
 /// stage `stage` (string-order stage index) for microbatch `microbatch`.
 struct MessageTag {
-  enum class Kind { kActivation, kGradient };
+  /// kCollective: the trainer's messages between steps (grads to sum, weights and losses to
+  /// record); `stage` is then a parameter index and `microbatch` step·16 + purpose.
+  enum class Kind { kActivation, kGradient, kCollective };
   Kind kind = Kind::kActivation;
   int stage = 0;
   int microbatch = 0;

@@ -51,10 +51,10 @@ void rms_norm_forward(const T* x, const T* weight, int64_t rows, int64_t hidden,
 ///   dx      [N, H] type T, output, may be null
 ///   dweight [H] type T, output, may be null
 /// Per row, in Acc<T>: x̂_j = x_j·r, g_j = dy_j·w_j, d = Σ g_j·x̂_j in the kRowLanes order,
-/// m = d / H, dx_j = r·(g_j − x̂_j·m) (batch invariant). dweight_j = Σ_rows dy_j·x̂_j in two levels:
-/// each block of kRmsNormDwRowsPerBlock consecutive rows summed in ascending row order from +0,
-/// then the block partials summed in ascending block order from +0 (depends on all rows, as it
-/// must; independent of threads). N = 0 gives dweight = 0.
+/// m = d / H, dx_j = r·(g_j − x̂_j·m) (batch invariant). dweight_j = Σ_rows dy_j·x̂_j in two
+/// levels: each block of kRmsNormDwRowsPerBlock consecutive rows summed in ascending row order
+/// from +0, then the block partials summed in ascending block order from +0 (depends on all rows,
+/// as it must; independent of threads). N = 0 gives dweight = 0.
 /// Throws std::invalid_argument (negative sizes, null pointers with nonzero sizes).
 template <typename T>
 void rms_norm_backward(const T* dy, const T* x, const T* weight, const Acc<T>* rstd, int64_t rows,

@@ -227,8 +227,8 @@ TYPED_TEST(KernelsCpuTest, RowResultsAreBatchInvariant) {
     SCOPED_TRACE("rms row " + std::to_string(r));
     const auto one = run_cpu(n.row(r), 0x00);
     const auto h = n.hidden;
-    EXPECT_TRUE(bitwise_equal("y", std::vector<T>(all.y.begin() + r * h, all.y.begin() + (r + 1) * h),
-                              one.y));
+    EXPECT_TRUE(bitwise_equal(
+        "y", std::vector<T>(all.y.begin() + r * h, all.y.begin() + (r + 1) * h), one.y));
     EXPECT_TRUE(bitwise_equal("rstd", std::vector<Acc<T>>{all.rstd[r]}, one.rstd));
     EXPECT_TRUE(bitwise_equal("dx",
                               std::vector<T>(all.dx.begin() + r * h, all.dx.begin() + (r + 1) * h),

@@ -82,7 +82,8 @@ void rms_norm_backward(const T* dy, const T* x, const T* weight, const Acc<T>* r
     std::vector<A> total(static_cast<size_t>(hidden), A(0));
     std::vector<A> partial(static_cast<size_t>(hidden));
     for (int64_t begin = 0; begin < rows; begin += kRmsNormDwRowsPerBlock) {
-      const int64_t end = rows - begin < kRmsNormDwRowsPerBlock ? rows : begin + kRmsNormDwRowsPerBlock;
+      const int64_t end =
+          rows - begin < kRmsNormDwRowsPerBlock ? rows : begin + kRmsNormDwRowsPerBlock;
       for (int64_t j = 0; j < hidden; ++j) {
         partial[j] = A(0);
       }

@@ -88,6 +88,11 @@ class Stream {
   cudaStream_t s_ = nullptr;
 };
 
+/// Uploads and poison fills run on the legacy default stream (cudaMemcpy from pageable memory
+/// may return before its DMA lands); the kernels run on a non-blocking stream that does not wait
+/// for it, so every run synchronises the device before its first launch.
+void inputs_ready() { MTP_CUDA_CHECK(cudaDeviceSynchronize()); }
+
 // --- GPU runs mirroring testing::run_cpu -------------------------------------------------------
 
 template <typename T>
@@ -100,6 +105,7 @@ std::vector<T> run_gpu(const EmbeddingProblem<T>& p, unsigned char poison) {
   const size_t bytes = embedding_backward_workspace_bytes(p.tokens, p.vocab);
   DeviceBuffer<unsigned char> ws(bytes);
   ws.fill_bytes(poison);
+  inputs_ready();
   embedding_backward<T>(grad.get(), ids.get(), p.tokens, p.hidden, p.vocab, table.get(), ws.get(),
                         bytes, stream.get());
   stream.sync();
@@ -120,6 +126,7 @@ RmsOutputs<T> run_gpu(const RmsProblem<T>& p, unsigned char poison) {
   }
   rstd.fill_bytes(poison);
   ws.fill_bytes(poison);
+  inputs_ready();
   rms_norm_forward<T>(x.get(), w.get(), p.rows, p.hidden, p.eps, y.get(), rstd.get(),
                       stream.get());
   rms_norm_backward<T>(dy.get(), x.get(), w.get(), rstd.get(), p.rows, p.hidden, dx.get(),
@@ -141,6 +148,7 @@ CeOutputs<T> run_gpu(const CeProblem<T>& p, unsigned char poison, bool masked = 
     b->fill_bytes(poison);
   }
   const A* m = masked ? mask.get() : nullptr;
+  inputs_ready();
   cross_entropy_forward<T>(logits.get(), labels.get(), m, p.rows, p.vocab, loss.get(), mx.get(),
                            sum.get(), stream.get());
   cross_entropy_backward<T>(logits.get(), labels.get(), m, grad_loss.get(), mx.get(), sum.get(),
@@ -276,8 +284,8 @@ TYPED_TEST(KernelsCudaTest, RowResultsAreBatchInvariant_CUDA) {
   for (int64_t r : {int64_t{0}, int64_t{63}, int64_t{64}, int64_t{299}}) {
     SCOPED_TRACE("rms row " + std::to_string(r));
     const auto one = run_gpu(n.row(r), 0x00);
-    EXPECT_TRUE(bitwise_equal("y", std::vector<T>(all.y.begin() + r * h, all.y.begin() + (r + 1) * h),
-                              one.y));
+    EXPECT_TRUE(bitwise_equal(
+        "y", std::vector<T>(all.y.begin() + r * h, all.y.begin() + (r + 1) * h), one.y));
     EXPECT_TRUE(bitwise_equal("dx",
                               std::vector<T>(all.dx.begin() + r * h, all.dx.begin() + (r + 1) * h),
                               one.dx));

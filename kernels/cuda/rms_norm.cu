@@ -85,7 +85,8 @@ __global__ void rms_norm_dw_partial_kernel(const T* dy, const T* x, const Acc<T>
   const int64_t num_blocks = (rows + kRmsNormDwRowsPerBlock - 1) / kRmsNormDwRowsPerBlock;
   for (int64_t b = blockIdx.y; b < num_blocks; b += gridDim.y) {
     const int64_t begin = b * kRmsNormDwRowsPerBlock;
-    const int64_t end = rows - begin < kRmsNormDwRowsPerBlock ? rows : begin + kRmsNormDwRowsPerBlock;
+    const int64_t end =
+        rows - begin < kRmsNormDwRowsPerBlock ? rows : begin + kRmsNormDwRowsPerBlock;
     A acc = A(0);
     for (int64_t n = begin; n < end; ++n) {
       acc = acc + load_acc(dy[n * hidden + j]) * (load_acc(x[n * hidden + j]) * rstd[n]);

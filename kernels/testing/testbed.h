@@ -76,7 +76,8 @@ std::vector<T> normal(size_t n, std::mt19937_64& rng, double mean = 0.0, double 
 
 /// uniform_ids: n int64 values in [0, limit) whose ids are multiples of `step` (so rows not on
 /// the step stay empty).
-inline std::vector<int64_t> uniform_ids(size_t n, int64_t limit, int64_t step, std::mt19937_64& rng) {
+inline std::vector<int64_t> uniform_ids(size_t n, int64_t limit, int64_t step,
+                                        std::mt19937_64& rng) {
   std::uniform_int_distribution<int64_t> dist(0, std::max<int64_t>(0, (limit - 1) / step));
   std::vector<int64_t> out(n);
   for (auto& v : out) {
