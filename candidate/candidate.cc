@@ -76,9 +76,10 @@ class CandidateChunk final : public engine::ModelChunk {
     prog->input = input;
     const bool first = plan_.is_first();
     const model::ParamTable* params = &params_;
+    const model::ModelConfig* cfgp = &cfg_;
     at::Tensor tokens = mb.tokens;
-    prog->add("pre_process", -1, [first, params, tokens](model::ChunkProgram& p) {
-      p.hidden = first ? model::embedding_lookup(tokens, params->get(model::kWordEmbeddingName))
+    prog->add("pre_process", -1, [first, params, cfgp, tokens](model::ChunkProgram& p) {
+      p.hidden = first ? model::embed(tokens, params->get(model::kWordEmbeddingName), *cfgp)
                        : p.input;
     });
     // The trunk final norm runs in the last node of decoder layer N (Megatron: its callable).
@@ -91,9 +92,8 @@ class CandidateChunk final : public engine::ModelChunk {
     if (plan_.owns_final_layernorm && plan_.decoder_layers.empty()) {
       // Without MTP the final norm sits on the last stage, which may hold no decoder layer.
       at::Tensor fln = params_.get(model::kFinalLayernormName);
-      const double eps = cfg_.norm_epsilon;
-      prog->add("final_layernorm", -1, [fln, eps](model::ChunkProgram& p) {
-        p.hidden = model::rms_norm(p.hidden, fln, eps);
+      prog->add("final_layernorm", -1, [fln, cfgp](model::ChunkProgram& p) {
+        p.hidden = model::norm(p.hidden, fln, *cfgp);
       });
     }
     if (!plan_.mtp_depths.empty()) {

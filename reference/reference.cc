@@ -53,9 +53,10 @@ class ReferenceChunk final : public engine::ModelChunk {
     prog->input = input;
     const bool first = plan_.is_first();
     const model::ParamTable* params = &params_;
+    const model::ModelConfig* cfgp = &cfg_;
     at::Tensor tokens = mb.tokens;
-    prog->add("pre_process", -1, [first, params, tokens](model::ChunkProgram& p) {
-      p.hidden = first ? model::embedding_lookup(tokens, params->get(model::kWordEmbeddingName))
+    prog->add("pre_process", -1, [first, params, cfgp, tokens](model::ChunkProgram& p) {
+      p.hidden = first ? model::embed(tokens, params->get(model::kWordEmbeddingName), *cfgp)
                        : p.input;
     });
     for (int layer : plan_.decoder_layers) {
@@ -64,9 +65,8 @@ class ReferenceChunk final : public engine::ModelChunk {
     if (!is_loss_) return prog;
     // Loss stage: the trunk final norm, every MTP depth, then the heads and losses.
     at::Tensor fln = params_.get(model::kFinalLayernormName);
-    const double eps = cfg_.norm_epsilon;
-    prog->add("final_layernorm", -1, [fln, eps](model::ChunkProgram& p) {
-      p.hidden = model::rms_norm(p.hidden, fln, eps);
+    prog->add("final_layernorm", -1, [fln, cfgp](model::ChunkProgram& p) {
+      p.hidden = model::norm(p.hidden, fln, *cfgp);
     });
     if (cfg_.mtp_num_layers > 0) {
       model::append_mtp_nodes(*prog, tokens, params_.get(model::kWordEmbeddingName), params_, cfg_,

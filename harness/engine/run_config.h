@@ -48,6 +48,7 @@ struct VariantSpec {
   std::optional<double> mtp_loss_scaling_factor;  ///< overrides the model's λ (negative controls)
   int64_t transport_max_delay_us = 0;  ///< random message delays (in-process transport)
   bool overlap_p2p = false;  ///< post receives one op ahead (Megatron overlap_p2p_comm)
+  std::optional<std::string> kernels;  ///< overrides the model's kernels ("torch" | "harness")
 };
 
 /// Where and how to run.

@@ -118,6 +118,7 @@ void write_run_attributes(record::RecordWriter& rec, const model::ModelConfig& c
   rec.set_attr("rotary_base", cfg.rotary_base);
   rec.set_attr("norm_epsilon", cfg.norm_epsilon);
   rec.set_attr("untie_embeddings_and_output_weights", int64_t{cfg.untie_embeddings ? 1 : 0});
+  rec.set_attr("kernels", cfg.kernels);
   rec.set_attr("num_moe_experts", cfg.num_moe_experts);
   if (cfg.num_moe_experts > 0) {
     rec.set_attr("moe_router_topk", cfg.moe_router_topk);
@@ -241,6 +242,7 @@ RunResult run_variant(const model::ModelConfig& model_in, const TrainingConfig& 
   const auto t0 = std::chrono::steady_clock::now();
   model::ModelConfig cfg = model_in;
   if (variant.mtp_loss_scaling_factor) cfg.mtp_loss_scaling_factor = *variant.mtp_loss_scaling_factor;
+  if (variant.kernels) cfg.kernels = *variant.kernels;
   cfg.validate();
   const double clip = variant.clip_grad.value_or(training.clip_grad);
   const at::ScalarType dtype = parse_dtype(training.dtype);

@@ -122,6 +122,9 @@ void ModelConfig::validate() const {
                                    "logits per microbatch; at most 4e9", logits));
     }
   }
+  if (kernels != "torch" && kernels != "harness") {
+    throw InputError(fmt::format("model: kernels = \"{}\" (accepted: \"torch\", \"harness\")", kernels));
+  }
   positive("num_layers", num_layers);
   positive("hidden_size", hidden_size);
   positive("ffn_hidden_size", ffn_hidden_size);

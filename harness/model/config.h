@@ -25,6 +25,9 @@ struct ModelConfig {
   double rotary_base = 10000.0;
   double norm_epsilon = 1e-5;
   bool untie_embeddings = true;      ///< false: output head uses the word-embedding table
+  /// Kernels for RMSNorm, the word-embedding lookup and cross entropy: "torch" (LibTorch ops with
+  /// deterministic algorithms) or "harness" (kernels/ops.h: fixed-order reductions, no atomics).
+  std::string kernels = "torch";
 
   // Mixture of Experts (DeepSeek-V3 style: sigmoid router, top-k, optional shared expert).
   // Megatron-LM TransformerConfig / --moe-* arguments; the defaults leave the model dense.

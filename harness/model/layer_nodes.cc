@@ -30,24 +30,23 @@ void append_layer(ChunkProgram& prog, int layer, const std::string& prefix, bool
   st->w = LayerWeights::from(params, prefix, cfg, is_moe);
   const ModelConfig* c = &cfg;
   const RopeTables* r = &rope;
-  const double eps = cfg.norm_epsilon;
-  auto attention = [st, c, r, eps](const at::Tensor& x) {
-    return x + self_attention(rms_norm(x, st->w.input_layernorm, eps), st->w, *c, *r);
+  auto attention = [st, c, r](const at::Tensor& x) {
+    return x + self_attention(norm(x, st->w.input_layernorm, *c), st->w, *c, *r);
   };
   if (!is_moe) {
     prog.add("attn", layer, [st, pre, attention](ChunkProgram& p) {
       p.hidden = attention(pre ? pre(p) : p.hidden);
     });
-    prog.add("mlp", layer, [st, post, eps](ChunkProgram& p) {
+    prog.add("mlp", layer, [st, post, c](ChunkProgram& p) {
       at::Tensor h = p.hidden;
-      h = h + swiglu_mlp(rms_norm(h, st->w.pre_mlp_layernorm, eps), st->w);
+      h = h + swiglu_mlp(norm(h, st->w.pre_mlp_layernorm, *c), st->w);
       p.hidden = post ? post(p, h) : h;
     });
     return;
   }
-  prog.add("attn", layer, [st, pre, attention, c, eps](ChunkProgram& p) {
+  prog.add("attn", layer, [st, pre, attention, c](ChunkProgram& p) {
     at::Tensor h = attention(pre ? pre(p) : p.hidden);
-    at::Tensor x2 = rms_norm(h, st->w.pre_mlp_layernorm, eps);
+    at::Tensor x2 = norm(h, st->w.pre_mlp_layernorm, *c);
     const MoeWeights& moe = *st->w.moe;
     st->residual = p.cut(h);
     if (moe.shared_expert) st->shared = p.cut(shared_expert_forward(x2, *moe.shared_expert));
@@ -79,9 +78,9 @@ void append_decoder_layer_nodes(ChunkProgram& prog, int layer, const ParamTable&
                                 const at::Tensor& final_norm) {
   std::function<at::Tensor(ChunkProgram&, const at::Tensor&)> post;
   if (final_norm.defined()) {
-    const double eps = cfg.norm_epsilon;
+    const ModelConfig* c = &cfg;
     at::Tensor w = final_norm;
-    post = [w, eps](ChunkProgram&, const at::Tensor& h) { return rms_norm(h, w, eps); };
+    post = [w, c](ChunkProgram&, const at::Tensor& h) { return norm(h, w, *c); };
   }
   append_layer(prog, layer, fmt::format("decoder.layers.{}.", layer), cfg.is_moe_layer(layer),
                params, cfg, rope, nullptr, post);
@@ -91,7 +90,6 @@ void append_mtp_nodes(ChunkProgram& prog, const at::Tensor& tokens, const at::Te
                       const ParamTable& params, const ModelConfig& cfg, const RopeTables& rope,
                       bool concat) {
   auto ids = std::make_shared<at::Tensor>(tokens);
-  const double eps = cfg.norm_epsilon;
   const int64_t D = cfg.mtp_num_layers;
   for (int64_t k = 0; k < D; ++k) {
     const std::string p = fmt::format("mtp.layers.{}.", k);
@@ -99,19 +97,20 @@ void append_mtp_nodes(ChunkProgram& prog, const at::Tensor& tokens, const at::Te
     at::Tensor hnorm = params.get(p + "hnorm.weight");
     at::Tensor eh_proj = params.get(p + "eh_proj.weight");
     at::Tensor final_norm = params.get(p + "final_layernorm.weight");
-    auto pre = [ids, table, enorm, hnorm, eh_proj, eps](ChunkProgram& prog_) {
+    const ModelConfig* c = &cfg;
+    auto pre = [ids, table, enorm, hnorm, eh_proj, c](ChunkProgram& prog_) {
       if (prog_.mtp_hidden.empty()) prog_.mtp_hidden.push_back(prog_.hidden);  // h0
       *ids = roll_left(*ids);
-      at::Tensor e = embedding_lookup(*ids, table);
-      at::Tensor z = at::cat({rms_norm(e, enorm, eps), rms_norm(prog_.hidden, hnorm, eps)}, -1);
+      at::Tensor e = embed(*ids, table, *c);
+      at::Tensor z = at::cat({norm(e, enorm, *c), norm(prog_.hidden, hnorm, *c)}, -1);
       return linear_no_bias(z, eh_proj);
     };
     const int layer = static_cast<int>(cfg.num_layers + k);
     append_layer(prog, layer, p + "transformer_layer.", cfg.mtp_layer_is_moe(), params, cfg, rope,
                  pre, nullptr);
     const bool last = k + 1 == D;
-    prog.add("mtp_post", layer, [final_norm, eps, last, concat](ChunkProgram& prog_) {
-      at::Tensor h = rms_norm(prog_.hidden, final_norm, eps);
+    prog.add("mtp_post", layer, [final_norm, c, last, concat](ChunkProgram& prog_) {
+      at::Tensor h = norm(prog_.hidden, final_norm, *c);
       prog_.mtp_hidden.push_back(h);
       prog_.hidden = (last && concat) ? at::cat(prog_.mtp_hidden, 0) : h;
     });

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/ops.h"
+
 namespace mtp::model {
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
@@ -91,10 +93,19 @@ at::Tensor swiglu_mlp(const at::Tensor& x, const LayerWeights& w) {
 
 at::Tensor transformer_layer(const at::Tensor& x, const LayerWeights& w, const ModelConfig& cfg,
                              const RopeTables& rope) {
-  const double eps = cfg.norm_epsilon;
-  auto h = x + self_attention(rms_norm(x, w.input_layernorm, eps), w, cfg, rope);
-  if (w.moe) return h + moe_mlp(rms_norm(h, w.pre_mlp_layernorm, eps), *w.moe, cfg);
-  return h + swiglu_mlp(rms_norm(h, w.pre_mlp_layernorm, eps), w);
+  auto h = x + self_attention(norm(x, w.input_layernorm, cfg), w, cfg, rope);
+  if (w.moe) return h + moe_mlp(norm(h, w.pre_mlp_layernorm, cfg), *w.moe, cfg);
+  return h + swiglu_mlp(norm(h, w.pre_mlp_layernorm, cfg), w);
+}
+
+at::Tensor norm(const at::Tensor& x, const at::Tensor& weight, const ModelConfig& cfg) {
+  if (cfg.kernels == "harness") return kernels::rms_norm(x, weight, cfg.norm_epsilon);
+  return rms_norm(x, weight, cfg.norm_epsilon);
+}
+
+at::Tensor embed(const at::Tensor& ids, const at::Tensor& table, const ModelConfig& cfg) {
+  if (cfg.kernels == "harness") return kernels::embedding_lookup(ids, table);
+  return embedding_lookup(ids, table);
 }
 
 at::Tensor embedding_lookup(const at::Tensor& ids, const at::Tensor& table) {

@@ -73,6 +73,14 @@ at::Tensor swiglu_mlp(const at::Tensor& x, const LayerWeights& w);
 at::Tensor transformer_layer(const at::Tensor& x, const LayerWeights& w, const ModelConfig& cfg,
                              const RopeTables& rope);
 
+/// RMSNorm with the kernels `cfg` selects (cfg.kernels, cfg.norm_epsilon): rms_norm above, or
+/// kernels::rms_norm (one autograd node, fixed-order weight-gradient reduction).
+at::Tensor norm(const at::Tensor& x, const at::Tensor& weight, const ModelConfig& cfg);
+
+/// Word-embedding lookup with the kernels `cfg` selects: embedding_lookup below, or
+/// kernels::embedding_lookup (backward by stable sort of the ids, no atomics). ids [b, s] → [s, b, H].
+at::Tensor embed(const at::Tensor& ids, const at::Tensor& table, const ModelConfig& cfg);
+
 /// Word-embedding lookup: ids [b, s] int64, table [V, H] → [s, b, H] (contiguous). Megatron
 /// LanguageModelEmbedding without position embedding; index_select (its deterministic path).
 at::Tensor embedding_lookup(const at::Tensor& ids, const at::Tensor& table);

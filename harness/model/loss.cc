@@ -5,6 +5,7 @@
 #include "harness/common/error.h"
 #include "harness/model/layers.h"
 #include "harness/model/mtp.h"
+#include "kernels/ops.h"
 
 namespace mtp::model {
 namespace {
@@ -60,13 +61,15 @@ LossOutput loss_stage_forward(const std::vector<at::Tensor>& hidden, const at::T
     labels = roll_left(labels);
     mask = roll_left(mask);
     auto num_tokens = mask.sum().clamp_min(1.0);
-    auto ce = cross_entropy(logits, labels) * mask;
+    auto ce = (cfg.kernels == "harness" ? kernels::cross_entropy(logits, labels)
+                                         : cross_entropy(logits, labels)) * mask;
     out.mtp.push_back((ce.sum() / num_tokens).item<double>());
     auto term = (cfg.mtp_loss_scaling_factor / static_cast<double>(D)) * ce / num_tokens;
     main = mtp_loss_auto_scale(main, term, static_cast<double>(s_mtp));
   }
   auto logits = linear_no_bias(main, head_weight);
-  auto ce = cross_entropy(logits, mb.labels);
+  auto ce = cfg.kernels == "harness" ? kernels::cross_entropy(logits, mb.labels)
+                                      : cross_entropy(logits, mb.labels);
   auto loss_sum = (ce * mb.loss_mask).sum();
   auto num_tokens = mb.loss_mask.sum().clamp_min(1.0);
   out.lm = (loss_sum / num_tokens).item<double>();

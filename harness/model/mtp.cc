@@ -17,17 +17,16 @@ std::vector<at::Tensor> mtp_block_forward(const at::Tensor& h0, const at::Tensor
   std::vector<at::Tensor> out;
   at::Tensor ids = tokens;
   at::Tensor h = h0;
-  const double eps = cfg.norm_epsilon;
   for (int64_t k = 0; k < cfg.mtp_num_layers; ++k) {
     const std::string p = fmt::format("mtp.layers.{}.", k);
     ids = roll_left(ids);
-    auto e = embedding_lookup(ids, embedding_table);
-    auto z = at::cat({rms_norm(e, params.get(p + "enorm.weight"), eps),
-                      rms_norm(h, params.get(p + "hnorm.weight"), eps)}, -1);
+    auto e = embed(ids, embedding_table, cfg);
+    auto z = at::cat({norm(e, params.get(p + "enorm.weight"), cfg),
+                      norm(h, params.get(p + "hnorm.weight"), cfg)}, -1);
     auto x = linear_no_bias(z, params.get(p + "eh_proj.weight"));
     auto w = LayerWeights::from(params, p + "transformer_layer.", cfg, cfg.mtp_layer_is_moe());
     auto y = transformer_layer(x, w, cfg, rope);
-    h = rms_norm(y, params.get(p + "final_layernorm.weight"), eps);
+    h = norm(y, params.get(p + "final_layernorm.weight"), cfg);
     out.push_back(h);
   }
   return out;

@@ -123,7 +123,7 @@ void parse_model(const Ctx& ctx, const toml::table& t, model::ModelConfig& m) {
               "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size",
               "moe_shared_expert_intermediate_size", "moe_layer_freq",
               "moe_router_enable_expert_bias", "moe_router_expert_bias",
-              "moe_router_topk_scaling_factor"});
+              "moe_router_topk_scaling_factor", "kernels"});
   m.num_layers = get_int(ctx, t, "num_layers", w, m.num_layers, 1);
   m.hidden_size = get_int(ctx, t, "hidden_size", w, m.hidden_size, 1);
   m.ffn_hidden_size = get_int(ctx, t, "ffn_hidden_size", w, m.ffn_hidden_size, 1);
@@ -167,6 +167,7 @@ void parse_model(const Ctx& ctx, const toml::table& t, model::ModelConfig& m) {
   }
   m.moe_router_topk_scaling_factor = get_double(ctx, t, "moe_router_topk_scaling_factor", w,
                                                 m.moe_router_topk_scaling_factor);
+  m.kernels = get_string(ctx, t, "kernels", w, m.kernels);
   try {
     m.validate();
   } catch (const InputError& e) {
@@ -224,7 +225,7 @@ engine::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   }
   check_keys(ctx, t, w,
              {"name", "implementation", "layout", "pp", "vpp", "schedule", "microbatch_group_size",
-              "clip_grad", "mtp_loss_scaling_factor", "transport_max_delay_us", "overlap_p2p",
+              "clip_grad", "mtp_loss_scaling_factor", "transport_max_delay_us", "overlap_p2p", "kernels",
               "why"});
   v.name = get_string(ctx, t, "name", w, "");
   if (!valid_name(v.name)) {
@@ -272,6 +273,12 @@ engine::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
     ctx.fail(t.get("transport_max_delay_us"), fmt::format("{}: transport_max_delay_us must be <= 1000000", w));
   }
   v.overlap_p2p = get_bool(ctx, t, "overlap_p2p", w, false);
+  if (t.get("kernels")) {
+    v.kernels = get_string(ctx, t, "kernels", w, "");
+    if (*v.kernels != "torch" && *v.kernels != "harness") {
+      ctx.fail(t.get("kernels"), fmt::format("{}: kernels = \"{}\" (accepted: \"torch\", \"harness\")", w, *v.kernels));
+    }
+  }
   get_string(ctx, t, "why", w, "");
   return v;
 }
