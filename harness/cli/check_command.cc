@@ -51,6 +51,7 @@ int run_check(const CheckOptions& opt) {
                               ? scenario::parse_scenario(scenarios::default_scenario_text(),
                                                          "<embedded default scenario>")
                               : scenario::load_scenario(opt.scenario);
+  if (!opt.device.empty()) sc.training.device = opt.device;
   const std::string out_dir = opt.out_dir.empty() ? "runs/" + sc.name : opt.out_dir;
   std::error_code ec;
   fs::create_directories(out_dir, ec);
@@ -87,9 +88,9 @@ int run_check(const CheckOptions& opt) {
                            sc.model.micro_batch_size, sc.model.mtp_num_layers,
                            sc.model.mtp_loss_scaling_factor,
                            sc.model.untie_embeddings ? "untied" : "tied");
-  std::cout << fmt::format("# training: {} steps x {} microbatches, clip_grad={}, {}\n",
+  std::cout << fmt::format("# training: {} steps x {} microbatches, clip_grad={}, {}, device {}\n",
                            sc.training.steps, sc.training.num_microbatches, sc.training.clip_grad,
-                           sc.training.dtype);
+                           sc.training.dtype, sc.training.device);
   size_t wname = 7, wlayout = 6;
   for (const auto& v : sc.variants) {
     wname = std::max(wname, v.name.size());

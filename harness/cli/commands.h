@@ -22,10 +22,23 @@ struct CheckOptions {
   std::string junit_path;      ///< "" = none
   std::vector<std::string> only_variants;  ///< run just these (expectations needing others are skipped)
   bool verbose = false;
+  std::string device;          ///< "" = the scenario's [training].device
 };
 /// Runs every variant of the scenario, evaluates every expectation, prints the verdict table and
 /// writes the JSON (and JUnit) report. 0 = all hold, 1 = one fails.
 int run_check(const CheckOptions& opt);
+
+struct RunCommandOptions {
+  std::string scenario;        ///< path; "" = the embedded default scenario
+  std::string variant;
+  std::string out;             ///< record path; "" = runs/<scenario>/<variant>.h5
+  std::string device;          ///< "" = the scenario's
+  std::string launcher;        ///< "" = every rank in this process; "env" (torchrun) | "mpi"
+  int timeout_s = 300;         ///< receive timeout
+};
+/// Runs one variant and writes its record. With a launcher this process runs one pipeline rank
+/// (RANK of WORLD_SIZE = P) over NCCL on GPU LOCAL_RANK, and rank 0 writes the record.
+int run_one(const RunCommandOptions& opt);
 
 struct CompareOptions {
   std::string a, b;
@@ -37,6 +50,9 @@ struct CompareOptions {
   int max_rows = 20;
   std::string json_path;
 };
+/// Prints a record's attributes (hyperparameters, variant, environment fingerprint) and steps.
+int run_info(const std::string& path);
+
 /// Compares two records. 0 = equal under the class, 1 = different.
 int run_compare(const CompareOptions& opt);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <variant>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -10,6 +11,27 @@
 #include "harness/scenario/scenario.h"
 
 namespace mtp::cli {
+
+int run_info(const std::string& path) {
+  record::RecordReader r(path);
+  std::cout << "# " << path << "\n";
+  for (const auto& [k, v] : r.attrs()) {
+    std::string value = std::visit([](const auto& x) { return fmt::format("{}", x); }, v);
+    if (value.find('\n') != std::string::npos) value = "\n    " + value;
+    for (size_t pos = 0; (pos = value.find('\n', pos + 1)) != std::string::npos;) {
+      value.insert(pos + 1, "    ");
+    }
+    std::cout << fmt::format("{} = {}\n", k, value);
+  }
+  const auto steps = r.steps();
+  std::cout << fmt::format("steps: {}\n", fmt::join(steps, " "));
+  if (!steps.empty()) {
+    for (const auto& g : r.groups(steps.back())) {
+      std::cout << fmt::format("  step {} {}: {} tensors\n", steps.back(), g, r.names(steps.back(), g).size());
+    }
+  }
+  return kExitOk;
+}
 
 int run_compare(const CompareOptions& opt) {
   const auto cls = compare::CompareClass::parse(opt.cls);

@@ -24,6 +24,22 @@ int main(int argc, char** argv) {
   c->add_option("--junit", check.junit_path, "also write JUnit XML here");
   c->add_option("--variant", check.only_variants, "run only these variants (repeatable)");
   c->add_flag("-v,--verbose", check.verbose, "print each variant's chunk map");
+  c->add_option("--device", check.device, "cpu | cuda (default: the scenario's [training].device)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+
+  mtp::cli::RunCommandOptions run;
+  auto* r = app.add_subcommand("run", "run one variant and write its record; with --launcher, as "
+                                      "one pipeline rank of a torchrun/mpirun launch (NCCL)");
+  r->add_option("scenario", run.scenario, "scenario TOML file (default: the embedded default scenario)");
+  r->add_option("--variant", run.variant, "variant name")->required();
+  r->add_option("--out", run.out, "record path (default: runs/<scenario>/<variant>.h5)");
+  r->add_option("--device", run.device, "cpu | cuda (default: the scenario's)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  r->add_option("--launcher", run.launcher, "env (torchrun: RANK, WORLD_SIZE, LOCAL_RANK, "
+                                            "MASTER_ADDR, MASTER_PORT) | mpi (mpirun)")
+      ->check(CLI::IsMember({"env", "mpi"}));
+  r->add_option("--timeout", run.timeout_s, "receive timeout in seconds")->capture_default_str()
+      ->check(CLI::Range(1, 86400));
 
   mtp::cli::CompareOptions cmp;
   auto* k = app.add_subcommand("compare", "compare two step records (exit 0: equal under the class, "
@@ -39,6 +55,10 @@ int main(int argc, char** argv) {
   k->add_option("--max-rows", cmp.max_rows, "differing tensors to list")->capture_default_str()
       ->check(CLI::Range(1, 1000000));
   k->add_option("--json", cmp.json_path, "also write the result as JSON");
+
+  std::string info_path;
+  auto* inf = app.add_subcommand("info", "print a record's attributes and steps");
+  inf->add_option("record", info_path, "record (.h5)")->required();
 
   mtp::cli::LayoutOptions lay;
   auto* l = app.add_subcommand("layout", "validate a pipeline layout string and print its rank map");
@@ -57,9 +77,9 @@ int main(int argc, char** argv) {
 
   if (argc > 1 && argv[1][0] != '-') {
     const std::string sub = argv[1];
-    if (sub != "check" && sub != "compare" && sub != "layout" && sub != "schedule" && sub != "run") {
+    if (sub != "check" && sub != "compare" && sub != "layout" && sub != "schedule" && sub != "run" && sub != "info") {
       std::cerr << "mtp-harness: error: unknown subcommand '" << sub
-                << "' (subcommands: check, run, compare, layout, schedule; see --help)\n";
+                << "' (subcommands: check, run, compare, info, layout, schedule; see --help)\n";
       return mtp::kExitUsage;
     }
   }
@@ -72,6 +92,8 @@ int main(int argc, char** argv) {
   }
   try {
     if (*c) return mtp::cli::run_check(check);
+    if (*r) return mtp::cli::run_one(run);
+    if (*inf) return mtp::cli::run_info(info_path);
     if (*k) return mtp::cli::run_compare(cmp);
     if (*l) return mtp::cli::run_layout(lay);
     if (*s) return mtp::cli::run_schedule(sch);

@@ -11,6 +11,7 @@
 #include "harness/data/microbatch.h"
 #include "harness/engine/determinism.h"
 #include "harness/engine/executor.h"
+#include "harness/gpu/gpu.h"
 #include "harness/record/record.h"
 #include "harness/transport/transport.h"
 
@@ -101,7 +102,7 @@ void write_run_attributes(record::RecordWriter& rec, const model::ModelConfig& c
                           const TrainingConfig& training, const VariantSpec& variant,
                           const Implementation& impl, const layout::PipelineLayout& layout,
                           const schedule::ScheduleConfig& sched, const data::TokenSource& source,
-                          double clip, const std::string& device,
+                          double clip, const std::string& device, int device_index,
                           const std::vector<std::string>& chunk_map, bool single_process) {
   // Hyperparameters under Megatron's argument names.
   rec.set_attr("num_layers", cfg.num_layers);
@@ -163,6 +164,9 @@ void write_run_attributes(record::RecordWriter& rec, const model::ModelConfig& c
   rec.set_attr("git_revision", std::string(MTP_GIT_REVISION));
   rec.set_attr("chunk_map", fmt::format("{}", fmt::join(chunk_map, "\n")));
   for (const auto& [k, v] : determinism_fingerprint()) rec.set_attr(k, v);
+  if (device == "cuda") {
+    for (const auto& [k, v] : gpu::gpu_fingerprint(device_index)) rec.set_attr(k, v);
+  }
 }
 
 }  // namespace
@@ -312,7 +316,7 @@ RunResult run_variant(const model::ModelConfig& model_in, const TrainingConfig& 
   if (ranks.records()) {
     rec = std::make_unique<record::RecordWriter>(options.record_path);
     write_run_attributes(*rec, cfg, training, variant, impl, layout, sched, *source, clip,
-                         training.device, result.chunk_map, ranks.all_local());
+                         training.device, options.device_index, result.chunk_map, ranks.all_local());
     rec->set_attr("scenario", options.scenario_name);
     for (auto& p : params) rec->write(0, "weight", to_record(p.name, init.get(p.name).to(dtype)));
   }

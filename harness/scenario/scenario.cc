@@ -179,7 +179,7 @@ void parse_training(const Ctx& ctx, const toml::table& t, engine::TrainingConfig
   const std::string w = "[training]";
   check_keys(ctx, t, w,
              {"steps", "num_microbatches", "seed", "lr", "adam_beta1", "adam_beta2", "adam_eps",
-              "weight_decay", "clip_grad", "dtype"});
+              "weight_decay", "clip_grad", "dtype", "device"});
   tr.steps = get_int(ctx, t, "steps", w, tr.steps, 1);
   tr.num_microbatches = get_int(ctx, t, "num_microbatches", w, tr.num_microbatches, 1);
   tr.seed = static_cast<uint64_t>(get_int(ctx, t, "seed", w, static_cast<int64_t>(tr.seed), 0));
@@ -190,6 +190,10 @@ void parse_training(const Ctx& ctx, const toml::table& t, engine::TrainingConfig
   tr.weight_decay = get_double(ctx, t, "weight_decay", w, tr.weight_decay);
   tr.clip_grad = get_double(ctx, t, "clip_grad", w, tr.clip_grad);
   tr.dtype = get_string(ctx, t, "dtype", w, tr.dtype);
+  tr.device = get_string(ctx, t, "device", w, tr.device);
+  if (tr.device != "cpu" && tr.device != "cuda") {
+    ctx.fail(t.get("device"), fmt::format("[training].device = \"{}\": accepted \"cpu\", \"cuda\"", tr.device));
+  }
   if (tr.steps > 100000) ctx.fail(t.get("steps"), "[training].steps must be <= 100000");
   if (tr.num_microbatches > 100000) {
     ctx.fail(t.get("num_microbatches"), "[training].num_microbatches must be <= 100000");

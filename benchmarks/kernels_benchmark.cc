@@ -1,0 +1,347 @@
+// File: benchmarks/kernels_benchmark.cc
+//
+// Throughput of the deterministic kernels of kernels/ops.h against the LibTorch ops they replace,
+// on the CPU (small sizes, one intra-op thread, as the harness runs) and on CUDA (training sizes;
+// skipped with "no CUDA device" when there is none). Benchmark names:
+//
+//   BM_CopyBandwidth/<dev>/bytes:B              dst.copy_(src) of B bytes on the device
+//   BM_EmbeddingBackward/<variant>/<dev>/<dtype>/T:_/H:_/V:_   grad_table [V, H] from grad_out [T, H]
+//   BM_RmsNorm/<variant>/<dev>/<dtype>/N:_/H:_                 forward + backward of [N, H]
+//   BM_CrossEntropy/<variant>/<dev>/<dtype>/N:_/V:_            forward + backward of [N, V] logits
+//
+// Variants:
+//   harness              mtp::kernels autograd ops (fixed reduction orders, no atomics)
+//   torch_deterministic  the LibTorch formulation with deterministic algorithms on
+//   torch_default        the same LibTorch ops with deterministic algorithms off
+//
+// The LibTorch formulations: embedding = index_select (the model's "torch" path; its backward is
+// index_add_ into zeros); RMSNorm = x · rsqrt(mean(x²) + eps) · w (the model's op); cross entropy =
+// log_softmax (fp32) + gather of the label, negated (LibTorch's fused softmax; the model's "torch"
+// path instead spells out max / exp / sum / log, see RESULTS.md).
+//
+// Time (manual, per op = one forward + backward, or one backward, or one copy): each iteration
+// runs `reps` ops (10 on CUDA, 1 on the CPU) between two device syncs (bench_common.h) and reports
+// the elapsed host time divided by reps. One untimed op warms up first. Embedding backward reruns
+// the backward of one retained graph (the table's grad is reset before each), so its forward is
+// not timed; RMSNorm and cross entropy build a fresh graph each op.
+//
+// Counters:
+//   bytes_per_second   algorithmic bytes per op / time per op (SetBytesProcessed)
+//   achieved_GBps      the same, in 10^9 B/s
+//   copy_bw_fraction   achieved_GBps / this device's copy bandwidth (read + write bytes of
+//                      BM_CopyBandwidth's copy, measured once per process)
+// Algorithmic bytes (e = element size): embedding backward T·H·e + 8T (read grad_out, ids) +
+// V·H·e (write the table's grad); RMSNorm 5·N·H·e (forward reads x, writes y; backward reads dy
+// and x, writes dx; w, rstd and dw are negligible); cross entropy 3·N·V·e (forward reads the
+// logits, backward reads them again and writes their grad). A copy of B bytes moves 2B.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "benchmarks/bench_common.h"
+#include "kernels/ops.h"
+
+namespace {
+
+using mtp::bench::bench_device;
+using mtp::bench::Dev;
+using mtp::bench::dev_name;
+using mtp::bench::DeviceTimer;
+
+/// Variant: which implementation of a kernel runs.
+enum class Variant { kHarness, kTorchDeterministic, kTorchDefault };
+
+const char* variant_name(Variant v) {
+  switch (v) {
+    case Variant::kHarness: return "harness";
+    case Variant::kTorchDeterministic: return "torch_deterministic";
+    case Variant::kTorchDefault: return "torch_default";
+  }
+  return "?";
+}
+
+const char* dtype_name(at::ScalarType t) { return t == at::kBFloat16 ? "bf16" : "fp32"; }
+
+/// Ops per timed iteration: amortises the sync (a few µs) over several CUDA launches.
+int reps_for(Dev d) { return d == Dev::kCuda ? 10 : 1; }
+
+/// Bytes of BM_CopyBandwidth's buffer: 1 GiB on CUDA, 256 MiB on the CPU.
+int64_t copy_bytes_for(Dev d) { return d == Dev::kCuda ? (int64_t{1} << 30) : (int64_t{256} << 20); }
+
+/// DeterministicScope: at::globalContext()'s deterministic-algorithms switch for its lifetime
+/// (error mode, not warn), restored afterwards.
+class DeterministicScope {
+ public:
+  explicit DeterministicScope(bool on)
+      : prev_(at::globalContext().deterministicAlgorithms()),
+        prev_warn_only_(at::globalContext().deterministicAlgorithmsWarnOnly()) {
+    at::globalContext().setDeterministicAlgorithms(on, /*warn_only=*/false);
+  }
+  ~DeterministicScope() { at::globalContext().setDeterministicAlgorithms(prev_, prev_warn_only_); }
+  DeterministicScope(const DeterministicScope&) = delete;
+  DeterministicScope& operator=(const DeterministicScope&) = delete;
+
+ private:
+  bool prev_;
+  bool prev_warn_only_;
+};
+
+/// Why (variant, device) cannot run here, or nullopt.
+std::optional<std::string> unavailable(Variant v, Dev d) {
+  if (auto why = mtp::bench::device_unavailable(d)) return why;
+  if (d == Dev::kCuda && v == Variant::kHarness && !mtp::kernels::cuda_kernels_built()) {
+    return std::string("mtp_kernels was built without CUDA kernels");
+  }
+  return std::nullopt;
+}
+
+/// Seconds per copy of `bytes` bytes on `device`: mean over `groups` timed groups of `reps`
+/// copies after one warm-up copy.
+double copy_seconds(const at::Device& device, int64_t bytes, int reps, int groups) {
+  const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
+  at::Tensor src = at::ones({bytes / 4}, opts);
+  at::Tensor dst = at::empty_like(src);
+  DeviceTimer timer(device);
+  dst.copy_(src);
+  double total = 0.0;
+  for (int g = 0; g < groups; ++g) {
+    timer.Start();
+    for (int i = 0; i < reps; ++i) dst.copy_(src);
+    total += timer.Stop();
+  }
+  return total / (static_cast<double>(groups) * reps);
+}
+
+/// Copy bandwidth of `d` in 10^9 B/s (read + write bytes), measured once per process with the
+/// same copy as BM_CopyBandwidth (5 groups of reps_for(d) copies).
+double reference_copy_GBps(Dev d) {
+  static std::map<Dev, double> cache;
+  auto it = cache.find(d);
+  if (it != cache.end()) return it->second;
+  const int64_t bytes = copy_bytes_for(d);
+  const double gbps = 2.0 * static_cast<double>(bytes) /
+                      copy_seconds(bench_device(d), bytes, reps_for(d), 5) / 1e9;
+  cache.emplace(d, gbps);
+  return gbps;
+}
+
+/// time_op: one untimed op, then per iteration reps_for(dev) calls of `op` between two syncs;
+/// iteration time = elapsed / reps. Sets bytes processed, achieved_GBps and (unless this is the
+/// copy itself) copy_bw_fraction from `bytes_per_op`.
+template <typename Op>
+void time_op(benchmark::State& state, Dev dev, double bytes_per_op, bool with_fraction, Op&& op) {
+  DeviceTimer timer(bench_device(dev));
+  const int reps = reps_for(dev);
+  op();
+  timer.Sync();
+  double seconds = 0.0;
+  for (auto _ : state) {
+    timer.Start();
+    for (int i = 0; i < reps; ++i) op();
+    const double t = timer.Stop() / reps;
+    state.SetIterationTime(t);
+    seconds += t;
+  }
+  const double bytes = bytes_per_op * static_cast<double>(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  const double gbps = bytes / seconds / 1e9;
+  state.counters["achieved_GBps"] = gbps;
+  if (with_fraction) state.counters["copy_bw_fraction"] = gbps / reference_copy_GBps(dev);
+}
+
+at::TensorOptions options_for(Dev dev, at::ScalarType dtype) {
+  return at::TensorOptions().dtype(dtype).device(bench_device(dev));
+}
+
+/// The model's "torch" RMSNorm (harness/model/layers.cc rms_norm).
+at::Tensor torch_rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
+  auto variance = (x * x).mean(-1, /*keepdim=*/true);
+  return x * at::rsqrt(variance + eps) * w;
+}
+
+/// Cross entropy with LibTorch's fused log_softmax, in fp32 as Megatron's fp32 cross entropy:
+/// logits [s, b, V], labels [b, s] → [b, s].
+at::Tensor torch_cross_entropy(const at::Tensor& logits, const at::Tensor& labels) {
+  auto logp = at::log_softmax(logits, -1, at::kFloat);
+  return logp.gather(-1, labels.t().unsqueeze(-1)).squeeze(-1).neg().t();
+}
+
+/// BM_CopyBandwidth: dst.copy_(src) of `bytes` bytes (float32 buffers) on the device. Time per
+/// copy; achieved_GBps counts the bytes read plus the bytes written (2 × bytes).
+void BM_CopyBandwidth(benchmark::State& state, Dev dev) {
+  if (auto why = mtp::bench::device_unavailable(dev)) {
+    state.SkipWithError(why->c_str());
+    return;
+  }
+  try {
+    const int64_t bytes = state.range(0);
+    const auto opts = options_for(dev, at::kFloat);
+    at::Tensor src = at::ones({bytes / 4}, opts);
+    at::Tensor dst = at::empty_like(src);
+    time_op(state, dev, 2.0 * static_cast<double>(bytes), /*with_fraction=*/false,
+            [&] { dst.copy_(src); });
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+/// BM_EmbeddingBackward: the word-embedding backward, grad_table [V, H] from grad_out [T, H] and
+/// ids [T] drawn uniformly from [0, V). Time per backward (forward not timed).
+void BM_EmbeddingBackward(benchmark::State& state, Variant v, Dev dev, at::ScalarType dtype) {
+  if (auto why = unavailable(v, dev)) {
+    state.SkipWithError(why->c_str());
+    return;
+  }
+  try {
+    const int64_t T = state.range(0), H = state.range(1), V = state.range(2);
+    DeterministicScope det(v != Variant::kTorchDefault);
+    const auto opts = options_for(dev, dtype);
+    at::Tensor ids = at::randint(V, {1, T}, opts.dtype(at::kLong));  // [b = 1, s = T]
+    at::Tensor table = at::randn({V, H}, opts).requires_grad_(true);
+    at::Tensor out = v == Variant::kHarness ? mtp::kernels::embedding_lookup(ids, table)  // [T,1,H]
+                                            : at::index_select(table, 0, ids.reshape({-1}));
+    at::Tensor grad_out = at::randn(out.sizes(), opts);
+    const double e = static_cast<double>(c10::elementSize(dtype));
+    const double bytes = static_cast<double>(T * H) * e + 8.0 * static_cast<double>(T) +
+                         static_cast<double>(V * H) * e;
+    time_op(state, dev, bytes, /*with_fraction=*/true, [&] {
+      table.mutable_grad().reset();
+      out.backward(grad_out, /*retain_graph=*/true);
+    });
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+/// BM_RmsNorm: forward and backward (dx and dw) of RMSNorm over x [N, H] with eps 1e-5. Time per
+/// forward + backward.
+void BM_RmsNorm(benchmark::State& state, Variant v, Dev dev, at::ScalarType dtype) {
+  if (auto why = unavailable(v, dev)) {
+    state.SkipWithError(why->c_str());
+    return;
+  }
+  try {
+    const int64_t N = state.range(0), H = state.range(1);
+    constexpr double kEps = 1e-5;
+    DeterministicScope det(v != Variant::kTorchDefault);
+    const auto opts = options_for(dev, dtype);
+    at::Tensor x = at::randn({N, H}, opts).requires_grad_(true);
+    at::Tensor w = (1 + 0.1 * at::randn({H}, opts)).detach().requires_grad_(true);
+    at::Tensor dy = at::randn({N, H}, opts);
+    const double e = static_cast<double>(c10::elementSize(dtype));
+    const double bytes = 5.0 * static_cast<double>(N * H) * e;
+    time_op(state, dev, bytes, /*with_fraction=*/true, [&] {
+      x.mutable_grad().reset();
+      w.mutable_grad().reset();
+      at::Tensor y = v == Variant::kHarness ? mtp::kernels::rms_norm(x, w, kEps)
+                                            : torch_rms_norm(x, w, kEps);
+      y.backward(dy);
+    });
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+/// BM_CrossEntropy: forward and backward of the per-token cross entropy of logits [N, V] (laid
+/// out [s = N, b = 1, V]) against labels drawn uniformly from [0, V), loss in fp32. Time per
+/// forward + backward.
+void BM_CrossEntropy(benchmark::State& state, Variant v, Dev dev, at::ScalarType dtype) {
+  if (auto why = unavailable(v, dev)) {
+    state.SkipWithError(why->c_str());
+    return;
+  }
+  try {
+    const int64_t N = state.range(0), V = state.range(1);
+    DeterministicScope det(v != Variant::kTorchDefault);
+    const auto opts = options_for(dev, dtype);
+    at::Tensor logits = (2 * at::randn({N, 1, V}, opts)).detach().requires_grad_(true);
+    at::Tensor labels = at::randint(V, {1, N}, opts.dtype(at::kLong));
+    at::Tensor grad_loss = at::randn({1, N}, opts.dtype(at::kFloat));
+    const double e = static_cast<double>(c10::elementSize(dtype));
+    const double bytes = 3.0 * static_cast<double>(N * V) * e;
+    time_op(state, dev, bytes, /*with_fraction=*/true, [&] {
+      logits.mutable_grad().reset();
+      at::Tensor ce = v == Variant::kHarness ? mtp::kernels::cross_entropy(logits, labels)
+                                             : torch_cross_entropy(logits, labels);
+      ce.backward(grad_loss);
+    });
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+/// Sizes: small on the CPU (the whole CPU run takes well under a minute), training sizes on CUDA
+/// (T = N = 8192 tokens; H = 4096; V = 32768 and Llama-3's 128256).
+struct Sizes {
+  std::vector<std::vector<int64_t>> embedding;  ///< {T, H, V}
+  std::vector<std::vector<int64_t>> rms_norm;   ///< {N, H}
+  std::vector<std::vector<int64_t>> cross_entropy;  ///< {N, V}
+  std::vector<at::ScalarType> dtypes;
+};
+
+Sizes sizes_for(Dev d) {
+  if (d == Dev::kCpu) {
+    return {{{2048, 256, 8192}}, {{2048, 1024}}, {{1024, 8192}}, {at::kFloat}};
+  }
+  return {{{8192, 4096, 32768}, {8192, 4096, 128256}},
+          {{8192, 1024}, {8192, 4096}},
+          {{8192, 32768}, {8192, 128256}},
+          {at::kFloat, at::kBFloat16}};
+}
+
+void register_benchmarks() {
+  const Variant variants[] = {Variant::kHarness, Variant::kTorchDeterministic,
+                              Variant::kTorchDefault};
+  for (Dev dev : {Dev::kCpu, Dev::kCuda}) {
+    const std::string d = dev_name(dev);
+    benchmark::RegisterBenchmark(("BM_CopyBandwidth/" + d).c_str(), BM_CopyBandwidth, dev)
+        ->ArgNames({"bytes"})
+        ->Arg(copy_bytes_for(dev))
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+    const Sizes sizes = sizes_for(dev);
+    for (at::ScalarType dtype : sizes.dtypes) {
+      for (Variant v : variants) {
+        const std::string tail =
+            std::string("/") + variant_name(v) + "/" + d + "/" + dtype_name(dtype);
+        auto* emb = benchmark::RegisterBenchmark(("BM_EmbeddingBackward" + tail).c_str(),
+                                                 BM_EmbeddingBackward, v, dev, dtype);
+        emb->ArgNames({"T", "H", "V"});
+        for (const auto& a : sizes.embedding) emb->Args(a);
+        auto* rms = benchmark::RegisterBenchmark(("BM_RmsNorm" + tail).c_str(), BM_RmsNorm, v, dev,
+                                                 dtype);
+        rms->ArgNames({"N", "H"});
+        for (const auto& a : sizes.rms_norm) rms->Args(a);
+        auto* ce = benchmark::RegisterBenchmark(("BM_CrossEntropy" + tail).c_str(),
+                                                BM_CrossEntropy, v, dev, dtype);
+        ce->ArgNames({"N", "V"});
+        for (const auto& a : sizes.cross_entropy) ce->Args(a);
+        for (auto* b : {emb, rms, ce}) b->UseManualTime()->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // One intra-op thread, as the harness trains (harness/engine/determinism.h): CPU rows compare
+  // single-threaded LibTorch with the single-threaded CPU kernels.
+  at::set_num_threads(1);
+  register_benchmarks();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  mtp::bench::add_run_context();
+  benchmark::AddCustomContext("mtp_cuda_kernels_built",
+                              mtp::kernels::cuda_kernels_built() ? "true" : "false");
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

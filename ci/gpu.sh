@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The one command for the GPU machine (see ../shared/device/README.md): unpack the carried
+# Debian packages, configure against the CUDA LibTorch, build, run every test (GPU ones too),
+# run the scenarios on the GPU, the two-process NCCL runs and the benchmarks, and write logs and
+# results to OUT_DIR (summary.txt plus results.tar.gz).
+# Usage: ci/gpu.sh OUT_DIR        (needs .device-debs/ from ../shared/device/fetch-debs.sh)
+set -uo pipefail
+out=${1:?usage: ci/gpu.sh OUT_DIR}
+cd "$(dirname "$0")/.."
+mkdir -p "$out" /tmp/pfx
+work=$(mktemp -d /tmp/mtp-gpu.XXXX)
+log=$work/logs
+mkdir -p "$log"
+summary=$out/summary.txt
+: > "$summary"
+say() { echo "$*" | tee -a "$summary"; }
+step() {  # step NAME COMMAND...: run, log, record the exit code
+  local name=$1; shift
+  local t0=$(date +%s%N)
+  "$@" > "$log/$name.log" 2>&1
+  local rc=$?
+  local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  say "$(printf '%-34s rc=%-3s %8d ms' "$name" "$rc" "$ms")"
+  return $rc
+}
+
+for f in .device-debs/*.deb; do dpkg -x "$f" /tmp/pfx; done
+export LD_LIBRARY_PATH=/tmp/pfx/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export PATH=/usr/local/cuda/bin:$PATH
+torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+nccl_root=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || echo /usr)
+say "# mtp-harness GPU run $(date -u +%FT%TZ) on $(hostname)"
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
+ngpu=$(nvidia-smi -L | wc -l)
+
+build=build-gpu
+step configure cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DNCCL_ROOT="$nccl_root" \
+  -DCMAKE_PREFIX_PATH="$torch_prefix;/tmp/pfx/usr;/tmp/pfx/usr/share" || { tail -40 "$log/configure.log" | tee -a "$summary"; }
+step build cmake --build $build -j "$(nproc)" || { grep -E "error|Error" "$log/build.log" | head -40 | tee -a "$summary"; }
+B=$build/mtp-harness
+step ctest ctest --test-dir $build --output-on-failure -j 8 --timeout 900
+grep -E "tests passed|tests failed|\(Failed\)|\(SEGFAULT\)|Not Run" "$log/ctest.log" | tail -15 | tee -a "$summary"
+
+R=$work/runs
+# 1. The default scenario with all ranks on one GPU, twice: expectations hold, runs identical.
+step default_cuda_a $B check scenarios/default.toml --device cuda --out $R/default_a
+step default_cuda_b $B check scenarios/default.toml --device cuda --out $R/default_b
+grep -E "PASS|FAIL|expectation\(s\)" "$log/default_cuda_a.log" | tee -a "$summary"
+for f in $R/default_a/*.h5; do
+  step "rerun_$(basename $f .h5)" $B compare $f $R/default_b/$(basename $f) --records batch,loss,grad,weight
+done
+# 2. MoE / combined 1F1B / overlapped p2p on the GPU.
+step overlap_cuda $B check scenarios/overlap.toml --device cuda --out $R/overlap
+grep -E "PASS|FAIL|expectation\(s\)" "$log/overlap_cuda.log" | tee -a "$summary"
+# 3. GPU against CPU, same scenario: a tolerance, with the measured maximum error.
+step default_cpu $B check scenarios/default.toml --device cpu --out $R/default_cpu
+for v in ref_p4v2 cand_p4v2_tmm ref_p1; do
+  step "gpu_vs_cpu_$v" $B compare $R/default_a/$v.h5 $R/default_cpu/$v.h5 --class tol:1e-3,1e-5 --records loss,grad,weight
+  grep -E "EQUAL|DIFFERENT|observed|first divergence" "$log/gpu_vs_cpu_$v.log" | sed "s/^/  $v: /" | tee -a "$summary"
+done
+# 4. P = 2: threads on one GPU vs one process per GPU (torchrun, NCCL).
+step gpu_p2_threads $B check scenarios/gpu_p2.toml --device cuda --out $R/p2_threads
+grep -E "PASS|FAIL|expectation\(s\)" "$log/gpu_p2_threads.log" | tee -a "$summary"
+if [ "$ngpu" -ge 2 ]; then
+  port=29611
+  for v in ref_p2v2 cand_p2v2 cand_p2_1f1b; do
+    port=$((port + 1))
+    step "torchrun_$v" python3 -m torch.distributed.run --nproc_per_node 2 --master_port $port \
+      --no-python $B run scenarios/gpu_p2.toml --variant $v --device cuda --launcher env \
+      --out $R/p2_nccl/$v.h5 --timeout 120
+    step "nccl_vs_threads_$v" $B compare $R/p2_nccl/$v.h5 $R/p2_threads/$v.h5 --records batch,loss,grad,weight
+    grep -E "EQUAL|DIFFERENT|first divergence" "$log/nccl_vs_threads_$v.log" | sed "s/^/  $v: /" | tee -a "$summary"
+  done
+else
+  say "only $ngpu GPU: the two-process NCCL runs were not run"
+fi
+# 5. Benchmarks.
+if [ -x $build/benchmarks/kernels_benchmark ]; then
+  step bench_kernels $build/benchmarks/kernels_benchmark --benchmark_out=$work/kernels_benchmark.json --benchmark_out_format=json --benchmark_min_time=0.2
+  tail -40 "$log/bench_kernels.log" >> "$summary"
+fi
+if [ -x $build/benchmarks/train_step_benchmark ]; then
+  step bench_train_step $build/benchmarks/train_step_benchmark --benchmark_out=$work/train_step_benchmark.json --benchmark_out_format=json
+  tail -20 "$log/bench_train_step.log" >> "$summary"
+fi
+$B info $R/default_a/ref_p4v2.h5 2>&1 | grep -E "^(gpu_|cuda_|cublas|nccl|torch_version|device|deterministic|CUBLAS|NCCL)" > "$log/fingerprint.log"
+[ -f $R/p2_nccl/ref_p2v2.h5 ] && $B info $R/p2_nccl/ref_p2v2.h5 2>&1 | grep -E "^(execution|nccl_version|gpu_name)" >> "$log/fingerprint.log"
+cat "$log/fingerprint.log" >> "$summary"
+cp "$log"/*.json "$work"/*.json "$out"/ 2>/dev/null
+tar -C "$work" -czf "$out/results.tar.gz" logs $(cd "$work" && ls *.json 2>/dev/null)
+say "# done; logs in results.tar.gz"

@@ -1,0 +1,45 @@
+// GPU facts and device selection of a CUDA build (MTP_WITH_CUDA).
+#include <c10/cuda/CUDAFunctions.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <nccl.h>
+
+#include "harness/common/error.h"
+#include "harness/gpu/gpu.h"
+
+namespace mtp::gpu {
+
+bool cuda_build() { return true; }
+
+std::map<std::string, std::string> gpu_fingerprint(int device) {
+  auto check = [](cudaError_t e, const char* what) {
+    if (e != cudaSuccess) throw InfraError(fmt::format("{}: {}", what, cudaGetErrorString(e)));
+  };
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  int driver = 0, runtime = 0, nccl = 0;
+  check(cudaDriverGetVersion(&driver), "cudaDriverGetVersion");
+  check(cudaRuntimeGetVersion(&runtime), "cudaRuntimeGetVersion");
+  int cublas_major = 0, cublas_minor = 0, cublas_patch = 0;
+  cublasGetProperty(MAJOR_VERSION, &cublas_major);
+  cublasGetProperty(MINOR_VERSION, &cublas_minor);
+  cublasGetProperty(PATCH_LEVEL, &cublas_patch);
+  ncclGetVersion(&nccl);
+  auto cuda_version = [](int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); };
+  return {
+      {"gpu_name", prop.name},
+      {"gpu_sm_count", std::to_string(prop.multiProcessorCount)},
+      {"gpu_compute_capability", fmt::format("{}.{}", prop.major, prop.minor)},
+      {"cuda_driver", cuda_version(driver)},
+      {"cuda_runtime", cuda_version(runtime)},
+      {"cublas_version", fmt::format("{}.{}.{}", cublas_major, cublas_minor, cublas_patch)},
+      {"nccl_version", fmt::format("{}.{}.{}", nccl / 10000, (nccl / 100) % 100, nccl % 100)},
+  };
+}
+
+void set_current_device(int device) {
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
+}
+
+}  // namespace mtp::gpu

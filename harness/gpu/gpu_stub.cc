@@ -1,0 +1,23 @@
+// The GPU entry points of a build without CUDA LibTorch: each says so.
+#include "harness/common/error.h"
+#include "harness/gpu/gpu.h"
+
+namespace mtp::gpu {
+namespace {
+
+[[noreturn]] void no_cuda(const char* what) {
+  throw InputError(std::string(what) + ": this mtp-harness was built without CUDA LibTorch "
+                   "(build on the GPU machine with ci/gpu.sh)");
+}
+
+}  // namespace
+
+bool cuda_build() { return false; }
+std::map<std::string, std::string> gpu_fingerprint(int) { no_cuda("GPU fingerprint"); }
+void set_current_device(int) { no_cuda("device \"cuda\""); }
+std::unique_ptr<transport::Transport> make_nccl_transport(const LaunchEnv&, int,
+                                                          std::chrono::milliseconds) {
+  no_cuda("NCCL transport");
+}
+
+}  // namespace mtp::gpu
