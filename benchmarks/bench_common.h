@@ -16,6 +16,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
 #include <torch/version.h>
 
 #include <chrono>
@@ -41,13 +43,25 @@ inline at::Device bench_device(Dev d) {
   return d == Dev::kCpu ? at::Device(at::kCPU) : at::Device(at::kCUDA, 0);
 }
 
-/// device_sync: returns once every operation queued so far on the current stream of `device` has
-/// finished. On CUDA it copies a 1-element device tensor to the host; that blocking
-/// device-to-host copy is ordered after all earlier work on the stream and adds a few µs (one
-/// launch plus one round trip), which is why timed loops run several repetitions per sync. On
-/// the CPU, ATen ops are synchronous and this does nothing.
+/// device_sync: returns once every operation queued so far on the device of `flag` has finished.
+/// On CUDA with LibTorch >= 2.6 this is a device-wide synchronisation
+/// (DeviceGuardImplInterface::synchronizeDevice, i.e. cudaDeviceSynchronize), which also covers
+/// work that rank or autograd threads queued on other streams. Otherwise (older LibTorch, or a
+/// backend that refuses) it copies the 1-element device tensor `flag` to the host: that blocking
+/// device-to-host copy is ordered after all earlier work on the current stream. Either way it
+/// adds a few µs, which is why timed loops run several repetitions per sync. On the CPU, ATen ops
+/// are synchronous and this does nothing.
 inline void device_sync(const at::Tensor& flag) {
-  if (flag.is_cuda()) (void)flag.cpu();
+  if (!flag.is_cuda()) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+  try {
+    c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(flag.device().index());
+    return;
+  } catch (const c10::Error&) {
+    // Fall through to the stream-ordered copy.
+  }
+#endif
+  (void)flag.cpu();
 }
 
 /// DeviceTimer: wall-clock seconds of device work between Start() and Stop(), both of which wait

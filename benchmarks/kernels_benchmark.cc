@@ -4,10 +4,10 @@
 // on the CPU (small sizes, one intra-op thread, as the harness runs) and on CUDA (training sizes;
 // skipped with "no CUDA device" when there is none). Benchmark names:
 //
-//   BM_CopyBandwidth/<dev>/bytes:B              dst.copy_(src) of B bytes on the device
-//   BM_EmbeddingBackward/<variant>/<dev>/<dtype>/T:_/H:_/V:_   grad_table [V, H] from grad_out [T, H]
-//   BM_RmsNorm/<variant>/<dev>/<dtype>/N:_/H:_                 forward + backward of [N, H]
-//   BM_CrossEntropy/<variant>/<dev>/<dtype>/N:_/V:_            forward + backward of [N, V] logits
+//   BM_CopyBandwidth/<dev>/bytes:B                            dst.copy_(src) of B bytes
+//   BM_EmbeddingBackward/<variant>/<dev>/<dtype>/T:_/H:_/V:_  grad_table [V, H] from grad_out [T,H]
+//   BM_RmsNorm/<variant>/<dev>/<dtype>/N:_/H:_                forward + backward of [N, H]
+//   BM_CrossEntropy/<variant>/<dev>/<dtype>/N:_/V:_           forward + backward of [N, V] logits
 //
 // Variants:
 //   harness              mtp::kernels autograd ops (fixed reduction orders, no atomics)
@@ -73,7 +73,9 @@ const char* dtype_name(at::ScalarType t) { return t == at::kBFloat16 ? "bf16" : 
 int reps_for(Dev d) { return d == Dev::kCuda ? 10 : 1; }
 
 /// Bytes of BM_CopyBandwidth's buffer: 1 GiB on CUDA, 256 MiB on the CPU.
-int64_t copy_bytes_for(Dev d) { return d == Dev::kCuda ? (int64_t{1} << 30) : (int64_t{256} << 20); }
+int64_t copy_bytes_for(Dev d) {
+  return d == Dev::kCuda ? (int64_t{1} << 30) : (int64_t{256} << 20);
+}
 
 /// DeterministicScope: at::globalContext()'s deterministic-algorithms switch for its lifetime
 /// (error mode, not warn), restored afterwards.
@@ -296,9 +298,22 @@ Sizes sizes_for(Dev d) {
           {at::kFloat, at::kBFloat16}};
 }
 
+/// Registers one benchmark per (kernel, size, dtype, variant), in that nesting, so that the three
+/// variants of one case print next to each other.
 void register_benchmarks() {
   const Variant variants[] = {Variant::kHarness, Variant::kTorchDeterministic,
                               Variant::kTorchDefault};
+  using Fn = void (*)(benchmark::State&, Variant, Dev, at::ScalarType);
+  struct Kernel {
+    const char* name;
+    Fn fn;
+    std::vector<std::string> arg_names;
+    std::vector<std::vector<int64_t>> Sizes::*sizes;
+  };
+  const Kernel kernels[] = {
+      {"BM_EmbeddingBackward", BM_EmbeddingBackward, {"T", "H", "V"}, &Sizes::embedding},
+      {"BM_RmsNorm", BM_RmsNorm, {"N", "H"}, &Sizes::rms_norm},
+      {"BM_CrossEntropy", BM_CrossEntropy, {"N", "V"}, &Sizes::cross_entropy}};
   for (Dev dev : {Dev::kCpu, Dev::kCuda}) {
     const std::string d = dev_name(dev);
     benchmark::RegisterBenchmark(("BM_CopyBandwidth/" + d).c_str(), BM_CopyBandwidth, dev)
@@ -307,23 +322,19 @@ void register_benchmarks() {
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
     const Sizes sizes = sizes_for(dev);
-    for (at::ScalarType dtype : sizes.dtypes) {
-      for (Variant v : variants) {
-        const std::string tail =
-            std::string("/") + variant_name(v) + "/" + d + "/" + dtype_name(dtype);
-        auto* emb = benchmark::RegisterBenchmark(("BM_EmbeddingBackward" + tail).c_str(),
-                                                 BM_EmbeddingBackward, v, dev, dtype);
-        emb->ArgNames({"T", "H", "V"});
-        for (const auto& a : sizes.embedding) emb->Args(a);
-        auto* rms = benchmark::RegisterBenchmark(("BM_RmsNorm" + tail).c_str(), BM_RmsNorm, v, dev,
-                                                 dtype);
-        rms->ArgNames({"N", "H"});
-        for (const auto& a : sizes.rms_norm) rms->Args(a);
-        auto* ce = benchmark::RegisterBenchmark(("BM_CrossEntropy" + tail).c_str(),
-                                                BM_CrossEntropy, v, dev, dtype);
-        ce->ArgNames({"N", "V"});
-        for (const auto& a : sizes.cross_entropy) ce->Args(a);
-        for (auto* b : {emb, rms, ce}) b->UseManualTime()->Unit(benchmark::kMicrosecond);
+    for (const Kernel& k : kernels) {
+      for (const auto& args : sizes.*(k.sizes)) {
+        for (at::ScalarType dtype : sizes.dtypes) {
+          for (Variant v : variants) {
+            const std::string name = std::string(k.name) + "/" + variant_name(v) + "/" + d + "/" +
+                                     dtype_name(dtype);
+            benchmark::RegisterBenchmark(name.c_str(), k.fn, v, dev, dtype)
+                ->ArgNames(k.arg_names)
+                ->Args(args)
+                ->UseManualTime()
+                ->Unit(benchmark::kMicrosecond);
+          }
+        }
       }
     }
   }

@@ -9,13 +9,14 @@
 //       parameters. The model, the microbatches and the transport are built once, untimed; one
 //       untimed step warms up. Excludes the embedding-group grad sum, the optimizer and the
 //       record, i.e. what differs between placements and kernel sets.
-//   BM_TrainStep/<placement>/<kernels>/<dev>/H:_/s:_/M:_
-//       One optimizer step end to end through run_variant(): RunResult.wall_seconds of a
-//       steps = 2 run minus that of a steps = 1 run of the same variant. Setup (initial weights,
-//       chunks, record header and step-0 weights) cancels out; what remains is one steady-state
-//       step: forward and backward, embedding-group grad sum, Adam, and writing that step's
-//       batch, losses, grads and weights to the HDF5 record (the record cannot be switched off;
-//       it is written under $TMPDIR and deleted). One iteration (two runs).
+//   BM_TrainStep/<placement>/<kernels>/<dev>/H:_/s:_/M:_/extra_steps:k
+//       One optimizer step end to end through run_variant(): (RunResult.wall_seconds of a
+//       steps = 1 + k run − that of a steps = 1 run) / k, for the same variant. Setup (initial
+//       weights, chunks, record header and step-0 weights) and step 1 cancel out; what remains is
+//       the mean of k steady-state steps: forward and backward, embedding-group grad sum, Adam,
+//       and writing the step's batch, losses, grads and weights to the HDF5 record (the record
+//       cannot be switched off; it is written under $TMPDIR and deleted). k = 3 divides the
+//       run-to-run noise of the setup by 3. One iteration (two runs).
 //
 // Placements (ModelConfig D = 1):
 //   reference  MTP with the loss, layout "E|t*3|(t|)*5mL", P = 4, V = 2
@@ -28,8 +29,8 @@
 //
 // Time: manual, seconds per step; host clock around the step with a device sync on both sides
 // (bench_common.h). Counters: tokens_per_second = M·b·s / step time; for BM_PipelineStep also
-// parameters (unique, incl. MTP); for BM_TrainStep also wall_steps1_s, wall_steps2_s (the two
-// runs) and record_MB_per_step (the record's growth from the second step).
+// parameters (unique, incl. MTP); for BM_TrainStep also wall_short_s and wall_long_s (the
+// steps = 1 and steps = 1 + k runs) and record_MB_per_step (the record's growth per extra step).
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 
@@ -154,9 +155,9 @@ mtp::data::DataConfig bench_data(const fs::path& dir) {
 }
 
 /// Step 1's M microbatches on `device`, as the trainer builds them.
-std::vector<mtp::engine::MicrobatchTensors> microbatches(const mtp::data::MicrobatchBuilder& builder,
-                                                         const mtp::model::ModelConfig& cfg,
-                                                         int64_t M, const at::Device& device) {
+std::vector<mtp::engine::MicrobatchTensors> microbatches(
+    const mtp::data::MicrobatchBuilder& builder, const mtp::model::ModelConfig& cfg, int64_t M,
+    const at::Device& device) {
   std::vector<mtp::engine::MicrobatchTensors> mbs;
   const int64_t b = cfg.micro_batch_size, s = cfg.seq_length;
   for (int64_t mb = 0; mb < M; ++mb) {
@@ -170,6 +171,11 @@ std::vector<mtp::engine::MicrobatchTensors> microbatches(const mtp::data::Microb
                    mask.to(at::kFloat).to(device), M});
   }
   return mbs;
+}
+
+/// M·b·s: the tokens of one step.
+int64_t tokens_per_step(const mtp::model::ModelConfig& cfg, const ModelSize& size) {
+  return size.microbatches * cfg.micro_batch_size * cfg.seq_length;
 }
 
 int64_t count_parameters(const mtp::engine::InitialWeights& init) {
@@ -230,16 +236,17 @@ void BM_PipelineStep(benchmark::State& state, Placement placement, std::string k
       seconds += t;
       reset_grads();
     }
-    const double tokens = static_cast<double>(size.microbatches * cfg.micro_batch_size * cfg.seq_length);
-    state.counters["tokens_per_second"] = tokens * static_cast<double>(state.iterations()) / seconds;
+    const double tokens = static_cast<double>(tokens_per_step(cfg, size));
+    state.counters["tokens_per_second"] =
+        tokens * static_cast<double>(state.iterations()) / seconds;
     state.counters["parameters"] = static_cast<double>(count_parameters(init));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
 }
 
-/// BM_TrainStep: one optimizer step end to end, wall(steps = 2) − wall(steps = 1) of
-/// run_variant(), see the file comment.
+/// BM_TrainStep: one optimizer step end to end, (wall(steps = 1 + k) − wall(steps = 1)) / k of
+/// run_variant() with k = state.range(0), see the file comment.
 void BM_TrainStep(benchmark::State& state, Placement placement, std::string kernels, Dev dev,
                   ModelSize size) {
   if (auto why = mtp::bench::device_unavailable(dev)) {
@@ -247,6 +254,7 @@ void BM_TrainStep(benchmark::State& state, Placement placement, std::string kern
     return;
   }
   try {
+    const int64_t extra_steps = state.range(0);
     TempDir tmp;
     warm_device(bench_device(dev));
     const mtp::model::ModelConfig cfg = model_config(size, kernels);
@@ -271,19 +279,21 @@ void BM_TrainStep(benchmark::State& state, Placement placement, std::string kern
       *record_bytes = static_cast<double>(fs::file_size(options.record_path));
       fs::remove(options.record_path);
     };
-    double wall1 = 0, wall2 = 0, bytes1 = 0, bytes2 = 0, seconds = 0;
+    double wall_short = 0, wall_long = 0, bytes_short = 0, bytes_long = 0, seconds = 0;
     for (auto _ : state) {
-      run(1, &wall1, &bytes1);
-      run(2, &wall2, &bytes2);
-      const double t = std::max(wall2 - wall1, 1e-9);
+      run(1, &wall_short, &bytes_short);
+      run(1 + extra_steps, &wall_long, &bytes_long);
+      const double t = std::max((wall_long - wall_short) / static_cast<double>(extra_steps), 1e-9);
       state.SetIterationTime(t);
       seconds += t;
     }
-    const double tokens = static_cast<double>(size.microbatches * cfg.micro_batch_size * cfg.seq_length);
-    state.counters["tokens_per_second"] = tokens * static_cast<double>(state.iterations()) / seconds;
-    state.counters["wall_steps1_s"] = wall1;
-    state.counters["wall_steps2_s"] = wall2;
-    state.counters["record_MB_per_step"] = (bytes2 - bytes1) / 1e6;
+    const double tokens = static_cast<double>(tokens_per_step(cfg, size));
+    state.counters["tokens_per_second"] =
+        tokens * static_cast<double>(state.iterations()) / seconds;
+    state.counters["wall_short_s"] = wall_short;
+    state.counters["wall_long_s"] = wall_long;
+    state.counters["record_MB_per_step"] =
+        (bytes_long - bytes_short) / static_cast<double>(extra_steps) / 1e6;
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
@@ -310,6 +320,8 @@ void register_benchmarks() {
         const std::string mid = "/" + std::string(p.name) + "/" + kernels;
         benchmark::RegisterBenchmark(("BM_TrainStep" + mid + tail).c_str(), BM_TrainStep, p,
                                      kernels, dev, size)
+            ->ArgNames({"extra_steps"})
+            ->Arg(3)
             ->Iterations(1)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);

@@ -37,7 +37,11 @@ build=build-gpu
 step configure cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DNCCL_ROOT="$nccl_root" \
   -DCMAKE_PREFIX_PATH="$torch_prefix;/tmp/pfx/usr;/tmp/pfx/usr/share" || { tail -40 "$log/configure.log" | tee -a "$summary"; }
-step build cmake --build $build -j "$(nproc)" || { grep -E "error|Error" "$log/build.log" | head -40 | tee -a "$summary"; }
+if ! step build cmake --build $build -j "$(nproc)" -- -k 0; then
+  grep -E "error|FAILED" "$log/build.log" | head -60 | tee -a "$summary"
+  tar -C "$work" -czf "$out/results.tar.gz" logs
+  exit 1
+fi
 B=$build/mtp-harness
 step ctest ctest --test-dir $build --output-on-failure -j 8 --timeout 900
 grep -E "tests passed|tests failed|\(Failed\)|\(SEGFAULT\)|Not Run" "$log/ctest.log" | tail -15 | tee -a "$summary"

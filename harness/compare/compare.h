@@ -58,6 +58,7 @@ struct TensorDiff {
   int64_t bit_mismatches = 0;  ///< elements whose bits differ (regardless of the class)
   uint64_t max_ulp = 0;     ///< max ULP distance (UINT64_MAX: NaN vs number; ints: |a − b|)
   double max_abs = 0.0;     ///< max |a − b| over finite pairs
+  double max_rel = 0.0;     ///< max |a − b| / |b| over finite pairs with |b| > 1e-6
   int64_t first_index = -1;          ///< flat index of the first element outside the class (−1: none)
   std::vector<int64_t> first_coord;  ///< the same as a multi-index
   std::string a_value, b_value;      ///< first element, 17 significant digits

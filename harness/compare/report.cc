@@ -65,15 +65,17 @@ std::string format_report(const CompareResult& r, const std::string& a_label,
   if (!differ && failing.empty()) {
     // How close a passing comparison came: the largest error over every compared tensor.
     uint64_t max_ulp = 0;
-    double max_abs = 0.0;
+    double max_abs = 0.0, max_rel = 0.0;
     int64_t bits = 0;
     for (const TensorDiff& d : r.tensors) {
       max_ulp = std::max(max_ulp, d.max_ulp);
       max_abs = std::max(max_abs, d.max_abs);
+      max_rel = std::max(max_rel, d.max_rel);
       bits += d.bit_mismatches;
     }
-    out += fmt::format("observed: {} elements differ in bits, max ULP {}, max |diff| {:.6g}\n",
-                       bits, ulp_string(max_ulp), max_abs);
+    out += fmt::format("observed: {} elements differ in bits, max ULP {}, max |diff| {:.6g}, max "
+                       "|diff|/|b| {:.6g} (|b| > 1e-6)\n",
+                       bits, ulp_string(max_ulp), max_abs, max_rel);
   }
   if (r.cls.kind == CompareClass::Kind::kDiffer) {
     out += r.holds() ? "negative control holds: the records differ\n"

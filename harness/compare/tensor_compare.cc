@@ -60,7 +60,11 @@ void compare_float(const uint8_t* pa, const uint8_t* pb, int64_t n, const Compar
     } else {
       ulp = ordered_distance(F::ordered(ua), F::ordered(ub));
       if (std::isfinite(va) && std::isfinite(vb)) {
-        d.max_abs = std::max(d.max_abs, std::fabs(va - vb));
+        const double diff = std::fabs(va - vb);
+        d.max_abs = std::max(d.max_abs, diff);
+        // Relative to |b|, over pairs where b is at least 1e-3 of the tensor's typical scale is
+        // not known in one pass; use |b| > 1e-6 so that noise around zero does not dominate.
+        if (std::fabs(vb) > 1e-6) d.max_rel = std::max(d.max_rel, diff / std::fabs(vb));
       }
     }
     d.max_ulp = std::max(d.max_ulp, ulp);

@@ -1,5 +1,7 @@
 #include "harness/engine/trainer.h"
 
+#include <c10/core/GradMode.h>
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -396,7 +398,7 @@ RunResult run_variant(const model::ModelConfig& model_in, const TrainingConfig& 
     // Finalize: sum each shared parameter's per-copy main grads in ascending stage order
     // (Megatron's embedding-group all-reduce, in a fixed order). Copies on other processes send
     // their grads to rank 0, which sums and sends the sum back.
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     for (size_t pi = 0; pi < params.size(); ++pi) {
       auto& p = params[pi];
       const int idx = static_cast<int>(pi);

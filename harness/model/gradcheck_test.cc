@@ -1,6 +1,7 @@
 // The unpipelined model's gradients (autograd, through the MTP loss auto-scaler) against
 // float64 central finite differences of the true objective J = (1/M)·[lm + (λ/D)·Σ_k mtp_k]
 // (megatron_conventions.md "Arithmetic" 8–9).
+#include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -69,7 +70,7 @@ struct Tiny {
     return loss_stage_forward(hs, params.get(kOutputLayerName), {labels, mask}, cfg, M);
   }
   double objective(int64_t M) const {
-    at::NoGradGuard ng;
+    c10::NoGradGuard ng;
     auto out = run(M);
     double mtp = 0;
     for (double v : out.mtp) mtp += v;
