@@ -36,6 +36,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -335,7 +336,12 @@ void register_benchmarks() {
 int main(int argc, char** argv) {
   // The harness's determinism settings (deterministic algorithms, one intra-op thread, TF32 off,
   // CUBLAS_WORKSPACE_CONFIG) before the first tensor op, as every run_variant() applies them.
-  mtp::engine::apply_determinism();
+  try {
+    mtp::engine::apply_determinism();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_step_benchmark: %s\n", e.what());
+    return 2;
+  }
   register_benchmarks();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -69,12 +69,18 @@ grep -E "PASS|FAIL|expectation\(s\)" "$log/gpu_p2_threads.log" | tee -a "$summar
 if [ "$ngpu" -ge 2 ]; then
   port=29611
   for v in ref_p2v2 cand_p2v2 cand_p2_1f1b; do
-    port=$((port + 1))
+    port=$((port + 2))
     step "torchrun_$v" python3 -m torch.distributed.run --nproc_per_node 2 --master_port $port \
       --no-python $B run scenarios/gpu_p2.toml --variant $v --device cuda --launcher env \
       --out $R/p2_nccl/$v.h5 --timeout 120
     step "nccl_vs_threads_$v" $B compare $R/p2_nccl/$v.h5 $R/p2_threads/$v.h5 --records batch,loss,grad,weight
     grep -E "EQUAL|DIFFERENT|first divergence" "$log/nccl_vs_threads_$v.log" | sed "s/^/  $v: /" | tee -a "$summary"
+    # The second launch mode: one process, one thread per GPU, NCCL.
+    port=$((port + 1))
+    step "thread_per_gpu_$v" $B run scenarios/gpu_p2.toml --variant $v --device cuda --launcher threads \
+      --port $port --out $R/p2_tpg/$v.h5 --timeout 120
+    step "thread_per_gpu_vs_processes_$v" $B compare $R/p2_tpg/$v.h5 $R/p2_nccl/$v.h5 --records batch,loss,grad,weight
+    grep -E "EQUAL|DIFFERENT|first divergence" "$log/thread_per_gpu_vs_processes_$v.log" | sed "s/^/  $v (thread per GPU vs processes): /" | tee -a "$summary"
   done
 else
   say "only $ngpu GPU: the two-process NCCL runs were not run"

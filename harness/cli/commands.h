@@ -33,7 +33,10 @@ struct RunCommandOptions {
   std::string variant;
   std::string out;             ///< record path; "" = runs/<scenario>/<variant>.h5
   std::string device;          ///< "" = the scenario's
-  std::string launcher;        ///< "" = every rank in this process; "env" (torchrun) | "mpi"
+  /// "" = every rank in this process (in-process transport); "env" (torchrun) | "mpi" (mpirun):
+  /// this process is one rank; "threads": one thread per rank, rank r on GPU r, NCCL.
+  std::string launcher;
+  int port = 29555;            ///< TCPStore port of --launcher threads
   int timeout_s = 300;         ///< receive timeout
 };
 /// Runs one variant and writes its record. With a launcher this process runs one pipeline rank

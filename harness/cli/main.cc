@@ -36,8 +36,11 @@ int main(int argc, char** argv) {
   r->add_option("--device", run.device, "cpu | cuda (default: the scenario's)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   r->add_option("--launcher", run.launcher, "env (torchrun: RANK, WORLD_SIZE, LOCAL_RANK, "
-                                            "MASTER_ADDR, MASTER_PORT) | mpi (mpirun)")
-      ->check(CLI::IsMember({"env", "mpi"}));
+                                            "MASTER_ADDR, MASTER_PORT) | mpi (mpirun) | threads "
+                                            "(one process, one thread per GPU)")
+      ->check(CLI::IsMember({"env", "mpi", "threads"}));
+  r->add_option("--port", run.port, "TCPStore port for --launcher threads")->capture_default_str()
+      ->check(CLI::Range(1, 65535));
   r->add_option("--timeout", run.timeout_s, "receive timeout in seconds")->capture_default_str()
       ->check(CLI::Range(1, 86400));
 

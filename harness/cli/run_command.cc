@@ -2,6 +2,8 @@
 
 #include <filesystem>
 #include <iostream>
+#include <mutex>
+#include <thread>
 
 #include "harness/cli/commands.h"
 #include "harness/engine/trainer.h"
@@ -10,6 +12,72 @@
 #include "scenarios/embedded.h"
 
 namespace mtp::cli {
+namespace {
+
+/// One process, one thread per pipeline rank, rank r on GPU r, NCCL between them: each thread
+/// runs the same code as a process of a torchrun launch (its own NCCL transport, rendezvous over
+/// a TCPStore on 127.0.0.1), so the two launch modes must give identical records.
+int run_threads_per_gpu(const scenario::Scenario& sc, const engine::VariantSpec& v,
+                        const engine::Implementation& impl, engine::RunOptions ro,
+                        const RunCommandOptions& opt) {
+  if (sc.training.device != "cuda") throw InputError("--launcher threads needs device cuda");
+  const auto layout = engine::variant_layout(v, sc.model);
+  const int P = layout.pipeline_size;
+  std::vector<std::unique_ptr<transport::Transport>> transports(P);
+  std::vector<std::string> errors(P);
+  std::vector<engine::RunResult> results(P);
+  std::mutex mu;
+  auto abort_all = [&](const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& t : transports) {
+      if (t) t->abort(why);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < P; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        gpu::set_current_device(r);
+        gpu::LaunchEnv env;
+        env.rank = r;
+        env.world_size = P;
+        env.local_rank = r;
+        env.master_addr = "127.0.0.1";
+        env.master_port = opt.port;
+        auto t = gpu::make_nccl_transport(env, r, ro.recv_timeout);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          transports[r] = std::move(t);
+        }
+        engine::RunOptions mine = ro;
+        mine.local_ranks = {r};
+        mine.device_index = r;
+        mine.transport = transports[r].get();
+        results[r] = engine::run_variant(sc.model, sc.training, sc.data, v, impl, mine);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+        abort_all(fmt::format("rank {} failed: {}", r, e.what()));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < P; ++r) {
+    if (!errors[r].empty() && errors[r].find("aborted") == std::string::npos) {
+      throw InfraError(fmt::format("variant \"{}\", rank {} (GPU {}): {}", v.name, r, r, errors[r]));
+    }
+  }
+  for (int r = 0; r < P; ++r) {
+    if (!errors[r].empty()) throw InfraError(fmt::format("variant \"{}\", rank {}: {}", v.name, r, errors[r]));
+  }
+  const auto& rr = results[0];
+  std::cout << fmt::format("variant {} ({}) on {} GPUs, one thread per rank, NCCL: {} steps in {:.2f} s, "
+                           "final total loss {:.9g}, record {}\n", v.name, v.implementation, P,
+                           rr.total_loss.size(), rr.wall_seconds,
+                           rr.total_loss.empty() ? 0.0 : rr.total_loss.back(), rr.record_path);
+  return kExitOk;
+}
+
+}  // namespace
 
 int run_one(const RunCommandOptions& opt) {
   scenario::Scenario sc = opt.scenario.empty()
@@ -30,6 +98,7 @@ int run_one(const RunCommandOptions& opt) {
   ro.record_path = opt.out.empty() ? fmt::format("runs/{}/{}.h5", sc.name, v.name) : opt.out;
   std::unique_ptr<transport::Transport> transport;
   int rank = -1;
+  if (opt.launcher == "threads") return run_threads_per_gpu(sc, v, *impl, ro, opt);
   if (!opt.launcher.empty()) {
     const gpu::LaunchEnv env = gpu::launch_env_from_environment(opt.launcher);
     const auto layout = engine::variant_layout(v, sc.model);
