@@ -74,14 +74,9 @@ class CandidateChunk final : public engine::ModelChunk {
                                                bool split) const override {
     auto prog = std::make_unique<model::ChunkProgram>(split);
     prog->input = input;
-    const bool first = plan_.is_first();
-    const model::ParamTable* params = &params_;
     const model::ModelConfig* cfgp = &cfg_;
     at::Tensor tokens = mb.tokens;
-    prog->add("pre_process", -1, [first, params, cfgp, tokens](model::ChunkProgram& p) {
-      p.hidden = first ? model::embed(tokens, params->get(model::kWordEmbeddingName), *cfgp)
-                       : p.input;
-    });
+    engine::add_pre_process_node(*prog, plan_.is_first(), params_, cfg_, mb);
     // The trunk final norm runs in the last node of decoder layer N (Megatron: its callable).
     for (int layer : plan_.decoder_layers) {
       const bool fln = plan_.owns_final_layernorm && layer == plan_.decoder_layers.back();
@@ -105,16 +100,7 @@ class CandidateChunk final : public engine::ModelChunk {
     // Loss stage: split [(1+D)s, b, H] into main + D chunks; one code path for every head.
     at::Tensor head = params_.get(cfg_.untie_embeddings ? model::kOutputLayerName
                                                         : model::kWordEmbeddingName);
-    const model::ModelConfig* cfg = &cfg_;
-    model::LossInputs in{mb.labels, mb.loss_mask};
-    const int64_t m = mb.num_microbatches;
-    prog->add("post_process", -1, [head, cfg, in, m](model::ChunkProgram& p) {
-      std::vector<at::Tensor> hidden = p.hidden.split(cfg->seq_length, 0);
-      auto loss = model::loss_stage_forward(hidden, head, in, *cfg, m);
-      p.result = loss.objective;
-      p.lm = loss.lm;
-      p.mtp = loss.mtp;
-    });
+    engine::add_post_process_node(*prog, head, cfg_, mb, engine::LossHidden::kConcatSplit);
     return prog;
   }
 

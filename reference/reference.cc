@@ -51,14 +51,9 @@ class ReferenceChunk final : public engine::ModelChunk {
                                                bool split) const override {
     auto prog = std::make_unique<model::ChunkProgram>(split);
     prog->input = input;
-    const bool first = plan_.is_first();
-    const model::ParamTable* params = &params_;
     const model::ModelConfig* cfgp = &cfg_;
     at::Tensor tokens = mb.tokens;
-    prog->add("pre_process", -1, [first, params, cfgp, tokens](model::ChunkProgram& p) {
-      p.hidden = first ? model::embed(tokens, params->get(model::kWordEmbeddingName), *cfgp)
-                       : p.input;
-    });
+    engine::add_pre_process_node(*prog, plan_.is_first(), params_, cfg_, mb);
     for (int layer : plan_.decoder_layers) {
       model::append_decoder_layer_nodes(*prog, layer, params_, cfg_, rope_, at::Tensor());
     }
@@ -74,17 +69,7 @@ class ReferenceChunk final : public engine::ModelChunk {
     }
     at::Tensor head = params_.get(cfg_.untie_embeddings ? model::kOutputLayerName
                                                         : model::kWordEmbeddingName);
-    const model::ModelConfig* cfg = &cfg_;
-    model::LossInputs in{mb.labels, mb.loss_mask};
-    const int64_t m = mb.num_microbatches;
-    prog->add("post_process", -1, [head, cfg, in, m](model::ChunkProgram& p) {
-      std::vector<at::Tensor> hidden = p.mtp_hidden;
-      if (hidden.empty()) hidden.push_back(p.hidden);
-      auto loss = model::loss_stage_forward(hidden, head, in, *cfg, m);
-      p.result = loss.objective;
-      p.lm = loss.lm;
-      p.mtp = loss.mtp;
-    });
+    engine::add_post_process_node(*prog, head, cfg_, mb, engine::LossHidden::kMtpList);
     return prog;
   }
 

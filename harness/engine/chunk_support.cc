@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "harness/model/layers.h"
+#include "harness/model/loss.h"
+
 namespace mtp::engine {
 
 ChunkOutput ModelChunk::forward(const at::Tensor& input, const MicrobatchTensors& mb) const {
@@ -59,6 +62,39 @@ std::string format_layer_ranges(const std::vector<int>& layers, const char* pref
     i = j + 1;
   }
   return fmt::format("{}", fmt::join(parts, " "));
+}
+
+void add_pre_process_node(model::ChunkProgram& prog, bool first_stage,
+                          const model::ParamTable& params, const model::ModelConfig& cfg,
+                          const MicrobatchTensors& mb) {
+  const model::ParamTable* table = &params;
+  const model::ModelConfig* c = &cfg;
+  at::Tensor tokens = mb.tokens;
+  prog.add("pre_process", -1, [first_stage, table, c, tokens](model::ChunkProgram& p) {
+    p.hidden = first_stage ? model::embed(tokens, table->get(model::kWordEmbeddingName), *c)
+                           : p.input;
+  });
+}
+
+void add_post_process_node(model::ChunkProgram& prog, const at::Tensor& head,
+                           const model::ModelConfig& cfg, const MicrobatchTensors& mb,
+                           LossHidden source) {
+  const model::ModelConfig* c = &cfg;
+  model::LossInputs in{mb.labels, mb.loss_mask};
+  const int64_t m = mb.num_microbatches;
+  prog.add("post_process", -1, [head, c, in, m, source](model::ChunkProgram& p) {
+    std::vector<at::Tensor> hidden;
+    if (source == LossHidden::kConcatSplit) {
+      hidden = p.hidden.split(c->seq_length, 0);
+    } else {
+      hidden = p.mtp_hidden;
+      if (hidden.empty()) hidden.push_back(p.hidden);
+    }
+    auto loss = model::loss_stage_forward(hidden, head, in, *c, m);
+    p.result = loss.objective;
+    p.lm = loss.lm;
+    p.mtp = loss.mtp;
+  });
 }
 
 std::vector<int64_t> hidden_shape(const model::ModelConfig& cfg, int64_t factor) {

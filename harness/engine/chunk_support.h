@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/engine/chunk.h"
+#include "harness/model/program.h"
 
 namespace mtp::engine {
 
@@ -27,6 +28,25 @@ std::vector<std::string> mtp_param_names(const model::ModelConfig& cfg);
 
 /// "t0-2" for {0,1,2}, "t3 t5" for {3,5}, "" for none.
 std::string format_layer_ranges(const std::vector<int>& layers, const char* prefix);
+
+/// Appends the "pre_process" node: the word-embedding lookup of mb.tokens on the first stage
+/// (table `params`[embedding]), else the received input. Megatron PreProcessNode.
+void add_pre_process_node(model::ChunkProgram& prog, bool first_stage,
+                          const model::ParamTable& params, const model::ModelConfig& cfg,
+                          const MicrobatchTensors& mb);
+
+/// How the loss stage finds its hidden states.
+enum class LossHidden {
+  kMtpList,      ///< prog.mtp_hidden = [h0, h1, …] computed on this stage (MTP with the loss)
+  kConcatSplit,  ///< prog.hidden = [(1+D)s, b, H] received or built here, split along dim 0
+};
+
+/// Appends the "post_process" node: every head and loss on one code path
+/// (model::loss_stage_forward); sets prog.result = objective and the lm / mtp losses.
+/// Megatron PostProcessNode.
+void add_post_process_node(model::ChunkProgram& prog, const at::Tensor& head,
+                           const model::ModelConfig& cfg, const MicrobatchTensors& mb,
+                           LossHidden source);
 
 /// A [s·factor, b, H] shape.
 std::vector<int64_t> hidden_shape(const model::ModelConfig& cfg, int64_t factor);
