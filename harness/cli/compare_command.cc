@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <variant>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -52,6 +53,24 @@ int run_compare(const CompareOptions& opt) {
   for (int s : b.steps()) max_step = std::max(max_step, s);
   sel.steps = scenario::parse_step_spec(opt.steps, max_step);
   auto r = compare::compare_records(a, b, cls, sel);
+  // Attributes that say what was trained (not how the run was laid out) and differ: printed so
+  // that a surprising difference is explained at once.
+  static const std::set<std::string> kLayout{
+      "variant", "implementation", "layout", "P", "V", "microbatch_group_size", "schedule",
+      "overlap_p2p_comm", "mtp_standalone", "execution", "chunk_map", "git_revision", "device",
+      "parallel_info", "scenario"};
+  const auto aa = a.attrs(), ba = b.attrs();
+  std::vector<std::string> notes;
+  for (const auto& [k, v] : aa) {
+    if (kLayout.count(k)) continue;
+    auto it = ba.find(k);
+    auto str = [](const record::AttrValue& x) { return std::visit([](const auto& y) { return fmt::format("{}", y); }, x); };
+    if (it == ba.end()) notes.push_back(fmt::format("{} = {} only in A", k, str(v)));
+    else if (it->second != v) notes.push_back(fmt::format("{}: {} vs {}", k, str(v), str(it->second)));
+  }
+  if (!notes.empty()) {
+    std::cout << "note: the records' settings differ: " << fmt::format("{}", fmt::join(notes, "; ")) << "\n";
+  }
   std::cout << compare::format_report(r, opt.a, opt.b, opt.max_rows);
   if (!opt.json_path.empty()) {
     nlohmann::json j{{"a", opt.a}, {"b", opt.b}, {"class", cls.to_string()}, {"equal", r.equal},
