@@ -2,11 +2,11 @@
 //
 // What the benchmark programs share: the device axis (CPU always, CUDA when LibTorch has it and a
 // GPU is visible), a host-clock timer that waits for queued device work, and the run context
-// printed in every report header. Header-only; ATen only (no CUDA headers, no CUDA runtime
-// calls), so that it builds against CPU-only LibTorch 1.13 and CUDA LibTorch 2.x alike.
+// printed in every report header. Header-only; ATen and c10 only (no CUDA headers, no direct CUDA
+// runtime calls), so that it builds against CPU-only LibTorch 1.13 and CUDA LibTorch 2.x alike.
 //
 // Example:
-//   const at::Device device = bench_device(kCuda);  // after checking device_unavailable()
+//   const at::Device device = bench_device(Dev::kCuda);  // after checking device_unavailable()
 //   DeviceTimer timer(device);
 //   timer.Start();
 //   for (int i = 0; i < reps; ++i) op();

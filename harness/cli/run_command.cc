@@ -98,6 +98,16 @@ int run_one(const RunCommandOptions& opt) {
   ro.record_path = opt.out.empty() ? fmt::format("runs/{}/{}.h5", sc.name, v.name) : opt.out;
   std::unique_ptr<transport::Transport> transport;
   int rank = -1;
+  // The record's directory, before any rank starts (only rank 0 writes, but a missing directory
+  // must fail before communicators exist, not in the middle of their setup).
+  const bool writes_record = opt.launcher.empty() || opt.launcher == "threads" ||
+                             gpu::launch_env_from_environment(opt.launcher).rank == 0;
+  if (writes_record) {
+    std::error_code ec;
+    const auto parent = std::filesystem::path(ro.record_path).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    if (ec) throw InputError(fmt::format("--out {}: cannot create {}: {}", ro.record_path, parent.string(), ec.message()));
+  }
   if (opt.launcher == "threads") return run_threads_per_gpu(sc, v, *impl, ro, opt);
   if (!opt.launcher.empty()) {
     const gpu::LaunchEnv env = gpu::launch_env_from_environment(opt.launcher);
@@ -115,12 +125,6 @@ int run_one(const RunCommandOptions& opt) {
     ro.local_ranks = {env.rank};
     transport = gpu::make_nccl_transport(env, env.local_rank, ro.recv_timeout);
     ro.transport = transport.get();
-  }
-  if (rank <= 0) {
-    std::error_code ec;
-    const auto parent = std::filesystem::path(ro.record_path).parent_path();
-    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    if (ec) throw InputError(fmt::format("--out {}: cannot create {}: {}", ro.record_path, parent.string(), ec.message()));
   }
   engine::RunResult rr;
   try {
