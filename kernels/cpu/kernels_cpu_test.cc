@@ -19,22 +19,9 @@ using namespace mtp::kernels::testing;  // NOLINT(build/namespaces)
 template <typename T>
 class KernelsCpuTest : public ::testing::Test {
  protected:
-  uint64_t seed(const std::string& what) const {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    return stable_seed(std::string(info->test_suite_name()) + "/" + info->name() + "/" + what);
-  }
+  uint64_t seed(const std::string& what) const { return current_test_seed(what); }
 };
 
-using InputTypes = ::testing::Types<float, double, Bf16>;
-class TypeNames {
- public:
-  template <typename T>
-  static std::string GetName(int) {
-    if (std::is_same<T, float>::value) return "fp32";
-    if (std::is_same<T, double>::value) return "fp64";
-    return "bf16";
-  }
-};
 TYPED_TEST_SUITE(KernelsCpuTest, InputTypes, TypeNames);
 
 std::string shape_name(int64_t a, int64_t b) {

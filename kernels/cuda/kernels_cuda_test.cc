@@ -179,20 +179,7 @@ void expect_gpu_matches_cpu(const std::string& what, const std::vector<V>& gpu,
 template <typename T>
 class KernelsCudaTest : public ::testing::Test {
  protected:
-  uint64_t seed(const std::string& what) const {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    return stable_seed(std::string(info->test_suite_name()) + "/" + info->name() + "/" + what);
-  }
-};
-using InputTypes = ::testing::Types<float, double, Bf16>;
-class TypeNames {
- public:
-  template <typename T>
-  static std::string GetName(int) {
-    if (std::is_same<T, float>::value) return "fp32";
-    if (std::is_same<T, double>::value) return "fp64";
-    return "bf16";
-  }
+  uint64_t seed(const std::string& what) const { return current_test_seed(what); }
 };
 TYPED_TEST_SUITE(KernelsCudaTest, InputTypes, TypeNames);
 

@@ -16,6 +16,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/kernels_cpu.h"
@@ -462,6 +463,24 @@ struct Shape3 {
 };
 inline std::vector<Shape3> embedding_shapes() {
   return {{0, 8, 5}, {1, 1, 1}, {37, 17, 11}, {300, 64, 40}, {1000, 5, 1000}, {64, 300, 7}};
+}
+
+/// The input types every kernel takes, for typed tests, with readable names (fp32, fp64, bf16).
+using InputTypes = ::testing::Types<float, double, Bf16>;
+class TypeNames {
+ public:
+  template <typename T>
+  static std::string GetName(int) {
+    if (std::is_same<T, float>::value) return "fp32";
+    if (std::is_same<T, double>::value) return "fp64";
+    return "bf16";
+  }
+};
+
+/// A seed that depends only on the running test's suite and name and on `what`.
+inline uint64_t current_test_seed(const std::string& what) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return stable_seed(std::string(info->test_suite_name()) + "/" + info->name() + "/" + what);
 }
 
 }  // namespace mtp::kernels::testing
