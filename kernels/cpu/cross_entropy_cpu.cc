@@ -23,14 +23,7 @@ void cross_entropy_forward(const T* logits, const int64_t* labels, const Acc<T>*
                            int64_t rows, int64_t vocab, Acc<T>* loss, Acc<T>* row_max,
                            Acc<T>* row_sum) {
   constexpr const char* kFn = "cross_entropy_forward";
-  internal::require_size(kFn, "rows", rows);
-  internal::require_size(kFn, "vocab", vocab);
-  if (rows > 0 && vocab == 0) {
-    throw std::invalid_argument(std::string(kFn) + ": vocab = 0 with rows > 0");
-  }
-  internal::require_ptr(kFn, "logits", logits, rows > 0);
-  internal::require_ptr(kFn, "labels", labels, rows > 0);
-  internal::require_ptr(kFn, "loss", loss, rows > 0);
+  internal::check_cross_entropy_forward(kFn, logits, labels, loss, rows, vocab);
   check_labels(kFn, labels, rows, vocab);
   using A = Acc<T>;
   for (int64_t n = 0; n < rows; ++n) {
@@ -57,15 +50,8 @@ void cross_entropy_backward(const T* logits, const int64_t* labels, const Acc<T>
                             const Acc<T>* grad_loss, const Acc<T>* row_max, const Acc<T>* row_sum,
                             int64_t rows, int64_t vocab, T* grad_logits) {
   constexpr const char* kFn = "cross_entropy_backward";
-  internal::require_size(kFn, "rows", rows);
-  internal::require_size(kFn, "vocab", vocab);
-  const bool any = rows > 0 && vocab > 0;
-  internal::require_ptr(kFn, "logits", logits, any);
-  internal::require_ptr(kFn, "labels", labels, any);
-  internal::require_ptr(kFn, "grad_loss", grad_loss, any);
-  internal::require_ptr(kFn, "row_max", row_max, any);
-  internal::require_ptr(kFn, "row_sum", row_sum, any);
-  internal::require_ptr(kFn, "grad_logits", grad_logits, any);
+  const bool any = internal::check_cross_entropy_backward(kFn, logits, labels, grad_loss, row_max,
+                                                          row_sum, grad_logits, rows, vocab);
   if (any) {
     check_labels(kFn, labels, rows, vocab);
   }

@@ -13,12 +13,7 @@ template <typename T>
 void embedding_backward(const T* grad_out, const int64_t* ids, int64_t num_tokens, int64_t hidden,
                         int64_t vocab, T* grad_table) {
   constexpr const char* kFn = "embedding_backward";
-  internal::require_size(kFn, "num_tokens", num_tokens);
-  internal::require_size(kFn, "hidden", hidden);
-  internal::require_size(kFn, "vocab", vocab);
-  internal::require_ptr(kFn, "grad_out", grad_out, num_tokens > 0 && hidden > 0);
-  internal::require_ptr(kFn, "ids", ids, num_tokens > 0);
-  internal::require_ptr(kFn, "grad_table", grad_table, vocab > 0 && hidden > 0);
+  internal::check_embedding_backward(kFn, grad_out, ids, grad_table, num_tokens, hidden, vocab);
   using A = Acc<T>;
 
   // Stable counting sort: offsets[v] = first slot of row v; order[] = token positions, ascending

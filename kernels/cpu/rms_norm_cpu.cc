@@ -12,12 +12,7 @@ template <typename T>
 void rms_norm_forward(const T* x, const T* weight, int64_t rows, int64_t hidden, double eps, T* y,
                       Acc<T>* rstd) {
   constexpr const char* kFn = "rms_norm_forward";
-  internal::require_size(kFn, "rows", rows);
-  internal::require_size(kFn, "hidden", hidden);
-  const bool any = rows > 0 && hidden > 0;
-  internal::require_ptr(kFn, "x", x, any);
-  internal::require_ptr(kFn, "weight", weight, any);
-  internal::require_ptr(kFn, "y", y, any);
+  internal::check_rms_norm_forward(kFn, x, weight, y, rows, hidden);
   using A = Acc<T>;
   const A eps_a = static_cast<A>(eps);
   const A h_a = static_cast<A>(hidden);
@@ -45,13 +40,7 @@ template <typename T>
 void rms_norm_backward(const T* dy, const T* x, const T* weight, const Acc<T>* rstd, int64_t rows,
                        int64_t hidden, T* dx, T* dweight) {
   constexpr const char* kFn = "rms_norm_backward";
-  internal::require_size(kFn, "rows", rows);
-  internal::require_size(kFn, "hidden", hidden);
-  const bool any = rows > 0 && hidden > 0;
-  internal::require_ptr(kFn, "dy", dy, any);
-  internal::require_ptr(kFn, "x", x, any);
-  internal::require_ptr(kFn, "weight", weight, any && dx != nullptr);
-  internal::require_ptr(kFn, "rstd", rstd, any);
+  internal::check_rms_norm_backward(kFn, dy, x, weight, rstd, dx, rows, hidden);
   using A = Acc<T>;
   const A h_a = static_cast<A>(hidden);
 

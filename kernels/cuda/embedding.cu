@@ -130,12 +130,8 @@ void embedding_backward(const T* grad_out, const int64_t* ids, int64_t num_token
                         int64_t vocab, T* grad_table, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream) {
   constexpr const char* kFn = "cuda::embedding_backward";
-  internal::require_size(kFn, "num_tokens", num_tokens, kMaxIndex);
-  internal::require_size(kFn, "hidden", hidden);
-  internal::require_size(kFn, "vocab", vocab, kMaxIndex);
-  internal::require_ptr(kFn, "grad_out", grad_out, num_tokens > 0 && hidden > 0);
-  internal::require_ptr(kFn, "ids", ids, num_tokens > 0);
-  internal::require_ptr(kFn, "grad_table", grad_table, vocab > 0 && hidden > 0);
+  internal::check_embedding_backward(kFn, grad_out, ids, grad_table, num_tokens, hidden, vocab,
+                                     kMaxIndex);
   if (vocab == 0 || hidden == 0) {
     return;
   }

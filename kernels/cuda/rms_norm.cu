@@ -117,12 +117,7 @@ template <typename T>
 void rms_norm_forward(const T* x, const T* weight, int64_t rows, int64_t hidden, double eps, T* y,
                       Acc<T>* rstd, cudaStream_t stream) {
   constexpr const char* kFn = "cuda::rms_norm_forward";
-  internal::require_size(kFn, "rows", rows);
-  internal::require_size(kFn, "hidden", hidden);
-  const bool any = rows > 0 && hidden > 0;
-  internal::require_ptr(kFn, "x", x, any);
-  internal::require_ptr(kFn, "weight", weight, any);
-  internal::require_ptr(kFn, "y", y, any);
+  internal::check_rms_norm_forward(kFn, x, weight, y, rows, hidden);
   if (rows == 0) {
     return;
   }
@@ -145,13 +140,8 @@ void rms_norm_backward(const T* dy, const T* x, const T* weight, const Acc<T>* r
                        int64_t hidden, T* dx, T* dweight, void* workspace, size_t workspace_bytes,
                        cudaStream_t stream) {
   constexpr const char* kFn = "cuda::rms_norm_backward";
-  internal::require_size(kFn, "rows", rows);
-  internal::require_size(kFn, "hidden", hidden);
-  const bool any = rows > 0 && hidden > 0;
-  internal::require_ptr(kFn, "dy", dy, any);
-  internal::require_ptr(kFn, "x", x, any);
-  internal::require_ptr(kFn, "weight", weight, any && dx != nullptr);
-  internal::require_ptr(kFn, "rstd", rstd, any);
+  const bool any =
+      internal::check_rms_norm_backward(kFn, dy, x, weight, rstd, dx, rows, hidden);
   using A = Acc<T>;
   if (dx != nullptr && any) {
     rms_norm_dx_kernel<T><<<grid_blocks(rows, 1, kMaxRowBlocks), kRowLanes, 0, stream>>>(

@@ -34,4 +34,78 @@ inline std::out_of_range index_error(const char* fn, const char* what, int64_t p
                            std::to_string(limit) + ")");
 }
 
+// The argument contract of each kernel, checked the same way by its CPU and CUDA entry points
+// (`fn` names the entry point in messages). Each returns whether there is any work.
+
+/// embedding_backward: sizes in [0, max_index] (num_tokens, vocab), hidden ≥ 0; pointers needed
+/// for non-empty operands.
+inline bool check_embedding_backward(const char* fn, const void* grad_out, const void* ids,
+                                     const void* grad_table, int64_t num_tokens, int64_t hidden,
+                                     int64_t vocab, int64_t max_index = INT64_MAX) {
+  require_size(fn, "num_tokens", num_tokens, max_index);
+  require_size(fn, "hidden", hidden);
+  require_size(fn, "vocab", vocab, max_index);
+  require_ptr(fn, "grad_out", grad_out, num_tokens > 0 && hidden > 0);
+  require_ptr(fn, "ids", ids, num_tokens > 0);
+  require_ptr(fn, "grad_table", grad_table, vocab > 0 && hidden > 0);
+  return vocab > 0 && hidden > 0;
+}
+
+/// rms_norm_forward: x, weight and y needed when rows·hidden > 0.
+inline bool check_rms_norm_forward(const char* fn, const void* x, const void* weight,
+                                   const void* y, int64_t rows, int64_t hidden) {
+  require_size(fn, "rows", rows);
+  require_size(fn, "hidden", hidden);
+  const bool any = rows > 0 && hidden > 0;
+  require_ptr(fn, "x", x, any);
+  require_ptr(fn, "weight", weight, any);
+  require_ptr(fn, "y", y, any);
+  return any;
+}
+
+/// rms_norm_backward: dy, x and rstd needed when rows·hidden > 0; weight only when dx is asked.
+inline bool check_rms_norm_backward(const char* fn, const void* dy, const void* x,
+                                    const void* weight, const void* rstd, const void* dx,
+                                    int64_t rows, int64_t hidden) {
+  require_size(fn, "rows", rows);
+  require_size(fn, "hidden", hidden);
+  const bool any = rows > 0 && hidden > 0;
+  require_ptr(fn, "dy", dy, any);
+  require_ptr(fn, "x", x, any);
+  require_ptr(fn, "weight", weight, any && dx != nullptr);
+  require_ptr(fn, "rstd", rstd, any);
+  return any;
+}
+
+/// cross_entropy_forward: vocab > 0 when rows > 0; logits, labels and loss needed when rows > 0.
+inline bool check_cross_entropy_forward(const char* fn, const void* logits, const void* labels,
+                                        const void* loss, int64_t rows, int64_t vocab) {
+  require_size(fn, "rows", rows);
+  require_size(fn, "vocab", vocab);
+  if (rows > 0 && vocab == 0) {
+    throw std::invalid_argument(std::string(fn) + ": vocab = 0 with rows > 0");
+  }
+  require_ptr(fn, "logits", logits, rows > 0);
+  require_ptr(fn, "labels", labels, rows > 0);
+  require_ptr(fn, "loss", loss, rows > 0);
+  return rows > 0;
+}
+
+/// cross_entropy_backward: every operand needed when rows·vocab > 0.
+inline bool check_cross_entropy_backward(const char* fn, const void* logits, const void* labels,
+                                         const void* grad_loss, const void* row_max,
+                                         const void* row_sum, const void* grad_logits,
+                                         int64_t rows, int64_t vocab) {
+  require_size(fn, "rows", rows);
+  require_size(fn, "vocab", vocab);
+  const bool any = rows > 0 && vocab > 0;
+  require_ptr(fn, "logits", logits, any);
+  require_ptr(fn, "labels", labels, any);
+  require_ptr(fn, "grad_loss", grad_loss, any);
+  require_ptr(fn, "row_max", row_max, any);
+  require_ptr(fn, "row_sum", row_sum, any);
+  require_ptr(fn, "grad_logits", grad_logits, any);
+  return any;
+}
+
 }  // namespace mtp::kernels::internal
