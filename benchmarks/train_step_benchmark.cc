@@ -53,9 +53,9 @@
 #include "harness/engine/chunk.h"
 #include "harness/engine/determinism.h"
 #include "harness/engine/executor.h"
-#include "harness/engine/run_config.h"
+#include "harness/engine/plan.h"
 #include "harness/engine/trainer.h"
-#include "harness/model/config.h"
+#include "harness/config/model_config.h"
 #include "harness/transport/transport.h"
 #include "reference/reference.h"
 
@@ -90,8 +90,8 @@ std::unique_ptr<mtp::engine::Implementation> make_implementation(const Placement
                                             : mtp::candidate::make_candidate();
 }
 
-mtp::model::ModelConfig model_config(const ModelSize& s, const std::string& kernels) {
-  mtp::model::ModelConfig cfg;
+mtp::config::ModelConfig model_config(const ModelSize& s, const std::string& kernels) {
+  mtp::config::ModelConfig cfg;
   cfg.num_layers = s.layers;
   cfg.hidden_size = s.hidden;
   cfg.ffn_hidden_size = s.ffn;
@@ -101,18 +101,18 @@ mtp::model::ModelConfig model_config(const ModelSize& s, const std::string& kern
   cfg.seq_length = s.seq;
   cfg.micro_batch_size = 1;
   cfg.mtp_num_layers = 1;
-  cfg.kernels = kernels;
+  cfg.kernels = mtp::config::parse_enum<mtp::config::Kernels>(kernels);
   cfg.validate();
   return cfg;
 }
 
-mtp::engine::VariantSpec variant_spec(const Placement& p, const std::string& kernels) {
-  mtp::engine::VariantSpec v;
+mtp::config::VariantSpec variant_spec(const Placement& p, const std::string& kernels) {
+  mtp::config::VariantSpec v;
   v.name = std::string(p.name) + "_p4v2_" + kernels;
-  v.implementation = p.name;
+  v.implementation = mtp::config::parse_enum<mtp::config::Implementation>(p.name);
   v.layout = p.layout;
   v.pipeline_size = kPipelineSize;
-  v.kernels = kernels;
+  v.kernels = mtp::config::parse_enum<mtp::config::Kernels>(kernels);
   return v;
 }
 
@@ -157,7 +157,7 @@ mtp::data::DataConfig bench_data(const fs::path& dir) {
 
 /// Step 1's M microbatches on `device`, as the trainer builds them.
 std::vector<mtp::engine::MicrobatchTensors> microbatches(
-    const mtp::data::MicrobatchBuilder& builder, const mtp::model::ModelConfig& cfg, int64_t M,
+    const mtp::data::MicrobatchBuilder& builder, const mtp::config::ModelConfig& cfg, int64_t M,
     const at::Device& device) {
   std::vector<mtp::engine::MicrobatchTensors> mbs;
   const int64_t b = cfg.micro_batch_size, s = cfg.seq_length;
@@ -175,7 +175,7 @@ std::vector<mtp::engine::MicrobatchTensors> microbatches(
 }
 
 /// M·b·s: the tokens of one step.
-int64_t tokens_per_step(const mtp::model::ModelConfig& cfg, const ModelSize& size) {
+int64_t tokens_per_step(const mtp::config::ModelConfig& cfg, const ModelSize& size) {
   return size.microbatches * cfg.micro_batch_size * cfg.seq_length;
 }
 
@@ -204,13 +204,14 @@ void BM_PipelineStep(benchmark::State& state, Placement placement, std::string k
     TempDir tmp;
     const at::Device device = bench_device(dev);
     warm_device(device);
-    const mtp::model::ModelConfig cfg = model_config(size, kernels);
-    const mtp::engine::VariantSpec variant = variant_spec(placement, kernels);
+    const mtp::config::ModelConfig cfg = model_config(size, kernels);
+    const mtp::config::VariantSpec variant = variant_spec(placement, kernels);
     auto impl = make_implementation(placement);
-    const mtp::layout::PipelineLayout layout = mtp::engine::variant_layout(variant, cfg);
-    impl->check_layout(layout);
-    const mtp::schedule::ScheduleConfig sched =
-        mtp::engine::variant_schedule(variant, layout, size.microbatches);
+    mtp::config::TrainingConfig training;
+    training.num_microbatches = size.microbatches;
+    const mtp::engine::RunPlan plan = mtp::engine::plan_variant(cfg, training, variant, *impl);
+    const mtp::layout::PipelineLayout& layout = plan.layout;
+    const mtp::schedule::ScheduleConfig& sched = plan.schedule;
     auto source = mtp::data::open_token_source(bench_data(tmp.path()));
     mtp::data::MicrobatchBuilder builder(*source, cfg.micro_batch_size, cfg.seq_length,
                                          cfg.vocab_size, /*mask_token=*/-1);
@@ -258,15 +259,15 @@ void BM_TrainStep(benchmark::State& state, Placement placement, std::string kern
     const int64_t extra_steps = state.range(0);
     TempDir tmp;
     warm_device(bench_device(dev));
-    const mtp::model::ModelConfig cfg = model_config(size, kernels);
-    const mtp::engine::VariantSpec variant = variant_spec(placement, kernels);
+    const mtp::config::ModelConfig cfg = model_config(size, kernels);
+    const mtp::config::VariantSpec variant = variant_spec(placement, kernels);
     auto impl = make_implementation(placement);
     const mtp::data::DataConfig data = bench_data(tmp.path());
-    mtp::engine::TrainingConfig training;
+    mtp::config::TrainingConfig training;
     training.num_microbatches = size.microbatches;
     training.seed = kSeed;
-    training.dtype = "float32";
-    training.device = dev_name(dev);
+    training.dtype = mtp::config::DType::kFloat32;
+    training.device = mtp::config::parse_enum<mtp::config::Device>(dev_name(dev));
     // One run of `steps` steps; returns its wall seconds and record size, record deleted.
     auto run = [&](int64_t steps, double* wall, double* record_bytes) {
       training.steps = steps;
@@ -274,8 +275,8 @@ void BM_TrainStep(benchmark::State& state, Placement placement, std::string kern
       options.record_path = (tmp.path() / ("steps" + std::to_string(steps) + ".h5")).string();
       options.scenario_name = "train_step_benchmark";
       options.recv_timeout = std::chrono::milliseconds(600000);
-      const mtp::engine::RunResult r =
-          mtp::engine::run_variant(cfg, training, data, variant, *impl, options);
+      const mtp::engine::RunResult r = mtp::engine::run_variant(
+          mtp::engine::plan_variant(cfg, training, variant, *impl), *impl, data, options);
       *wall = r.wall_seconds;
       *record_bytes = static_cast<double>(fs::file_size(options.record_path));
       fs::remove(options.record_path);

@@ -13,7 +13,6 @@
 namespace mtp::candidate {
 namespace {
 
-using engine::ChunkOutput;
 using engine::MicrobatchTensors;
 
 /// Sequence multiple of the activation leaving `stage`: 1 + D from the MTP stage on.
@@ -23,7 +22,7 @@ int64_t out_factor(const layout::PipelineLayout& layout, int stage, int64_t D) {
 
 /// Stages holding a word-embedding copy: first, MTP stage, last if tied (ascending, unique).
 std::vector<int> embedding_stages(const layout::PipelineLayout& layout,
-                                  const model::ModelConfig& cfg) {
+                                  const config::ModelConfig& cfg) {
   std::vector<int> g{0};
   auto add = [&](int s) {
     if (s > g.back()) g.push_back(s);
@@ -36,28 +35,15 @@ std::vector<int> embedding_stages(const layout::PipelineLayout& layout,
 /// One stage of the standalone design.
 class CandidateChunk final : public engine::ModelChunk {
  public:
-  CandidateChunk(const layout::PipelineLayout& layout, int stage, const model::ModelConfig& cfg,
-                 const engine::InitialWeights& init, at::ScalarType dtype,
-                 at::Device device)
+  CandidateChunk(const layout::PipelineLayout& layout, int stage, const config::ModelConfig& cfg,
+                 const std::vector<std::string>& param_names, const engine::InitialWeights& init,
+                 at::ScalarType dtype, at::Device device)
       : plan_(layout.stages[stage]), cfg_(cfg),
         is_loss_(stage == layout.num_stages() - 1),
         in_factor_(stage == 0 ? 0 : out_factor(layout, stage - 1, cfg.mtp_num_layers)),
         out_factor_(out_factor(layout, stage, cfg.mtp_num_layers)),
         rope_(model::rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, dtype, device)) {
-    const auto group = embedding_stages(layout, cfg);
-    has_table_ = std::find(group.begin(), group.end(), stage) != group.end();
-    if (has_table_) engine::add_initial_params(params_, init, {model::kWordEmbeddingName}, dtype, device);
-    engine::add_initial_params(params_, init, engine::decoder_param_names(plan_.decoder_layers, cfg),
-                               dtype, device);
-    if (plan_.owns_final_layernorm) {
-      engine::add_initial_params(params_, init, {model::kFinalLayernormName}, dtype, device);
-    }
-    if (!plan_.mtp_depths.empty()) {
-      engine::add_initial_params(params_, init, engine::mtp_param_names(cfg), dtype, device);
-    }
-    if (is_loss_ && cfg.untie_embeddings) {
-      engine::add_initial_params(params_, init, {model::kOutputLayerName}, dtype, device);
-    }
+    engine::add_initial_params(params_, init, param_names, dtype, device);
   }
 
   const layout::StagePlan& plan() const override { return plan_; }
@@ -74,7 +60,7 @@ class CandidateChunk final : public engine::ModelChunk {
                                                bool split) const override {
     auto prog = std::make_unique<model::ChunkProgram>(split);
     prog->input = input;
-    const model::ModelConfig* cfgp = &cfg_;
+    const config::ModelConfig* cfgp = &cfg_;
     at::Tensor tokens = mb.tokens;
     engine::add_pre_process_node(*prog, plan_.is_first(), params_, cfg_, mb);
     // The trunk final norm runs in the last node of decoder layer N (Megatron: its callable).
@@ -82,70 +68,98 @@ class CandidateChunk final : public engine::ModelChunk {
       const bool fln = plan_.owns_final_layernorm && layer == plan_.decoder_layers.back();
       model::append_decoder_layer_nodes(
           *prog, layer, params_, cfg_, rope_,
-          fln ? params_.get(model::kFinalLayernormName) : at::Tensor());
+          fln ? params_.get(config::kFinalLayernormName) : at::Tensor());
     }
     if (plan_.owns_final_layernorm && plan_.decoder_layers.empty()) {
       // Without MTP the final norm sits on the last stage, which may hold no decoder layer.
-      at::Tensor fln = params_.get(model::kFinalLayernormName);
+      at::Tensor fln = params_.get(config::kFinalLayernormName);
       prog->add("final_layernorm", -1, [fln, cfgp](model::ChunkProgram& p) {
         p.hidden = model::norm(p.hidden, fln, *cfgp);
       });
     }
     if (!plan_.mtp_depths.empty()) {
       // MTP stage: h0 and the depths' outputs leave concatenated along the sequence.
-      model::append_mtp_nodes(*prog, tokens, params_.get(model::kWordEmbeddingName), params_, cfg_,
+      model::append_mtp_nodes(*prog, tokens, params_.get(config::kWordEmbeddingName), params_, cfg_,
                               rope_, /*concat=*/true);
     }
     if (!is_loss_) return prog;
     // Loss stage: split [(1+D)s, b, H] into main + D chunks; one code path for every head.
-    at::Tensor head = params_.get(cfg_.untie_embeddings ? model::kOutputLayerName
-                                                        : model::kWordEmbeddingName);
+    at::Tensor head = params_.get(cfg_.untie_embeddings ? config::kOutputLayerName
+                                                        : config::kWordEmbeddingName);
     engine::add_post_process_node(*prog, head, cfg_, mb, engine::LossHidden::kConcatSplit);
     return prog;
   }
 
-  std::string describe() const override {
-    std::vector<std::string> parts;
-    if (plan_.has_embedding) parts.push_back("E");
-    if (has_table_ && !plan_.has_embedding) parts.push_back("(embedding copy)");
-    if (!plan_.decoder_layers.empty()) parts.push_back(engine::format_layer_ranges(plan_.decoder_layers, "t"));
-    if (plan_.owns_final_layernorm) parts.push_back("FLN");
-    if (!plan_.mtp_depths.empty()) parts.push_back(fmt::format("m1-{}", cfg_.mtp_num_layers));
-    if (is_loss_) parts.push_back("L");
-    if (parts.empty()) parts.push_back("(pass-through)");
-    std::string out = fmt::format("{}", fmt::join(parts, " "));
-    if (!is_loss_) out += fmt::format(" -> [{}]", fmt::join(output_shape(), ", "));
-    return out;
-  }
-
-
  private:
   const layout::StagePlan plan_;
-  const model::ModelConfig cfg_;
+  const config::ModelConfig cfg_;
   const bool is_loss_;
   const int64_t in_factor_, out_factor_;
   const model::RopeTables rope_;
   model::ParamTable params_;
-  bool has_table_ = false;
 };
 
 class Candidate final : public engine::Implementation {
  public:
-  std::string name() const override { return "candidate"; }
+  config::Implementation kind() const override { return config::Implementation::kCandidate; }
   void check_layout(const layout::PipelineLayout&) const override {}
-  std::vector<int> embedding_group(const layout::PipelineLayout& layout,
-                                   const model::ModelConfig& cfg) const override {
-    return embedding_stages(layout, cfg);
-  }
-  std::vector<std::unique_ptr<engine::ModelChunk>> build_chunks(
-      const layout::PipelineLayout& layout, const model::ModelConfig& cfg,
-      const engine::InitialWeights& init, at::ScalarType dtype,
-      at::Device device) const override {
-    std::vector<std::unique_ptr<engine::ModelChunk>> chunks;
-    for (int i = 0; i < layout.num_stages(); ++i) {
-      chunks.push_back(std::make_unique<CandidateChunk>(layout, i, cfg, init, dtype, device));
+
+  // Embedding copies on the first stage, the MTP stage and (tied) the loss stage; FLN with
+  // decoder layer N (StagePlan::owns_final_layernorm); the MTP depths on the MTP stage; the
+  // untied output layer on the loss stage.
+  std::vector<std::string> stage_param_names(const layout::PipelineLayout& layout, int stage,
+                                             const config::ModelConfig& cfg) const override {
+    const auto& plan = layout.stages[stage];
+    const auto group = embedding_stages(layout, cfg);
+    std::vector<std::string> names;
+    if (std::find(group.begin(), group.end(), stage) != group.end()) {
+      names.push_back(config::kWordEmbeddingName);
     }
-    return chunks;
+    for (auto& n : engine::decoder_param_names(plan.decoder_layers, cfg)) names.push_back(n);
+    if (plan.owns_final_layernorm) names.push_back(config::kFinalLayernormName);
+    if (!plan.mtp_depths.empty()) {
+      for (auto& n : engine::mtp_param_names(cfg)) names.push_back(n);
+    }
+    if (stage == layout.num_stages() - 1 && cfg.untie_embeddings) {
+      names.push_back(config::kOutputLayerName);
+    }
+    return names;
+  }
+
+  std::string describe_stage(const layout::PipelineLayout& layout, int stage,
+                             const config::ModelConfig& cfg) const override {
+    const auto& plan = layout.stages[stage];
+    const bool is_loss = stage == layout.num_stages() - 1;
+    const auto group = embedding_stages(layout, cfg);
+    const bool has_table = std::find(group.begin(), group.end(), stage) != group.end();
+    std::vector<std::string> parts;
+    if (plan.has_embedding) parts.push_back("E");
+    if (has_table && !plan.has_embedding) parts.push_back("(embedding copy)");
+    if (!plan.decoder_layers.empty()) {
+      parts.push_back(engine::format_layer_ranges(plan.decoder_layers, "t"));
+    }
+    if (plan.owns_final_layernorm) parts.push_back("FLN");
+    if (!plan.mtp_depths.empty()) parts.push_back(fmt::format("m1-{}", cfg.mtp_num_layers));
+    if (is_loss) parts.push_back("L");
+    if (parts.empty()) parts.push_back("(pass-through)");
+    std::string out = fmt::format("{}", fmt::join(parts, " "));
+    if (!is_loss) {
+      out += fmt::format(" -> [{}]", fmt::join(engine::hidden_shape(
+                                                   cfg, out_factor(layout, stage,
+                                                                   cfg.mtp_num_layers)),
+                                               ", "));
+    }
+    return out;
+  }
+
+  std::unique_ptr<engine::ModelChunk> build_chunk(const layout::PipelineLayout& layout, int stage,
+                                                  const config::ModelConfig& cfg,
+                                                  const engine::InitialWeights& init,
+                                                  at::ScalarType dtype,
+                                                  at::Device device) const override {
+    return std::make_unique<CandidateChunk>(layout, stage, cfg,
+                                            stage_param_names(layout, stage, cfg), init, dtype,
+                                            device);
   }
 };
 

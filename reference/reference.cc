@@ -11,30 +11,18 @@
 namespace mtp::reference {
 namespace {
 
-using engine::ChunkOutput;
 using engine::MicrobatchTensors;
 
 /// One stage of the co-located design.
 class ReferenceChunk final : public engine::ModelChunk {
  public:
-  ReferenceChunk(const layout::PipelineLayout& layout, int stage, const model::ModelConfig& cfg,
-                 const engine::InitialWeights& init, at::ScalarType dtype,
-                 at::Device device)
+  ReferenceChunk(const layout::PipelineLayout& layout, int stage, const config::ModelConfig& cfg,
+                 const std::vector<std::string>& param_names, const engine::InitialWeights& init,
+                 at::ScalarType dtype, at::Device device)
       : plan_(layout.stages[stage]), cfg_(cfg),
         is_loss_(stage == layout.num_stages() - 1),
         rope_(model::rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, dtype, device)) {
-    // The last stage holds an embedding copy when MTP or a tied head reads it.
-    const bool needs_table = plan_.is_first() ||
-                             (is_loss_ && (cfg.mtp_num_layers > 0 || !cfg.untie_embeddings));
-    if (needs_table) engine::add_initial_params(params_, init, {model::kWordEmbeddingName}, dtype, device);
-    engine::add_initial_params(params_, init, engine::decoder_param_names(plan_.decoder_layers, cfg),
-                               dtype, device);
-    if (is_loss_) {
-      std::vector<std::string> names{model::kFinalLayernormName};
-      for (auto& n : engine::mtp_param_names(cfg)) names.push_back(n);
-      if (cfg.untie_embeddings) names.push_back(model::kOutputLayerName);
-      engine::add_initial_params(params_, init, names, dtype, device);
-    }
+    engine::add_initial_params(params_, init, param_names, dtype, device);
   }
 
   const layout::StagePlan& plan() const override { return plan_; }
@@ -51,7 +39,7 @@ class ReferenceChunk final : public engine::ModelChunk {
                                                bool split) const override {
     auto prog = std::make_unique<model::ChunkProgram>(split);
     prog->input = input;
-    const model::ModelConfig* cfgp = &cfg_;
+    const config::ModelConfig* cfgp = &cfg_;
     at::Tensor tokens = mb.tokens;
     engine::add_pre_process_node(*prog, plan_.is_first(), params_, cfg_, mb);
     for (int layer : plan_.decoder_layers) {
@@ -59,37 +47,23 @@ class ReferenceChunk final : public engine::ModelChunk {
     }
     if (!is_loss_) return prog;
     // Loss stage: the trunk final norm, every MTP depth, then the heads and losses.
-    at::Tensor fln = params_.get(model::kFinalLayernormName);
+    at::Tensor fln = params_.get(config::kFinalLayernormName);
     prog->add("final_layernorm", -1, [fln, cfgp](model::ChunkProgram& p) {
       p.hidden = model::norm(p.hidden, fln, *cfgp);
     });
     if (cfg_.mtp_num_layers > 0) {
-      model::append_mtp_nodes(*prog, tokens, params_.get(model::kWordEmbeddingName), params_, cfg_,
+      model::append_mtp_nodes(*prog, tokens, params_.get(config::kWordEmbeddingName), params_, cfg_,
                               rope_, /*concat=*/false);
     }
-    at::Tensor head = params_.get(cfg_.untie_embeddings ? model::kOutputLayerName
-                                                        : model::kWordEmbeddingName);
+    at::Tensor head = params_.get(cfg_.untie_embeddings ? config::kOutputLayerName
+                                                        : config::kWordEmbeddingName);
     engine::add_post_process_node(*prog, head, cfg_, mb, engine::LossHidden::kMtpList);
     return prog;
   }
 
-  std::string describe() const override {
-    std::vector<std::string> parts;
-    if (plan_.has_embedding) parts.push_back("E");
-    if (!plan_.decoder_layers.empty()) parts.push_back(engine::format_layer_ranges(plan_.decoder_layers, "t"));
-    if (is_loss_) {
-      parts.push_back("FLN");
-      if (cfg_.mtp_num_layers > 0) parts.push_back(fmt::format("m1-{} (embedding copy)", cfg_.mtp_num_layers));
-      parts.push_back("L");
-    }
-    if (parts.empty()) parts.push_back("(empty)");
-    return fmt::format("{}", fmt::join(parts, " "));
-  }
-
-
  private:
   const layout::StagePlan plan_;
-  const model::ModelConfig cfg_;
+  const config::ModelConfig cfg_;
   const bool is_loss_;
   const model::RopeTables rope_;
   model::ParamTable params_;
@@ -97,7 +71,7 @@ class ReferenceChunk final : public engine::ModelChunk {
 
 class Reference final : public engine::Implementation {
  public:
-  std::string name() const override { return "reference"; }
+  config::Implementation kind() const override { return config::Implementation::kReference; }
 
   void check_layout(const layout::PipelineLayout& layout) const override {
     if (layout.mtp_stage >= 0 && layout.mtp_stage != layout.num_stages() - 1) {
@@ -110,23 +84,54 @@ class Reference final : public engine::Implementation {
     }
   }
 
-  std::vector<int> embedding_group(const layout::PipelineLayout& layout,
-                                   const model::ModelConfig& cfg) const override {
-    const int last = layout.num_stages() - 1;
-    if (last > 0 && (cfg.mtp_num_layers > 0 || !cfg.untie_embeddings)) return {0, last};
-    return {0};
+  // The loss stage holds the trunk final norm, every MTP depth, and an embedding copy when MTP
+  // or a tied head reads it; the first stage holds the table.
+  std::vector<std::string> stage_param_names(const layout::PipelineLayout& layout, int stage,
+                                             const config::ModelConfig& cfg) const override {
+    const auto& plan = layout.stages[stage];
+    const bool is_loss = stage == layout.num_stages() - 1;
+    std::vector<std::string> names;
+    if (plan.is_first() || (is_loss && (cfg.mtp_num_layers > 0 || !cfg.untie_embeddings))) {
+      names.push_back(config::kWordEmbeddingName);
+    }
+    for (auto& n : engine::decoder_param_names(plan.decoder_layers, cfg)) names.push_back(n);
+    if (is_loss) {
+      names.push_back(config::kFinalLayernormName);
+      for (auto& n : engine::mtp_param_names(cfg)) names.push_back(n);
+      if (cfg.untie_embeddings) names.push_back(config::kOutputLayerName);
+    }
+    return names;
   }
 
-  std::vector<std::unique_ptr<engine::ModelChunk>> build_chunks(
-      const layout::PipelineLayout& layout, const model::ModelConfig& cfg,
-      const engine::InitialWeights& init, at::ScalarType dtype,
-      at::Device device) const override {
-    check_layout(layout);
-    std::vector<std::unique_ptr<engine::ModelChunk>> chunks;
-    for (int i = 0; i < layout.num_stages(); ++i) {
-      chunks.push_back(std::make_unique<ReferenceChunk>(layout, i, cfg, init, dtype, device));
+  std::string describe_stage(const layout::PipelineLayout& layout, int stage,
+                             const config::ModelConfig& cfg) const override {
+    const auto& plan = layout.stages[stage];
+    const bool is_loss = stage == layout.num_stages() - 1;
+    std::vector<std::string> parts;
+    if (plan.has_embedding) parts.push_back("E");
+    if (!plan.decoder_layers.empty()) {
+      parts.push_back(engine::format_layer_ranges(plan.decoder_layers, "t"));
     }
-    return chunks;
+    if (is_loss) {
+      parts.push_back("FLN");
+      if (cfg.mtp_num_layers > 0) {
+        parts.push_back(fmt::format("m1-{} (embedding copy)", cfg.mtp_num_layers));
+      }
+      parts.push_back("L");
+    }
+    if (parts.empty()) parts.push_back("(empty)");
+    return fmt::format("{}", fmt::join(parts, " "));
+  }
+
+  std::unique_ptr<engine::ModelChunk> build_chunk(const layout::PipelineLayout& layout, int stage,
+                                                  const config::ModelConfig& cfg,
+                                                  const engine::InitialWeights& init,
+                                                  at::ScalarType dtype,
+                                                  at::Device device) const override {
+    check_layout(layout);
+    return std::make_unique<ReferenceChunk>(layout, stage, cfg,
+                                            stage_param_names(layout, stage, cfg), init, dtype,
+                                            device);
   }
 };
 

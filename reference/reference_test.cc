@@ -3,20 +3,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "harness/config/testing/tiny_model.h"
+
 namespace mtp::reference {
 namespace {
 
 using ::testing::HasSubstr;
 
-model::ModelConfig tiny() {
-  model::ModelConfig c;
-  c.hidden_size = 16;
-  c.num_attention_heads = 2;
-  c.num_query_groups = 2;
-  c.ffn_hidden_size = 24;
-  c.seq_length = 8;
-  return c;  // N = 8, D = 2, untied
-}
+config::ModelConfig tiny() { return config::testing::tiny_model(); }  // N 8, D 2, untied
 
 TEST(ReferenceTest, RejectsStandaloneLayoutsNamingTheStage) {
   auto impl = make_reference();

@@ -7,6 +7,7 @@
 
 #include "harness/cli/commands.h"
 #include "harness/data/token_source.h"
+#include "harness/engine/plan.h"
 #include "harness/engine/trainer.h"
 #include "harness/report/report.h"
 #include "harness/scenario/scenario.h"
@@ -51,7 +52,9 @@ int run_check(const CheckOptions& opt) {
                               ? scenario::parse_scenario(scenarios::default_scenario_text(),
                                                          "<embedded default scenario>")
                               : scenario::load_scenario(opt.scenario);
-  if (!opt.device.empty()) sc.training.device = opt.device;
+  if (!opt.device.empty()) {
+    sc.training.device = config::parse_enum<config::Device>(opt.device, "--device");
+  }
   const std::string out_dir = opt.out_dir.empty() ? "runs/" + sc.name : opt.out_dir;
   std::error_code ec;
   fs::create_directories(out_dir, ec);
@@ -65,17 +68,18 @@ int run_check(const CheckOptions& opt) {
 
   std::set<std::string> wanted(opt.only_variants.begin(), opt.only_variants.end());
   for (const auto& v : wanted) sc.variant(v);  // unknown names are errors
-  // Every variant's layout, schedule and implementation, and the data file, are checked before
-  // anything trains, so a mistake in the last variant does not cost the others' run time.
+  // Every variant is planned (layout, schedule, implementation, overrides) and the data file is
+  // opened before anything trains, so a mistake in the last variant does not cost the others'
+  // run time.
+  std::vector<engine::RunPlan> plans;
   for (const auto& v : sc.variants) {
     if (!wanted.empty() && !wanted.count(v.name)) continue;
     try {
-      auto impl = make_implementation(v.implementation);
-      auto l = engine::variant_layout(v, sc.model);
-      impl->check_layout(l);
-      engine::variant_schedule(v, l, sc.training.num_microbatches);
+      plans.push_back(engine::plan_variant(sc.model, sc.training, v,
+                                           *make_implementation(v.implementation)));
     } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: variant \"{}\": {}", sc.source, v.name, e.what()));
+      throw InputError(fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name,
+                                   e.what()));
     }
   }
   data::open_token_source(sc.data);
@@ -90,7 +94,8 @@ int run_check(const CheckOptions& opt) {
                            sc.model.untie_embeddings ? "untied" : "tied");
   std::cout << fmt::format("# training: {} steps x {} microbatches, clip_grad={}, {}, device {}\n",
                            sc.training.steps, sc.training.num_microbatches, sc.training.clip_grad,
-                           sc.training.dtype, sc.training.device);
+                           config::enum_name(sc.training.dtype),
+                           config::enum_name(sc.training.device));
   size_t wname = 7, wlayout = 6;
   for (const auto& v : sc.variants) {
     wname = std::max(wname, v.name.size());
@@ -101,31 +106,28 @@ int run_check(const CheckOptions& opt) {
                            "standalone", "wall(s)", "final loss", "record(B)");
   std::map<std::string, std::string> records;
   std::vector<report::VariantRun> runs;
-  for (const auto& v : sc.variants) {
-    if (!wanted.empty() && !wanted.count(v.name)) continue;
+  for (const auto& plan : plans) {
+    const config::VariantSpec& v = plan.variant;
     auto impl = make_implementation(v.implementation);
     engine::RunOptions ro;
     ro.record_path = out_dir + "/" + v.name + ".h5";
     ro.scenario_name = sc.name;
-    layout::PipelineLayout l;
-    schedule::ScheduleConfig sched;
     engine::RunResult rr;
     try {
-      l = engine::variant_layout(v, sc.model);
-      sched = engine::variant_schedule(v, l, sc.training.num_microbatches);
-      rr = engine::run_variant(sc.model, sc.training, sc.data, v, *impl, ro);
+      rr = engine::run_variant(plan, *impl, sc.data, ro);
     } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: variant \"{}\": {}", sc.source, v.name, e.what()));
+      throw InputError(fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name,
+                                   e.what()));
     }
     report::VariantRun run;
     run.name = v.name;
-    run.implementation = v.implementation;
-    run.layout = l.text;
-    run.schedule = schedule::schedule_kind_name(sched.kind);
+    run.implementation = impl->name();
+    run.layout = plan.layout.text;
+    run.schedule = schedule::schedule_kind_name(plan.schedule.kind);
     run.record_path = ro.record_path;
-    run.pipeline_size = l.pipeline_size;
-    run.virtual_size = l.virtual_size;
-    run.mtp_standalone = l.mtp_standalone;
+    run.pipeline_size = plan.layout.pipeline_size;
+    run.virtual_size = plan.layout.virtual_size;
+    run.mtp_standalone = plan.layout.mtp_standalone;
     run.wall_seconds = rr.wall_seconds;
     run.final_total_loss = rr.total_loss.back();
     run.record_bytes = static_cast<int64_t>(fs::file_size(ro.record_path));

@@ -8,12 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "harness/config/enums.h"
 #include "harness/engine/chunk.h"
 
 namespace mtp::cli {
 
-/// "reference" or "candidate" → the implementation; InputError otherwise.
-std::unique_ptr<engine::Implementation> make_implementation(const std::string& name);
+/// The implementation of `kind` (reference/ or candidate/).
+std::unique_ptr<engine::Implementation> make_implementation(config::Implementation kind);
 
 struct CheckOptions {
   std::string scenario;        ///< path; "" = the embedded default scenario

@@ -6,10 +6,12 @@
 
 namespace mtp::cli {
 
-std::unique_ptr<engine::Implementation> make_implementation(const std::string& name) {
-  if (name == "reference") return reference::make_reference();
-  if (name == "candidate") return candidate::make_candidate();
-  throw InputError(fmt::format("unknown implementation \"{}\" (accepted: reference, candidate)", name));
+std::unique_ptr<engine::Implementation> make_implementation(config::Implementation kind) {
+  switch (kind) {
+    case config::Implementation::kReference: return reference::make_reference();
+    case config::Implementation::kCandidate: return candidate::make_candidate();
+  }
+  throw InternalError(fmt::format("no implementation {}", static_cast<int>(kind)));
 }
 
 }  // namespace mtp::cli

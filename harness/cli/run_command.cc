@@ -6,7 +6,9 @@
 #include <thread>
 
 #include "harness/cli/commands.h"
+#include "harness/engine/plan.h"
 #include "harness/engine/trainer.h"
+#include "harness/transport/transport.h"
 #include "harness/gpu/gpu.h"
 #include "harness/scenario/scenario.h"
 #include "scenarios/embedded.h"
@@ -17,14 +19,17 @@ namespace {
 /// One process, one thread per pipeline rank, rank r on GPU r, NCCL between them: each thread
 /// runs the same code as a process of a torchrun launch (its own NCCL transport, rendezvous over
 /// a TCPStore on 127.0.0.1), so the two launch modes must give identical records.
-int run_threads_per_gpu(const scenario::Scenario& sc, const engine::VariantSpec& v,
+int run_threads_per_gpu(const scenario::Scenario& sc, const engine::RunPlan& plan,
                         const engine::Implementation& impl, engine::RunOptions ro,
                         const RunCommandOptions& opt) {
-  if (sc.training.device != "cuda") throw InputError("--launcher threads needs device cuda");
-  const auto layout = engine::variant_layout(v, sc.model);
-  const int P = layout.pipeline_size;
+  const config::VariantSpec& v = plan.variant;
+  if (sc.training.device != config::Device::kCuda) {
+    throw InputError("--launcher threads needs device cuda");
+  }
+  const int P = plan.world_size();
   std::vector<std::unique_ptr<transport::Transport>> transports(P);
   std::vector<std::string> errors(P);
+  std::vector<bool> aborted(P, false);
   std::vector<engine::RunResult> results(P);
   std::mutex mu;
   auto abort_all = [&](const std::string& why) {
@@ -53,7 +58,10 @@ int run_threads_per_gpu(const scenario::Scenario& sc, const engine::VariantSpec&
         mine.local_ranks = {r};
         mine.device_index = r;
         mine.transport = transports[r].get();
-        results[r] = engine::run_variant(sc.model, sc.training, sc.data, v, impl, mine);
+        results[r] = engine::run_variant(plan, impl, sc.data, mine);
+      } catch (const transport::TransportAborted& e) {
+        errors[r] = e.what();
+        aborted[r] = true;
       } catch (const std::exception& e) {
         errors[r] = e.what();
         abort_all(fmt::format("rank {} failed: {}", r, e.what()));
@@ -62,7 +70,7 @@ int run_threads_per_gpu(const scenario::Scenario& sc, const engine::VariantSpec&
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < P; ++r) {
-    if (!errors[r].empty() && errors[r].find("aborted") == std::string::npos) {
+    if (!errors[r].empty() && !aborted[r]) {
       throw InfraError(fmt::format("variant \"{}\", rank {} (GPU {}): {}", v.name, r, r, errors[r]));
     }
   }
@@ -71,7 +79,7 @@ int run_threads_per_gpu(const scenario::Scenario& sc, const engine::VariantSpec&
   }
   const auto& rr = results[0];
   std::cout << fmt::format("variant {} ({}) on {} GPUs, one thread per rank, NCCL: {} steps in {:.2f} s, "
-                           "final total loss {:.9g}, record {}\n", v.name, v.implementation, P,
+                           "final total loss {:.9g}, record {}\n", v.name, impl.name(), P,
                            rr.total_loss.size(), rr.wall_seconds,
                            rr.total_loss.empty() ? 0.0 : rr.total_loss.back(), rr.record_path);
   return kExitOk;
@@ -85,13 +93,17 @@ int run_one(const RunCommandOptions& opt) {
                                                          "<embedded default scenario>")
                               : scenario::load_scenario(opt.scenario);
   if (!opt.device.empty()) {
-    if (opt.device != "cpu" && opt.device != "cuda") {
-      throw InputError(fmt::format("--device {}: accepted cpu, cuda", opt.device));
-    }
-    sc.training.device = opt.device;
+    sc.training.device = config::parse_enum<config::Device>(opt.device, "--device");
   }
-  const engine::VariantSpec& v = sc.variant(opt.variant);
+  const config::VariantSpec& v = sc.variant(opt.variant);
   auto impl = make_implementation(v.implementation);
+  engine::RunPlan plan;
+  try {
+    plan = engine::plan_variant(sc.model, sc.training, v, *impl);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name,
+                                 e.what()));
+  }
   engine::RunOptions ro;
   ro.scenario_name = sc.name;
   ro.recv_timeout = std::chrono::milliseconds(int64_t{opt.timeout_s} * 1000);
@@ -108,15 +120,15 @@ int run_one(const RunCommandOptions& opt) {
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
     if (ec) throw InputError(fmt::format("--out {}: cannot create {}: {}", ro.record_path, parent.string(), ec.message()));
   }
-  if (opt.launcher == "threads") return run_threads_per_gpu(sc, v, *impl, ro, opt);
+  if (opt.launcher == "threads") return run_threads_per_gpu(sc, plan, *impl, ro, opt);
   if (!opt.launcher.empty()) {
     const gpu::LaunchEnv env = gpu::launch_env_from_environment(opt.launcher);
-    const auto layout = engine::variant_layout(v, sc.model);
-    if (env.world_size != layout.pipeline_size) {
-      throw InputError(fmt::format("launcher: WORLD_SIZE = {} but variant \"{}\" has P = {}",
-                                   env.world_size, v.name, layout.pipeline_size));
+    if (env.world_size != plan.world_size()) {
+      throw InputError(fmt::format("launcher: WORLD_SIZE = {} but variant \"{}\" has {} ranks "
+                                   "(P = {})", env.world_size, v.name, plan.world_size(),
+                                   plan.pipeline_size()));
     }
-    if (sc.training.device != "cuda") {
+    if (sc.training.device != config::Device::kCuda) {
       throw InputError("--launcher needs device cuda (one GPU per rank, NCCL)");
     }
     rank = env.rank;
@@ -128,14 +140,15 @@ int run_one(const RunCommandOptions& opt) {
   }
   engine::RunResult rr;
   try {
-    rr = engine::run_variant(sc.model, sc.training, sc.data, v, *impl, ro);
+    rr = engine::run_variant(plan, *impl, sc.data, ro);
   } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: variant \"{}\": {}", sc.source, v.name, e.what()));
+    throw InputError(fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name,
+                                 e.what()));
   }
   if (rank <= 0) {
     std::cout << fmt::format("variant {} ({}, {}) on {}: {} steps in {:.2f} s, final total loss {:.9g}, "
-                             "record {}\n", v.name, v.implementation, v.layout.empty() ? "default split" : v.layout,
-                             sc.training.device, rr.total_loss.size(), rr.wall_seconds,
+                             "record {}\n", v.name, impl->name(), plan.layout.text,
+                             config::enum_name(sc.training.device), rr.total_loss.size(), rr.wall_seconds,
                              rr.total_loss.empty() ? 0.0 : rr.total_loss.back(), rr.record_path);
   } else {
     std::cout << fmt::format("rank {} finished variant {} in {:.2f} s\n", rank, v.name, rr.wall_seconds);

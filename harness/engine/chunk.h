@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "harness/layout/layout.h"
-#include "harness/model/config.h"
+#include "harness/config/enums.h"
+#include "harness/config/model_config.h"
 #include "harness/model/param_table.h"
 #include "harness/model/params.h"
 #include "harness/model/program.h"
@@ -58,40 +59,57 @@ class ModelChunk {
   virtual std::vector<int64_t> input_shape() const = 0;
   /// Static p2p shape of the activation this chunk sends (empty on the loss stage).
   virtual std::vector<int64_t> output_shape() const = 0;
-  /// One line for `--verbose` and records: "E t0-2", "t7 FLN m1-2 -> [96, 2, 64]".
-  virtual std::string describe() const = 0;
 };
 
 /// Initial values of every parameter by global name (float64, exact generator output).
 struct InitialWeights {
-  std::vector<model::ParamSpec> specs;  ///< canonical order
+  std::vector<config::ParamSpec> specs;  ///< canonical order
   std::vector<at::Tensor> values;       ///< same order, float64
   /// The value of `name`; throws InternalError when absent.
   const at::Tensor& get(const std::string& name) const;
 };
 
 /// Builds InitialWeights for `cfg` from `seed` (model/params.h).
-InitialWeights make_initial_weights(const model::ModelConfig& cfg, uint64_t seed);
+InitialWeights make_initial_weights(const config::ModelConfig& cfg, uint64_t seed);
 
-/// An implementation of MTP placement: how a layout becomes chunks.
+/// An implementation of MTP placement: which parameters each stage holds and how a layout
+/// becomes chunks. reference/ and candidate/ implement it; the engine knows nothing else of them.
 class Implementation {
  public:
   virtual ~Implementation() = default;
+  virtual config::Implementation kind() const = 0;
   /// "reference" or "candidate".
-  virtual std::string name() const = 0;
+  std::string name() const { return config::enum_name(kind()); }
   /// Throws InputError when this implementation cannot run `layout` (the reference rejects
   /// standalone layouts), naming the layout and the reason.
   virtual void check_layout(const layout::PipelineLayout& layout) const = 0;
-  /// Stage indices whose chunks hold a copy of the word-embedding table, ascending (Megatron's
-  /// embedding group). The engine checks the built chunks against it and sums the copies' grads
-  /// in this order.
-  virtual std::vector<int> embedding_group(const layout::PipelineLayout& layout,
-                                           const model::ModelConfig& cfg) const = 0;
-  /// One chunk per stage index, parameters copied from `init`, cast to `dtype`, on `device`.
-  virtual std::vector<std::unique_ptr<ModelChunk>> build_chunks(
-      const layout::PipelineLayout& layout, const model::ModelConfig& cfg,
+  /// Global names of the parameters the chunk of stage `stage` holds, canonical order
+  /// (model/params.h). A shared parameter's copy has the owner's name (the word-embedding table
+  /// on the MTP stage or a tied loss stage). The chunk build_chunk() makes holds exactly these,
+  /// so the engine can place every parameter without building any chunk.
+  virtual std::vector<std::string> stage_param_names(const layout::PipelineLayout& layout,
+                                                     int stage,
+                                                     const config::ModelConfig& cfg) const = 0;
+  /// One line for `--verbose` and records: what the chunk of stage `stage` holds ("E t0-2",
+  /// "t7 FLN m1-2 -> [96, 2, 64]").
+  virtual std::string describe_stage(const layout::PipelineLayout& layout, int stage,
+                                     const config::ModelConfig& cfg) const = 0;
+  /// The chunk of stage `stage` (i = v·P + p), parameters copied from `init`, cast to `dtype`,
+  /// on `device`.
+  virtual std::unique_ptr<ModelChunk> build_chunk(const layout::PipelineLayout& layout, int stage,
+                                                  const config::ModelConfig& cfg,
+                                                  const InitialWeights& init, at::ScalarType dtype,
+                                                  at::Device device) const = 0;
+
+  /// Stage indices holding a copy of the word-embedding table, ascending (Megatron's embedding
+  /// group, spec §3.6): derived from stage_param_names.
+  std::vector<int> embedding_group(const layout::PipelineLayout& layout,
+                                   const config::ModelConfig& cfg) const;
+  /// One chunk per stage index (tests, benchmarks and all-ranks-in-one-thread uses).
+  std::vector<std::unique_ptr<ModelChunk>> build_chunks(
+      const layout::PipelineLayout& layout, const config::ModelConfig& cfg,
       const InitialWeights& init, at::ScalarType dtype,
-      at::Device device = at::Device(at::kCPU)) const = 0;
+      at::Device device = at::Device(at::kCPU)) const;
 };
 
 }  // namespace mtp::engine

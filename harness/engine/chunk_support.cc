@@ -7,20 +7,6 @@
 
 namespace mtp::engine {
 
-ChunkOutput ModelChunk::forward(const at::Tensor& input, const MicrobatchTensors& mb) const {
-  auto prog = program(input, mb, /*split=*/false);
-  prog->forward_all();
-  ChunkOutput out;
-  if (plan().has_loss) {
-    out.objective = prog->result;
-    out.lm = prog->lm;
-    out.mtp = prog->mtp;
-  } else {
-    out.activation = prog->result;
-  }
-  return out;
-}
-
 void add_initial_params(model::ParamTable& table, const InitialWeights& init,
                         const std::vector<std::string>& names, at::ScalarType dtype,
                         at::Device device) {
@@ -30,23 +16,23 @@ void add_initial_params(model::ParamTable& table, const InitialWeights& init,
 }
 
 std::vector<std::string> decoder_param_names(const std::vector<int>& layers,
-                                             const model::ModelConfig& cfg) {
+                                             const config::ModelConfig& cfg) {
   std::vector<std::string> names;
   for (int i : layers) {
-    for (auto& n : model::layer_param_names(fmt::format("decoder.layers.{}.", i), cfg,
+    for (auto& n : config::layer_param_names(fmt::format("decoder.layers.{}.", i), cfg,
                                                   cfg.is_moe_layer(i))) names.push_back(n);
   }
   return names;
 }
 
-std::vector<std::string> mtp_param_names(const model::ModelConfig& cfg) {
+std::vector<std::string> mtp_param_names(const config::ModelConfig& cfg) {
   std::vector<std::string> names;
   for (int64_t k = 0; k < cfg.mtp_num_layers; ++k) {
     const std::string p = fmt::format("mtp.layers.{}.", k);
     names.push_back(p + "enorm.weight");
     names.push_back(p + "hnorm.weight");
     names.push_back(p + "eh_proj.weight");
-    for (auto& n : model::layer_param_names(p + "transformer_layer.", cfg, cfg.mtp_layer_is_moe())) names.push_back(n);
+    for (auto& n : config::layer_param_names(p + "transformer_layer.", cfg, cfg.mtp_layer_is_moe())) names.push_back(n);
     names.push_back(p + "final_layernorm.weight");
   }
   return names;
@@ -65,21 +51,21 @@ std::string format_layer_ranges(const std::vector<int>& layers, const char* pref
 }
 
 void add_pre_process_node(model::ChunkProgram& prog, bool first_stage,
-                          const model::ParamTable& params, const model::ModelConfig& cfg,
+                          const model::ParamTable& params, const config::ModelConfig& cfg,
                           const MicrobatchTensors& mb) {
   const model::ParamTable* table = &params;
-  const model::ModelConfig* c = &cfg;
+  const config::ModelConfig* c = &cfg;
   at::Tensor tokens = mb.tokens;
   prog.add("pre_process", -1, [first_stage, table, c, tokens](model::ChunkProgram& p) {
-    p.hidden = first_stage ? model::embed(tokens, table->get(model::kWordEmbeddingName), *c)
+    p.hidden = first_stage ? model::embed(tokens, table->get(config::kWordEmbeddingName), *c)
                            : p.input;
   });
 }
 
 void add_post_process_node(model::ChunkProgram& prog, const at::Tensor& head,
-                           const model::ModelConfig& cfg, const MicrobatchTensors& mb,
+                           const config::ModelConfig& cfg, const MicrobatchTensors& mb,
                            LossHidden source) {
-  const model::ModelConfig* c = &cfg;
+  const config::ModelConfig* c = &cfg;
   model::LossInputs in{mb.labels, mb.loss_mask};
   const int64_t m = mb.num_microbatches;
   prog.add("post_process", -1, [head, c, in, m, source](model::ChunkProgram& p) {
@@ -97,7 +83,7 @@ void add_post_process_node(model::ChunkProgram& prog, const at::Tensor& head,
   });
 }
 
-std::vector<int64_t> hidden_shape(const model::ModelConfig& cfg, int64_t factor) {
+std::vector<int64_t> hidden_shape(const config::ModelConfig& cfg, int64_t factor) {
   return {cfg.seq_length * factor, cfg.micro_batch_size, cfg.hidden_size};
 }
 

@@ -21,10 +21,10 @@ void add_initial_params(model::ParamTable& table, const InitialWeights& init,
 /// Parameter names of decoder layers `layers` (global, 0-based), canonical order (dense or MoE
 /// per cfg.is_moe_layer).
 std::vector<std::string> decoder_param_names(const std::vector<int>& layers,
-                                             const model::ModelConfig& cfg);
+                                             const config::ModelConfig& cfg);
 
 /// Parameter names of MTP depths 1..D, canonical order.
-std::vector<std::string> mtp_param_names(const model::ModelConfig& cfg);
+std::vector<std::string> mtp_param_names(const config::ModelConfig& cfg);
 
 /// "t0-2" for {0,1,2}, "t3 t5" for {3,5}, "" for none.
 std::string format_layer_ranges(const std::vector<int>& layers, const char* prefix);
@@ -32,7 +32,7 @@ std::string format_layer_ranges(const std::vector<int>& layers, const char* pref
 /// Appends the "pre_process" node: the word-embedding lookup of mb.tokens on the first stage
 /// (table `params`[embedding]), else the received input. Megatron PreProcessNode.
 void add_pre_process_node(model::ChunkProgram& prog, bool first_stage,
-                          const model::ParamTable& params, const model::ModelConfig& cfg,
+                          const model::ParamTable& params, const config::ModelConfig& cfg,
                           const MicrobatchTensors& mb);
 
 /// How the loss stage finds its hidden states.
@@ -45,10 +45,10 @@ enum class LossHidden {
 /// (model::loss_stage_forward); sets prog.result = objective and the lm / mtp losses.
 /// Megatron PostProcessNode.
 void add_post_process_node(model::ChunkProgram& prog, const at::Tensor& head,
-                           const model::ModelConfig& cfg, const MicrobatchTensors& mb,
+                           const config::ModelConfig& cfg, const MicrobatchTensors& mb,
                            LossHidden source);
 
 /// A [s·factor, b, H] shape.
-std::vector<int64_t> hidden_shape(const model::ModelConfig& cfg, int64_t factor);
+std::vector<int64_t> hidden_shape(const config::ModelConfig& cfg, int64_t factor);
 
 }  // namespace mtp::engine

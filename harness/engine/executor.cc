@@ -5,11 +5,11 @@
 #include <deque>
 #include <exception>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "harness/common/error.h"
 #include "harness/engine/determinism.h"
+#include "harness/transport/transport.h"
 
 namespace mtp::engine {
 namespace {
@@ -22,13 +22,15 @@ using Kind = MessageTag::Kind;
 /// Executes one rank's op list for one step.
 class RankExecutor {
  public:
-  RankExecutor(int rank, const std::vector<std::unique_ptr<ModelChunk>>& chunks,
-               const layout::PipelineLayout& layout, std::vector<Op> ops, bool split,
+  RankExecutor(const RankStep& rank, const layout::PipelineLayout& layout,
+               const schedule::ScheduleConfig& schedule,
                const std::vector<MicrobatchTensors>& microbatches, transport::Transport& tr,
-               const ExecutionOptions& options, StepLosses& losses, std::mutex& losses_mu)
-      : rank_(rank), chunks_(chunks), layout_(layout), ops_(std::move(ops)), split_(split),
+               const ExecutionOptions& options, StepLosses& losses)
+      : rank_(rank.pipeline_rank), chunks_(rank.chunks), peers_(rank.transport_ranks),
+        layout_(layout), ops_(schedule::rank_ops(schedule, rank.pipeline_rank)),
+        split_(schedule.kind == schedule::ScheduleKind::kCombined1F1B),
         microbatches_(microbatches), tr_(tr), options_(options), losses_(losses),
-        losses_mu_(losses_mu), stored_(layout.virtual_size) {}
+        stored_(layout.virtual_size) {}
 
   void run() {
     pin_thread_determinism();
@@ -51,7 +53,7 @@ class RankExecutor {
         finish_backward(ops_[j], *s.prog);
       }
     }
-    tr_.note(rank_, "finished its schedule");
+    tr_.note(me(), "finished its schedule");
   }
 
  private:
@@ -66,7 +68,9 @@ class RankExecutor {
 
   int stage(const Op& op) const { return op.chunk * layout_.pipeline_size + rank_; }
   int last_stage() const { return layout_.num_stages() - 1; }
-  int rank_of(int stage) const { return stage % layout_.pipeline_size; }
+  /// Transport rank of the pipeline rank holding `stage`.
+  int rank_of(int stage) const { return peers_[stage % layout_.pipeline_size]; }
+  int me() const { return peers_[rank_]; }
 
   // The receive op j needs, if any: its input activation (forward, not stage 0) or its output
   // gradient (backward, not the loss stage).
@@ -75,11 +79,11 @@ class RankExecutor {
     const int s = stage(op);
     if (op.type == OpType::kForward) {
       if (s == 0) return false;
-      r = {rank_, rank_of(s - 1), {Kind::kActivation, s - 1, op.microbatch},
+      r = {me(), rank_of(s - 1), {Kind::kActivation, s - 1, op.microbatch},
            chunks_[s]->input_shape()};
     } else {
       if (s == last_stage()) return false;
-      r = {rank_, rank_of(s + 1), {Kind::kGradient, s + 1, op.microbatch},
+      r = {me(), rank_of(s + 1), {Kind::kGradient, s + 1, op.microbatch},
            chunks_[s]->output_shape()};
     }
     return true;
@@ -105,7 +109,7 @@ class RankExecutor {
 
   std::unique_ptr<model::ChunkProgram> begin_forward(size_t j) {
     const Op& op = ops_[j];
-    tr_.note(rank_, fmt::format("forward chunk {} (stage {}) microbatch {}", op.chunk, stage(op),
+    tr_.note(me(), fmt::format("forward chunk {} (stage {}) microbatch {}", op.chunk, stage(op),
                                 op.microbatch));
     at::Tensor input = fetch(j);
     if (input.defined()) input.requires_grad_(true);
@@ -115,18 +119,17 @@ class RankExecutor {
   void finish_forward(const Op& op, std::unique_ptr<model::ChunkProgram> prog) {
     const int s = stage(op);
     if (s == last_stage()) {
-      std::lock_guard<std::mutex> lock(losses_mu_);
       losses_.lm[op.microbatch] = prog->lm;
       losses_.mtp[op.microbatch] = prog->mtp;
     } else {
-      tr_.send(rank_, rank_of(s + 1), {Kind::kActivation, s, op.microbatch}, prog->result);
+      tr_.send(me(), rank_of(s + 1), {Kind::kActivation, s, op.microbatch}, prog->result);
     }
     stored_[op.chunk].push_back({op.microbatch, std::move(prog)});
   }
 
   Backward begin_backward(size_t j) {
     const Op& op = ops_[j];
-    tr_.note(rank_, fmt::format("backward chunk {} (stage {}) microbatch {}", op.chunk, stage(op),
+    tr_.note(me(), fmt::format("backward chunk {} (stage {}) microbatch {}", op.chunk, stage(op),
                                 op.microbatch));
     auto& q = stored_[op.chunk];
     MTP_INTERNAL_ASSERT(!q.empty() && q.front().microbatch == op.microbatch,
@@ -143,7 +146,7 @@ class RankExecutor {
     if (s == 0) return;
     MTP_INTERNAL_ASSERT(prog.input.grad().defined(),
                         fmt::format("stage {} produced no input gradient", s));
-    tr_.send(rank_, rank_of(s - 1), {Kind::kGradient, s, op.microbatch}, prog.input.grad());
+    tr_.send(me(), rank_of(s - 1), {Kind::kGradient, s, op.microbatch}, prog.input.grad());
   }
 
   // Node groups of a program: consecutive nodes of one layer form a group; every node outside a
@@ -167,7 +170,7 @@ class RankExecutor {
   void combined(size_t jf, size_t jb) {
     auto fprog = begin_forward(jf);
     Backward b = begin_backward(jb);
-    tr_.note(rank_, fmt::format("combined step: forward chunk {} mb {} | backward chunk {} mb {}",
+    tr_.note(me(), fmt::format("combined step: forward chunk {} mb {} | backward chunk {} mb {}",
                                 ops_[jf].chunk, ops_[jf].microbatch, ops_[jb].chunk,
                                 ops_[jb].microbatch));
     model::ChunkProgram& f = *fprog;
@@ -217,8 +220,9 @@ class RankExecutor {
     finish_backward(ops_[jb], bp);
   }
 
-  const int rank_;
-  const std::vector<std::unique_ptr<ModelChunk>>& chunks_;
+  const int rank_;  // pipeline rank
+  const std::vector<const ModelChunk*>& chunks_;
+  const std::vector<int>& peers_;
   const layout::PipelineLayout& layout_;
   const std::vector<Op> ops_;
   const bool split_;
@@ -226,61 +230,82 @@ class RankExecutor {
   transport::Transport& tr_;
   const ExecutionOptions options_;
   StepLosses& losses_;
-  std::mutex& losses_mu_;
   std::vector<std::deque<Stored>> stored_;
   std::map<size_t, transport::Transport::PendingRecv> posted_;
 };
 
 }  // namespace
 
+StepLosses run_rank_step(const RankStep& rank, const layout::PipelineLayout& layout,
+                         const schedule::ScheduleConfig& schedule,
+                         const std::vector<MicrobatchTensors>& microbatches,
+                         transport::Transport& transport, const ExecutionOptions& options) {
+  StepLosses losses;
+  if ((layout.num_stages() - 1) % layout.pipeline_size == rank.pipeline_rank) {
+    losses.lm.assign(microbatches.size(), 0.0);
+    losses.mtp.assign(microbatches.size(), {});
+  }
+  RankExecutor ex(rank, layout, schedule, microbatches, transport, options, losses);
+  ex.run();
+  return losses;
+}
+
+void run_on_threads(int n, const std::function<void(int)>& body,
+                    const std::function<void(int, const std::string&)>& on_error) {
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<bool> aborted(n, false);
+  auto guarded = [&](int i) {
+    try {
+      body(i);
+    } catch (const transport::TransportAborted& e) {
+      errors[i] = std::current_exception();
+      aborted[i] = true;
+      on_error(i, e.what());
+    } catch (const std::exception& e) {
+      errors[i] = std::current_exception();
+      on_error(i, e.what());
+    } catch (...) {
+      errors[i] = std::current_exception();
+      on_error(i, "unknown exception");
+    }
+  };
+  if (n == 1) {
+    guarded(0);
+  } else {
+    std::vector<std::thread> threads;
+    for (int i = 0; i < n; ++i) threads.emplace_back(guarded, i);
+    for (auto& t : threads) t.join();
+  }
+  int first = -1;
+  for (int i = 0; i < n; ++i) {
+    if (!errors[i]) continue;
+    if (first < 0 || (!aborted[i] && aborted[first])) first = i;
+  }
+  if (first >= 0) std::rethrow_exception(errors[first]);
+}
+
 StepLosses run_pipeline_step(const std::vector<std::unique_ptr<ModelChunk>>& chunks,
                              const layout::PipelineLayout& layout,
                              const schedule::ScheduleConfig& schedule,
                              const std::vector<MicrobatchTensors>& microbatches,
-                             transport::Transport& transport, const ExecutionOptions& options,
-                             const std::vector<int>& local_ranks) {
+                             transport::Transport& transport, const ExecutionOptions& options) {
   const int P = layout.pipeline_size;
-  const size_t M = microbatches.size();
-  const bool split = schedule.kind == schedule::ScheduleKind::kCombined1F1B;
-  StepLosses losses;
-  losses.lm.assign(M, 0.0);
-  losses.mtp.assign(M, {});
-  std::mutex losses_mu;
-  std::vector<std::exception_ptr> errors(P);
-  std::vector<std::string> error_text(P);
-  auto body = [&](int rank) {
-    try {
-      RankExecutor ex(rank, chunks, layout, schedule::rank_ops(schedule, rank), split,
-                      microbatches, transport, options, losses, losses_mu);
-      ex.run();
-    } catch (const std::exception& e) {
-      errors[rank] = std::current_exception();
-      error_text[rank] = e.what();
-      transport.abort(fmt::format("rank {} failed: {}", rank, e.what()));
-    } catch (...) {
-      errors[rank] = std::current_exception();
-      transport.abort(fmt::format("rank {} failed", rank));
-    }
-  };
-  std::vector<int> ranks = local_ranks;
-  if (ranks.empty()) {
-    for (int r = 0; r < P; ++r) ranks.push_back(r);
-  }
-  if (ranks.size() == 1) {
-    body(ranks[0]);
-  } else {
-    std::vector<std::thread> threads;
-    for (int r : ranks) threads.emplace_back(body, r);
-    for (auto& t : threads) t.join();
-  }
-  int first = -1;
-  auto aborted = [&](int r) { return error_text[r].find("aborted: rank") != std::string::npos; };
-  for (int r = 0; r < P; ++r) {
-    if (!errors[r]) continue;
-    if (first < 0 || (!aborted(r) && aborted(first))) first = r;
-  }
-  if (first >= 0) std::rethrow_exception(errors[first]);
-  return losses;
+  std::vector<const ModelChunk*> all;
+  for (const auto& c : chunks) all.push_back(c.get());
+  std::vector<int> peers;
+  for (int p = 0; p < P; ++p) peers.push_back(p);
+  std::vector<StepLosses> losses(P);
+  run_on_threads(
+      P,
+      [&](int p) {
+        pin_thread_determinism();
+        losses[p] = run_rank_step({p, all, peers}, layout, schedule, microbatches, transport,
+                                  options);
+      },
+      [&](int p, const std::string& why) {
+        transport.abort(fmt::format("rank {} failed: {}", p, why));
+      });
+  return losses[(layout.num_stages() - 1) % P];
 }
 
 }  // namespace mtp::engine

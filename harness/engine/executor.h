@@ -1,10 +1,12 @@
 // File: harness/engine/executor.h
 //
-// Runs the forward and backward passes of one optimizer step: P pipeline ranks as threads, each
-// executing its schedule's op list (receive → compute → send) over a Transport.
+// Runs the forward and backward passes of one optimizer step on one pipeline rank: its
+// schedule's op list (receive → compute → send) over a Transport.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "harness/engine/chunk.h"
@@ -27,22 +29,46 @@ struct ExecutionOptions {
   bool overlap_p2p = false;
 };
 
-/// Runs the ops of `local_ranks` (empty = every rank; each as its own thread) for one step. chunks[i] is the chunk of stage index i (i = v·P + p);
-/// microbatches has M entries. Grads accumulate into the chunks' parameters (.grad), first in
-/// first out per chunk. Plain schedules run each chunk's forward as one autograd graph and its
-/// backward in one call; combined 1F1B (ScheduleKind::kCombined1F1B) splits every chunk into
-/// nodes with detached boundaries and runs each steady (F, B) pair as one combined step whose
-/// node forwards and node backwards interleave layer by layer in Megatron's sub-step order
-/// (spec §4.6): B.mtp_post, B.combine, F.attn, B.mlp, F.dispatch, B.dispatch, F.mlp, F.combine,
-/// B.attn, F.mtp_post. An exception on any rank aborts the transport, joins every thread and is
-/// rethrown (a rank that failed for its own reason before one that was only aborted).
-/// Schedule semantics: Megatron-LM schedules.py and combined_1f1b.py (spec §4.2–4.6).
+/// One pipeline rank's share of a step: where its chunks are and who its neighbours are.
+struct RankStep {
+  int pipeline_rank = 0;
+  /// Indexed by stage index i = v·P + p; the entries of this rank's stages (p, p + P, …) are
+  /// set, the others may be null.
+  std::vector<const ModelChunk*> chunks;
+  /// Transport rank of every pipeline rank of this rank's data-parallel replica (index p).
+  std::vector<int> transport_ranks;
+};
+
+/// Runs one pipeline rank's ops of one step (Megatron-LM schedules.py and combined_1f1b.py,
+/// spec §4.2–4.6): receive → compute → send for each op of schedule::rank_ops. microbatches has
+/// M entries. Grads accumulate into the chunks' parameters (.grad), first in first out per
+/// chunk. Plain schedules run each chunk's forward as one autograd graph and its backward in one
+/// call; combined 1F1B (ScheduleKind::kCombined1F1B) splits every chunk into nodes with detached
+/// boundaries and runs each steady (F, B) pair as one combined step whose node forwards and node
+/// backwards interleave layer by layer in Megatron's sub-step order (spec §4.6): B.mtp_post,
+/// B.combine, F.attn, B.mlp, F.dispatch, B.dispatch, F.mlp, F.combine, B.attn, F.mtp_post.
+/// Returns the per-microbatch losses when this rank holds the loss stage (else empty vectors).
+/// Throws what the transport throws (InfraError, TransportAborted) and model errors.
+StepLosses run_rank_step(const RankStep& rank, const layout::PipelineLayout& layout,
+                         const schedule::ScheduleConfig& schedule,
+                         const std::vector<MicrobatchTensors>& microbatches,
+                         transport::Transport& transport, const ExecutionOptions& options = {});
+
+/// Every pipeline rank of one replica as its own thread over `transport` (transport rank p =
+/// pipeline rank p), chunks[i] the chunk of stage i: benchmarks and tests. An exception on any
+/// rank aborts the transport, joins every thread and is rethrown, a rank's own failure before a
+/// TransportAborted it caused elsewhere.
 StepLosses run_pipeline_step(const std::vector<std::unique_ptr<ModelChunk>>& chunks,
                              const layout::PipelineLayout& layout,
                              const schedule::ScheduleConfig& schedule,
                              const std::vector<MicrobatchTensors>& microbatches,
                              transport::Transport& transport,
-                             const ExecutionOptions& options = {},
-                             const std::vector<int>& local_ranks = {});
+                             const ExecutionOptions& options = {});
+
+/// Runs body(i) for i in [0, n) on n threads (inline when n == 1). When body(i) throws, calls
+/// on_error(i, what) (to abort the transport and wake the others), joins every thread and
+/// rethrows the lowest i's failure that is not a TransportAborted (else the lowest i's).
+void run_on_threads(int n, const std::function<void(int)>& body,
+                    const std::function<void(int, const std::string&)>& on_error);
 
 }  // namespace mtp::engine

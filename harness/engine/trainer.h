@@ -1,43 +1,59 @@
 // File: harness/engine/trainer.h
 //
-// Trains one variant of a scenario for `steps` optimizer steps and writes its HDF5 step record
-// (architecture.md §3 data flow, §6 schema).
+// Trains one variant for its plan's steps and writes its HDF5 step record (architecture.md §3
+// data flow, §6 schema). Every rank (pipeline rank × data-parallel rank) runs the same step loop
+// (SPMD), whether as a thread of this process or as a process of a torchrun/mpirun launch:
+//   microbatches of its data-parallel rank → its schedule's ops (executor) →
+//   finalize_model_grads (data-parallel sync, embedding group) → [clip: canonical global norm] →
+//   optimizer → the recording rank (pipeline rank 0, data-parallel rank 0) gathers the batch,
+//   losses, main grads and weights and writes the record.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "harness/data/token_source.h"
 #include "harness/engine/chunk.h"
-#include "harness/engine/run_config.h"
-#include "harness/model/config.h"
-#include "harness/schedule/schedule.h"
+#include "harness/engine/plan.h"
+
+namespace mtp {
+namespace transport {
+class Transport;
+}  // namespace transport
+}  // namespace mtp
 
 namespace mtp::engine {
 
-/// Summary of a finished run.
-struct RunResult {
-  std::string record_path;
-  double wall_seconds = 0.0;
-  std::vector<double> total_loss;  ///< per step
-  std::vector<std::string> chunk_map;  ///< "stage i (p, v): describe()" per stage
+/// Where and how to run.
+struct RunOptions {
+  /// Transport ranks this process runs, each as a thread; empty = every rank. With a subset (one
+  /// process per rank), `transport` must connect every process, and only the process holding
+  /// rank 0 writes the record.
+  std::vector<int> local_ranks;
+  transport::Transport* transport = nullptr;  ///< null: an in-process transport for all ranks
+  int device_index = 0;         ///< CUDA device of this process's ranks (device = cuda)
+  std::string record_path;      ///< HDF5 record to write (atomically)
+  std::string scenario_name;
+  std::chrono::milliseconds recv_timeout{120000};
+  uint64_t delay_seed = 0;      ///< seed of random transport delays
 };
 
-/// Builds the layout and chunks of `variant`, runs cfg.steps steps (schedule → finalize grads
-/// over the embedding group in ascending stage order → optional clip with a canonical-order
-/// norm → Adam), and writes the record to options.record_path atomically.
-/// Throws InputError for a bad variant (layout, schedule, implementation mismatch),
-/// InfraError for transport timeouts and I/O, InternalError for harness bugs.
-RunResult run_variant(const model::ModelConfig& model, const TrainingConfig& training,
-                      const data::DataConfig& data, const VariantSpec& variant,
-                      const Implementation& impl, const RunOptions& options);
+/// Summary of a finished run.
+struct RunResult {
+  RunPlan plan;
+  std::string record_path;
+  double wall_seconds = 0.0;
+  std::vector<double> total_loss;      ///< per step (on the process that records)
+  std::vector<std::string> chunk_map;  ///< "stage i (pp p, vpp v): describe()" per stage
+};
 
-/// The layout a variant runs: its layout string for P (or the default split when empty).
-layout::PipelineLayout variant_layout(const VariantSpec& variant, const model::ModelConfig& model);
-
-/// The schedule a variant runs (explicit, or derived from P and V).
-schedule::ScheduleConfig variant_schedule(const VariantSpec& variant,
-                                          const layout::PipelineLayout& layout,
-                                          int64_t num_microbatches);
+/// Runs `plan` with `impl` on `data` and writes the record to options.record_path atomically.
+/// Throws InputError for bad input found while running (data), InfraError for transport
+/// timeouts and I/O (TransportAborted only when nothing else failed), InternalError for harness
+/// bugs.
+RunResult run_variant(const RunPlan& plan, const Implementation& impl,
+                      const data::DataConfig& data, const RunOptions& options);
 
 }  // namespace mtp::engine

@@ -12,9 +12,9 @@ const at::Tensor& InitialWeights::get(const std::string& name) const {
   throw InternalError(fmt::format("no initial weight named {}", name));
 }
 
-InitialWeights make_initial_weights(const model::ModelConfig& cfg, uint64_t seed) {
+InitialWeights make_initial_weights(const config::ModelConfig& cfg, uint64_t seed) {
   InitialWeights w;
-  w.specs = model::parameter_specs(cfg);
+  w.specs = config::parameter_specs(cfg);
   for (const auto& s : w.specs) w.values.push_back(model::initial_value(s, seed));
   return w;
 }

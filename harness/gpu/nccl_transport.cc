@@ -25,7 +25,9 @@ namespace {
 using transport::MessageTag;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kHeader = 8;  // kind, stage, microbatch, dtype, ndim, d0, d1, d2
+// kind, stage, microbatch, op, group, sequence, part, dtype, ndim, d0, d1, d2, d3
+constexpr int kHeader = 13;
+constexpr int kMaxDims = 4;
 
 ncclDataType_t nccl_type(at::ScalarType t) {
   switch (t) {
@@ -115,12 +117,23 @@ class NcclTransport final : public transport::Transport {
     MTP_INTERNAL_ASSERT(src == env_.rank, fmt::format("rank {} cannot send for rank {}", env_.rank, src));
     c10::cuda::CUDAGuard guard(device_);
     Channel& ch = channel(src, dst);
-    at::Tensor payload = t.detach().contiguous();
-    MTP_INTERNAL_ASSERT(payload.is_cuda() && payload.dim() <= 3,
-                        "NCCL transport sends CUDA tensors of at most 3 dimensions");
-    int64_t h[kHeader] = {static_cast<int64_t>(tag.kind), tag.stage, tag.microbatch,
-                          static_cast<int64_t>(payload.scalar_type()), payload.dim(), 1, 1, 1};
-    for (int64_t i = 0; i < payload.dim(); ++i) h[5 + i] = payload.size(i);
+    // A copy, made on the current stream: the caller may overwrite `t` as soon as send returns
+    // (the Transport contract), while NCCL reads the copy on the channel stream.
+    at::Tensor payload = t.detach().contiguous().clone();
+    MTP_INTERNAL_ASSERT(payload.is_cuda() && payload.dim() <= kMaxDims,
+                        fmt::format("NCCL transport sends CUDA tensors of at most {} dimensions",
+                                    kMaxDims));
+    int64_t h[kHeader] = {static_cast<int64_t>(tag.kind),
+                          tag.stage,
+                          tag.microbatch,
+                          static_cast<int64_t>(tag.op),
+                          static_cast<int64_t>(tag.group),
+                          tag.sequence,
+                          tag.part,
+                          static_cast<int64_t>(payload.scalar_type()),
+                          payload.dim(),
+                          1, 1, 1, 1};
+    for (int64_t i = 0; i < payload.dim(); ++i) h[9 + i] = payload.size(i);
     at::Tensor header = at::from_blob(h, {kHeader}, at::kLong).to(payload.device());
     // The channel stream waits for the work that produced the payload and the header.
     at::cuda::CUDAEvent ready;
@@ -168,10 +181,20 @@ class NcclTransport final : public transport::Transport {
       wait_stream(ch, deadline, dst, src, tag);
       at::Tensor h = header.cpu();
       const int64_t* hv = h.data_ptr<int64_t>();
-      MessageTag got{static_cast<MessageTag::Kind>(hv[0]), static_cast<int>(hv[1]), static_cast<int>(hv[2])};
-      std::vector<int64_t> shape(hv + 5, hv + 5 + hv[4]);
+      MessageTag got;
+      got.kind = static_cast<MessageTag::Kind>(hv[0]);
+      got.stage = static_cast<int>(hv[1]);
+      got.microbatch = static_cast<int>(hv[2]);
+      got.op = static_cast<transport::CollectiveOp>(hv[3]);
+      got.group = static_cast<uint64_t>(hv[4]);
+      got.sequence = hv[5];
+      got.part = static_cast<int>(hv[6]);
+      MTP_INTERNAL_ASSERT(hv[8] >= 0 && hv[8] <= kMaxDims,
+                          fmt::format("rank {}: header from rank {} declares {} dimensions",
+                                      env_.rank, src, hv[8]));
+      std::vector<int64_t> shape(hv + 9, hv + 9 + hv[8]);
       at::Tensor payload = at::empty(shape, at::TensorOptions()
-                                                .dtype(static_cast<at::ScalarType>(hv[3]))
+                                                .dtype(static_cast<at::ScalarType>(hv[7]))
                                                 .device(at::kCUDA, device_));
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -209,7 +232,8 @@ class NcclTransport final : public transport::Transport {
     auto it = channels_.find({a, b});
     MTP_INTERNAL_ASSERT(it != channels_.end(), fmt::format("no NCCL channel {} -> {}", a, b));
     if (it->second.comm == nullptr) {
-      throw InfraError(fmt::format("rank {}: NCCL channel {} -> {} was aborted: {}", env_.rank, a, b, abort_reason_));
+      throw transport::TransportAborted(fmt::format("rank {}: NCCL channel {} -> {} was aborted: {}",
+                                                  env_.rank, a, b, abort_reason_));
     }
     return it->second;
   }

@@ -17,7 +17,7 @@ namespace {
 // `moe`: 3 layers with moe_layer_freq {0, 1, 1} (dense, MoE, MoE), 4 experts, top-2, a shared
 // expert, a fixed expert bias and D = 1, so the MTP layer is MoE too.
 struct Tiny {
-  ModelConfig cfg;
+  config::ModelConfig cfg;
   ParamTable params;
   at::Tensor tokens, labels, mask;
   explicit Tiny(bool moe = false) {
@@ -44,7 +44,7 @@ struct Tiny {
       cfg.moe_router_topk_scaling_factor = 1.5;
     }
     cfg.validate();
-    for (auto spec : parameter_specs(cfg)) {
+    for (auto spec : config::parameter_specs(cfg)) {
       if (spec.init_std == 0.0) spec.init_std = 0.3;  // norms away from 1 to exercise them
       auto t = initial_value(spec, 99) * (spec.name.find("norm") != std::string::npos ? 1.0 : 10.0);
       if (spec.name.find("norm") != std::string::npos) t = t + 1.0;
@@ -59,15 +59,15 @@ struct Tiny {
   }
   LossOutput run(int64_t M) const {
     auto rope = rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, at::kDouble);
-    const auto& E = params.get(kWordEmbeddingName);
+    const auto& E = params.get(config::kWordEmbeddingName);
     auto x = embedding_lookup(tokens, E);
     std::vector<int> layers;
     for (int i = 0; i < cfg.num_layers; ++i) layers.push_back(i);
     auto h = decoder_layers_forward(x, layers, params, cfg, rope);
-    auto h0 = rms_norm(h, params.get(kFinalLayernormName), cfg.norm_epsilon);
+    auto h0 = rms_norm(h, params.get(config::kFinalLayernormName), cfg.norm_epsilon);
     auto hs = mtp_block_forward(h0, tokens, E, params, cfg, rope);
     hs.insert(hs.begin(), h0);
-    return loss_stage_forward(hs, params.get(kOutputLayerName), {labels, mask}, cfg, M);
+    return loss_stage_forward(hs, params.get(config::kOutputLayerName), {labels, mask}, cfg, M);
   }
   double objective(int64_t M) const {
     c10::NoGradGuard ng;

@@ -23,12 +23,12 @@ struct LayerState {
 /// the start of the attn node (MTP preprocessing) and returns the layer input; `post` runs at the
 /// end of the layer's last node.
 void append_layer(ChunkProgram& prog, int layer, const std::string& prefix, bool is_moe,
-                  const ParamTable& params, const ModelConfig& cfg, const RopeTables& rope,
+                  const ParamTable& params, const config::ModelConfig& cfg, const RopeTables& rope,
                   std::function<at::Tensor(ChunkProgram&)> pre,
                   std::function<at::Tensor(ChunkProgram&, const at::Tensor&)> post) {
   auto st = std::make_shared<LayerState>();
   st->w = LayerWeights::from(params, prefix, cfg, is_moe);
-  const ModelConfig* c = &cfg;
+  const config::ModelConfig* c = &cfg;
   const RopeTables* r = &rope;
   auto attention = [st, c, r](const at::Tensor& x) {
     return x + self_attention(norm(x, st->w.input_layernorm, *c), st->w, *c, *r);
@@ -74,11 +74,11 @@ void append_layer(ChunkProgram& prog, int layer, const std::string& prefix, bool
 }  // namespace
 
 void append_decoder_layer_nodes(ChunkProgram& prog, int layer, const ParamTable& params,
-                                const ModelConfig& cfg, const RopeTables& rope,
+                                const config::ModelConfig& cfg, const RopeTables& rope,
                                 const at::Tensor& final_norm) {
   std::function<at::Tensor(ChunkProgram&, const at::Tensor&)> post;
   if (final_norm.defined()) {
-    const ModelConfig* c = &cfg;
+    const config::ModelConfig* c = &cfg;
     at::Tensor w = final_norm;
     post = [w, c](ChunkProgram&, const at::Tensor& h) { return norm(h, w, *c); };
   }
@@ -87,7 +87,7 @@ void append_decoder_layer_nodes(ChunkProgram& prog, int layer, const ParamTable&
 }
 
 void append_mtp_nodes(ChunkProgram& prog, const at::Tensor& tokens, const at::Tensor& table,
-                      const ParamTable& params, const ModelConfig& cfg, const RopeTables& rope,
+                      const ParamTable& params, const config::ModelConfig& cfg, const RopeTables& rope,
                       bool concat) {
   auto ids = std::make_shared<at::Tensor>(tokens);
   const int64_t D = cfg.mtp_num_layers;
@@ -97,7 +97,7 @@ void append_mtp_nodes(ChunkProgram& prog, const at::Tensor& tokens, const at::Te
     at::Tensor hnorm = params.get(p + "hnorm.weight");
     at::Tensor eh_proj = params.get(p + "eh_proj.weight");
     at::Tensor final_norm = params.get(p + "final_layernorm.weight");
-    const ModelConfig* c = &cfg;
+    const config::ModelConfig* c = &cfg;
     auto pre = [ids, table, enorm, hnorm, eh_proj, c](ChunkProgram& prog_) {
       if (prog_.mtp_hidden.empty()) prog_.mtp_hidden.push_back(prog_.hidden);  // h0
       *ids = roll_left(*ids);

@@ -15,7 +15,7 @@
 
 #include <ATen/ATen.h>
 
-#include "harness/model/config.h"
+#include "harness/config/model_config.h"
 #include "harness/model/layers.h"
 #include "harness/model/param_table.h"
 #include "harness/model/program.h"
@@ -26,7 +26,7 @@ namespace mtp::model {
 /// When `final_norm` is defined, the layer's last node applies it afterwards (trunk FLN).
 /// `params`, `cfg` and `rope` must outlive the program.
 void append_decoder_layer_nodes(ChunkProgram& prog, int layer, const ParamTable& params,
-                                const ModelConfig& cfg, const RopeTables& rope,
+                                const config::ModelConfig& cfg, const RopeTables& rope,
                                 const at::Tensor& final_norm);
 
 /// Appends the nodes of MTP depths 1..D. The first depth takes h0 = prog.hidden (the trunk
@@ -35,7 +35,7 @@ void append_decoder_layer_nodes(ChunkProgram& prog, int layer, const ParamTable&
 /// standalone stage's output); otherwise prog.hidden = hD. tokens [b, s] int64; `table` is this
 /// chunk's embedding copy [V, H].
 void append_mtp_nodes(ChunkProgram& prog, const at::Tensor& tokens, const at::Tensor& table,
-                      const ParamTable& params, const ModelConfig& cfg, const RopeTables& rope,
+                      const ParamTable& params, const config::ModelConfig& cfg, const RopeTables& rope,
                       bool concat);
 
 }  // namespace mtp::model

@@ -37,7 +37,7 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
 }
 
 LayerWeights LayerWeights::from(const ParamTable& params, const std::string& prefix,
-                                const ModelConfig& cfg, bool is_moe) {
+                                const config::ModelConfig& cfg, bool is_moe) {
   LayerWeights w;
   w.input_layernorm = params.get(prefix + "input_layernorm.weight");
   w.linear_qkv = params.get(prefix + "self_attention.linear_qkv.weight");
@@ -52,7 +52,7 @@ LayerWeights LayerWeights::from(const ParamTable& params, const std::string& pre
   return w;
 }
 
-at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w, const ModelConfig& cfg,
+at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w, const config::ModelConfig& cfg,
                           const RopeTables& rope) {
   const int64_t s = x.size(0), b = x.size(1);
   const int64_t nh = cfg.num_attention_heads, ng = cfg.num_query_groups, hn = cfg.kv_channels();
@@ -91,20 +91,20 @@ at::Tensor swiglu_mlp(const at::Tensor& x, const LayerWeights& w) {
   return swiglu(x, w.linear_fc1, w.linear_fc2);
 }
 
-at::Tensor transformer_layer(const at::Tensor& x, const LayerWeights& w, const ModelConfig& cfg,
+at::Tensor transformer_layer(const at::Tensor& x, const LayerWeights& w, const config::ModelConfig& cfg,
                              const RopeTables& rope) {
   auto h = x + self_attention(norm(x, w.input_layernorm, cfg), w, cfg, rope);
   if (w.moe) return h + moe_mlp(norm(h, w.pre_mlp_layernorm, cfg), *w.moe, cfg);
   return h + swiglu_mlp(norm(h, w.pre_mlp_layernorm, cfg), w);
 }
 
-at::Tensor norm(const at::Tensor& x, const at::Tensor& weight, const ModelConfig& cfg) {
-  if (cfg.kernels == "harness") return kernels::rms_norm(x, weight, cfg.norm_epsilon);
+at::Tensor norm(const at::Tensor& x, const at::Tensor& weight, const config::ModelConfig& cfg) {
+  if (cfg.kernels == config::Kernels::kHarness) return kernels::rms_norm(x, weight, cfg.norm_epsilon);
   return rms_norm(x, weight, cfg.norm_epsilon);
 }
 
-at::Tensor embed(const at::Tensor& ids, const at::Tensor& table, const ModelConfig& cfg) {
-  if (cfg.kernels == "harness") return kernels::embedding_lookup(ids, table);
+at::Tensor embed(const at::Tensor& ids, const at::Tensor& table, const config::ModelConfig& cfg) {
+  if (cfg.kernels == config::Kernels::kHarness) return kernels::embedding_lookup(ids, table);
   return embedding_lookup(ids, table);
 }
 
@@ -119,7 +119,7 @@ at::Tensor embedding_lookup(const at::Tensor& ids, const at::Tensor& table) {
 namespace mtp::model {
 
 at::Tensor decoder_layers_forward(const at::Tensor& x, const std::vector<int>& layer_ids,
-                                  const ParamTable& params, const ModelConfig& cfg,
+                                  const ParamTable& params, const config::ModelConfig& cfg,
                                   const RopeTables& rope) {
   at::Tensor h = x;
   for (int i : layer_ids) {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/model/config.h"
+#include "harness/config/model_config.h"
 #include "harness/model/moe.h"
 #include "harness/model/param_table.h"
 
@@ -39,7 +39,7 @@ RopeTables rope_tables(int64_t seq_length, int64_t kv_channels, double base, at:
 at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope);
 
 /// Weights of one pre-norm transformer layer, looked up from a ParamTable by the names of
-/// layer_param_names(prefix, cfg, is_moe). A dense layer fills linear_fc1/linear_fc2; an MoE
+/// config::layer_param_names(prefix, cfg, is_moe). A dense layer fills linear_fc1/linear_fc2; an MoE
 /// layer fills `moe` instead (and leaves linear_fc1/linear_fc2 undefined).
 struct LayerWeights {
   at::Tensor input_layernorm;  ///< [H]
@@ -51,13 +51,13 @@ struct LayerWeights {
   std::optional<MoeWeights> moe;  ///< MoE layers: router, routed experts, shared expert
   /// `is_moe`: decoder layer i: cfg.is_moe_layer(i); MTP layers: cfg.mtp_layer_is_moe().
   static LayerWeights from(const ParamTable& params, const std::string& prefix,
-                           const ModelConfig& cfg, bool is_moe);
+                           const config::ModelConfig& cfg, bool is_moe);
 };
 
 /// Causal self-attention with RoPE and GQA. x [s, b, H] (already normalised) → [s, b, H].
 /// Scores · 1/√hn, masked (future) scores set to −10000, softmax over keys, query head h reads
 /// KV group h / (nh/ng). Megatron SelfAttention + DotProductAttention (local spec).
-at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w, const ModelConfig& cfg,
+at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w, const config::ModelConfig& cfg,
                           const RopeTables& rope);
 
 /// SwiGLU: fc2(silu(gate) · up), [gate; up] = x · fc1ᵀ. x [..., H], fc1 [2F, H], fc2 [H, F] →
@@ -70,16 +70,16 @@ at::Tensor swiglu_mlp(const at::Tensor& x, const LayerWeights& w);
 /// Pre-norm residual layer: x + attn(norm(x)), then + mlp(norm(·)), where mlp is the dense SwiGLU
 /// or, when w.moe is set, moe_mlp (moe.h). x [s, b, H] → [s, b, H].
 /// Megatron TransformerLayer (local spec, dropout 0, no biases).
-at::Tensor transformer_layer(const at::Tensor& x, const LayerWeights& w, const ModelConfig& cfg,
+at::Tensor transformer_layer(const at::Tensor& x, const LayerWeights& w, const config::ModelConfig& cfg,
                              const RopeTables& rope);
 
 /// RMSNorm with the kernels `cfg` selects (cfg.kernels, cfg.norm_epsilon): rms_norm above, or
 /// kernels::rms_norm (one autograd node, fixed-order weight-gradient reduction).
-at::Tensor norm(const at::Tensor& x, const at::Tensor& weight, const ModelConfig& cfg);
+at::Tensor norm(const at::Tensor& x, const at::Tensor& weight, const config::ModelConfig& cfg);
 
 /// Word-embedding lookup with the kernels `cfg` selects: embedding_lookup below, or
 /// kernels::embedding_lookup (backward by stable sort of the ids, no atomics). ids [b, s] → [s, b, H].
-at::Tensor embed(const at::Tensor& ids, const at::Tensor& table, const ModelConfig& cfg);
+at::Tensor embed(const at::Tensor& ids, const at::Tensor& table, const config::ModelConfig& cfg);
 
 /// Word-embedding lookup: ids [b, s] int64, table [V, H] → [s, b, H] (contiguous). Megatron
 /// LanguageModelEmbedding without position embedding; index_select (its deterministic path).
@@ -93,7 +93,7 @@ namespace mtp::model {
 /// "decoder.layers.<i>." in `params`; layer i is MoE when cfg.is_moe_layer(i). Megatron
 /// TransformerBlock without the final norm.
 at::Tensor decoder_layers_forward(const at::Tensor& x, const std::vector<int>& layer_ids,
-                                  const ParamTable& params, const ModelConfig& cfg,
+                                  const ParamTable& params, const config::ModelConfig& cfg,
                                   const RopeTables& rope);
 
 }  // namespace mtp::model

@@ -46,7 +46,7 @@ at::Tensor mtp_loss_auto_scale(const at::Tensor& main_hidden, const at::Tensor& 
 }
 
 LossOutput loss_stage_forward(const std::vector<at::Tensor>& hidden, const at::Tensor& head_weight,
-                              const LossInputs& mb, const ModelConfig& cfg,
+                              const LossInputs& mb, const config::ModelConfig& cfg,
                               int64_t num_microbatches) {
   const int64_t D = cfg.mtp_num_layers;
   MTP_INTERNAL_ASSERT(static_cast<int64_t>(hidden.size()) == 1 + D,
@@ -61,14 +61,14 @@ LossOutput loss_stage_forward(const std::vector<at::Tensor>& hidden, const at::T
     labels = roll_left(labels);
     mask = roll_left(mask);
     auto num_tokens = mask.sum().clamp_min(1.0);
-    auto ce = (cfg.kernels == "harness" ? kernels::cross_entropy(logits, labels)
+    auto ce = (cfg.kernels == config::Kernels::kHarness ? kernels::cross_entropy(logits, labels)
                                          : cross_entropy(logits, labels)) * mask;
     out.mtp.push_back((ce.sum() / num_tokens).item<double>());
     auto term = (cfg.mtp_loss_scaling_factor / static_cast<double>(D)) * ce / num_tokens;
     main = mtp_loss_auto_scale(main, term, static_cast<double>(s_mtp));
   }
   auto logits = linear_no_bias(main, head_weight);
-  auto ce = cfg.kernels == "harness" ? kernels::cross_entropy(logits, mb.labels)
+  auto ce = cfg.kernels == config::Kernels::kHarness ? kernels::cross_entropy(logits, mb.labels)
                                       : cross_entropy(logits, mb.labels);
   auto loss_sum = (ce * mb.loss_mask).sum();
   auto num_tokens = mb.loss_mask.sum().clamp_min(1.0);

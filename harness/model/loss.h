@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "harness/model/config.h"
+#include "harness/config/model_config.h"
 
 namespace mtp::model {
 
@@ -47,7 +47,7 @@ struct LossOutput {
 /// (λ/D)·mask_k·ce_k / max(N_k, 1). Heads run for k = 1..D first, then the main head (Megatron
 /// order). Source: Megatron-LM multi_token_prediction.py process_mtp_loss, gpt_model.py.
 LossOutput loss_stage_forward(const std::vector<at::Tensor>& hidden, const at::Tensor& head_weight,
-                              const LossInputs& mb, const ModelConfig& cfg,
+                              const LossInputs& mb, const config::ModelConfig& cfg,
                               int64_t num_microbatches);
 
 }  // namespace mtp::model

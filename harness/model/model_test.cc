@@ -51,7 +51,7 @@ TEST(RollTest, LabelsAndMasksPerDepthFollowSpecTable) {
 
 // Hand-computable MTP loss: H = 2, V = 3, s = 3, b = 1, D = 1, λ = 0.5, M = 2.
 TEST(LossTest, MtpLossMatchesHandComputation) {
-  ModelConfig cfg;
+  config::ModelConfig cfg;
   cfg.hidden_size = 2;
   cfg.vocab_size = 3;
   cfg.seq_length = 3;
@@ -143,14 +143,14 @@ TEST(RopeTest, TablesAndRotationFollowRotateHalfConvention) {
 }
 
 TEST(AttentionTest, IsCausalBitwise) {
-  ModelConfig cfg;
+  config::ModelConfig cfg;
   cfg.hidden_size = 8;
   cfg.num_attention_heads = 2;
   cfg.num_query_groups = 1;
   cfg.ffn_hidden_size = 12;
   cfg.seq_length = 6;
   ParamTable params;
-  for (const auto& spec : parameter_specs(cfg)) {
+  for (const auto& spec : config::parameter_specs(cfg)) {
     if (spec.name.rfind("decoder.layers.0.", 0) == 0) {
       params.add(spec.name, initial_value(spec, 7).to(at::kFloat));
     }
@@ -167,8 +167,8 @@ TEST(AttentionTest, IsCausalBitwise) {
 }
 
 TEST(InitTest, LayoutIndependentPerNameGenerators) {
-  ModelConfig cfg;
-  auto specs = parameter_specs(cfg);
+  config::ModelConfig cfg;
+  auto specs = config::parameter_specs(cfg);
   // Canonical order and Megatron names/shapes.
   EXPECT_EQ(specs.front().name, "embedding.word_embeddings.weight");
   EXPECT_EQ(specs.back().name, "output_layer.weight");

@@ -21,7 +21,7 @@ at::Tensor longs_on(const std::vector<int64_t>& v, const at::Device& device) {
 }  // namespace
 
 MoeWeights MoeWeights::from(const ParamTable& params, const std::string& prefix,
-                            const ModelConfig& cfg) {
+                            const config::ModelConfig& cfg) {
   MoeWeights w;
   w.router = params.get(prefix + "mlp.router.weight");
   for (int64_t e = 0; e < cfg.num_moe_experts; ++e) {
@@ -78,7 +78,7 @@ ExpertPermutation permute_by_expert(const at::Tensor& top_experts, int64_t num_e
 }
 
 RoutingPlan route(const at::Tensor& x_norm, const at::Tensor& router_weight,
-                  const ModelConfig& cfg) {
+                  const config::ModelConfig& cfg) {
   const int64_t E = cfg.num_moe_experts, k = cfg.moe_router_topk;
   MTP_INTERNAL_ASSERT(router_weight.dim() == 2 && router_weight.size(0) == E,
                       fmt::format("router weight has {} rows, num_moe_experts = {}",
@@ -139,7 +139,7 @@ at::Tensor combine(const at::Tensor& expert_out, const RoutingPlan& plan,
   return out;
 }
 
-at::Tensor moe_mlp(const at::Tensor& x_norm, const MoeWeights& w, const ModelConfig& cfg) {
+at::Tensor moe_mlp(const at::Tensor& x_norm, const MoeWeights& w, const config::ModelConfig& cfg) {
   RoutingPlan plan = route(x_norm, w.router, cfg);
   auto expert_out = experts_forward(dispatch(x_norm, plan), plan, w.experts);
   at::Tensor shared;

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/model/config.h"
+#include "harness/config/model_config.h"
 #include "harness/model/param_table.h"
 
 namespace mtp::model {
@@ -38,7 +38,7 @@ struct MoeWeights {
   std::optional<SwigluWeights> shared_expert;  ///< mlp.shared_experts, when F_sh > 0
   /// `prefix` is the layer's ("decoder.layers.3.", "mtp.layers.0.transformer_layer.").
   static MoeWeights from(const ParamTable& params, const std::string& prefix,
-                         const ModelConfig& cfg);
+                         const config::ModelConfig& cfg);
 };
 
 /// The grouping of the T·k (token, slot) pairs by expert. Pair p = t·k + j is token t's slot j.
@@ -82,7 +82,7 @@ ExpertPermutation permute_by_expert(const at::Tensor& top_experts, int64_t num_e
 /// pre-MLP-normalised hidden state), router_weight [E, H]. Megatron-LM TopKRouter with
 /// moe_router_score_function = sigmoid (topk_routing_with_score_function); DeepSeek-V3 §2.1.2.
 RoutingPlan route(const at::Tensor& x_norm, const at::Tensor& router_weight,
-                  const ModelConfig& cfg);
+                  const config::ModelConfig& cfg);
 
 /// Token dispatch: the rows of x_norm ([T, H] or [s, b, H]) in plan order → [T·k, H], grouped by
 /// expert (index_select by permutation.row_token). Megatron moe_utils.permute (EP = 1).
@@ -107,6 +107,6 @@ at::Tensor combine(const at::Tensor& expert_out, const RoutingPlan& plan,
 
 /// The MoE MLP: route, dispatch, experts_forward, shared_expert_forward (when present), combine.
 /// x_norm [s, b, H] (or [T, H]) → the same shape. Megatron MoELayer.forward.
-at::Tensor moe_mlp(const at::Tensor& x_norm, const MoeWeights& w, const ModelConfig& cfg);
+at::Tensor moe_mlp(const at::Tensor& x_norm, const MoeWeights& w, const config::ModelConfig& cfg);
 
 }  // namespace mtp::model

@@ -37,8 +37,8 @@ double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a - b).abs().max().item<double>();
 }
 
-ModelConfig small_moe_config() {
-  ModelConfig c;
+config::ModelConfig small_moe_config() {
+  config::ModelConfig c;
   c.num_layers = 2;
   c.hidden_size = 8;
   c.ffn_hidden_size = 12;
@@ -63,8 +63,8 @@ ModelConfig small_moe_config() {
 struct MoeLeaves {
   ParamTable params;
   MoeWeights w;
-  MoeLeaves(const ModelConfig& cfg, at::ScalarType dtype, uint64_t seed) {
-    for (const auto& spec : layer_param_specs("decoder.layers.1.", cfg, /*is_moe=*/true)) {
+  MoeLeaves(const config::ModelConfig& cfg, at::ScalarType dtype, uint64_t seed) {
+    for (const auto& spec : config::layer_param_specs("decoder.layers.1.", cfg, /*is_moe=*/true)) {
       if (spec.name.find(".mlp.") == std::string::npos) continue;
       params.add(spec.name, (initial_value(spec, seed) * 10.0).to(dtype).set_requires_grad(true));
     }
@@ -101,7 +101,7 @@ at::Tensor reference_swiglu(const at::Tensor& x, const at::Tensor& fc1, const at
 
 // Dense MoE: every expert on every token, weighted by G[t, e] = gate or 0. Returns [T, H] and the
 // selection [T, k] and min selection margin through the out-parameters.
-at::Tensor reference_moe(const at::Tensor& x, const MoeWeights& w, const ModelConfig& cfg,
+at::Tensor reference_moe(const at::Tensor& x, const MoeWeights& w, const config::ModelConfig& cfg,
                          std::vector<int64_t>* selection, double* min_margin) {
   const int64_t H = x.size(-1), E = cfg.num_moe_experts, k = cfg.moe_router_topk;
   auto X = x.reshape({-1, H});
@@ -140,7 +140,7 @@ at::Tensor reference_moe(const at::Tensor& x, const MoeWeights& w, const ModelCo
   return out;
 }
 
-void expect_matches_dense_reference(const ModelConfig& cfg, uint64_t seed) {
+void expect_matches_dense_reference(const config::ModelConfig& cfg, uint64_t seed) {
   const int64_t s = cfg.seq_length, b = cfg.micro_batch_size, H = cfg.hidden_size;
   MoeLeaves a(cfg, at::kDouble, seed), r(cfg, at::kDouble, seed);
   auto x0 = normal("x", {s, b, H}, 1.0, seed);
@@ -220,8 +220,8 @@ TEST(MoeRouterTest, TopKBreaksTiesByLowerExpertId) {
   EXPECT_EQ(to_vec(topk_lower_id(flat, 3)), (std::vector<int64_t>{0, 1, 2, 7, 0, 1}));
 }
 
-ModelConfig router_config(int64_t k) {
-  ModelConfig c;
+config::ModelConfig router_config(int64_t k) {
+  config::ModelConfig c;
   c.hidden_size = 2;
   c.num_moe_experts = 4;
   c.moe_router_topk = k;
@@ -330,7 +330,7 @@ TEST(MoePermutationTest, DispatchAndCombineRoundTripInFixedSlotOrder) {
 
 // ---- (d) bitwise repeatability --------------------------------------------------------------
 
-std::vector<at::Tensor> forward_backward_fp32(const ModelConfig& cfg) {
+std::vector<at::Tensor> forward_backward_fp32(const config::ModelConfig& cfg) {
   MoeLeaves m(cfg, at::kFloat, 31);
   auto x = normal("x", {cfg.seq_length, cfg.micro_batch_size, cfg.hidden_size}, 1.0, 31,
                   at::kFloat)
@@ -345,7 +345,7 @@ std::vector<at::Tensor> forward_backward_fp32(const ModelConfig& cfg) {
 }
 
 TEST(MoeDeterminismTest, RepeatableAndIndependentOfIntraOpThreads) {
-  ModelConfig cfg;
+  config::ModelConfig cfg;
   cfg.hidden_size = 64;
   cfg.seq_length = 128;
   cfg.micro_batch_size = 4;  // T = 512 tokens
@@ -377,7 +377,7 @@ TEST(MoeDeterminismTest, RepeatableAndIndependentOfIntraOpThreads) {
 // ---- (f) names, init, config ----------------------------------------------------------------
 
 TEST(MoeInitTest, ParameterSpecsListMegatronNamesInCanonicalOrder) {
-  ModelConfig cfg;
+  config::ModelConfig cfg;
   cfg.num_layers = 2;
   cfg.hidden_size = 8;
   cfg.ffn_hidden_size = 12;
@@ -394,7 +394,7 @@ TEST(MoeInitTest, ParameterSpecsListMegatronNamesInCanonicalOrder) {
   EXPECT_TRUE(cfg.mtp_layer_is_moe());
   const double std_out = 0.02 / std::sqrt(4.0);
   auto moe_mlp_specs = [&](const std::string& p) {
-    return std::vector<ParamSpec>{
+    return std::vector<config::ParamSpec>{
         {p + "mlp.router.weight", {2, 8}, 0.02},
         {p + "mlp.experts.local_experts.0.linear_fc1.weight", {8, 8}, 0.02},
         {p + "mlp.experts.local_experts.0.linear_fc2.weight", {8, 4}, std_out},
@@ -404,13 +404,13 @@ TEST(MoeInitTest, ParameterSpecsListMegatronNamesInCanonicalOrder) {
         {p + "mlp.shared_experts.linear_fc2.weight", {8, 3}, std_out}};
   };
   auto attention_specs = [&](const std::string& p) {
-    return std::vector<ParamSpec>{{p + "input_layernorm.weight", {8}, 0.0},
+    return std::vector<config::ParamSpec>{{p + "input_layernorm.weight", {8}, 0.0},
                                   {p + "self_attention.linear_qkv.weight", {24, 8}, 0.02},
                                   {p + "self_attention.linear_proj.weight", {8, 8}, std_out},
                                   {p + "pre_mlp_layernorm.weight", {8}, 0.0}};
   };
-  std::vector<ParamSpec> expect{{"embedding.word_embeddings.weight", {256, 8}, 0.02}};
-  auto append = [&](std::vector<ParamSpec> v) { expect.insert(expect.end(), v.begin(), v.end()); };
+  std::vector<config::ParamSpec> expect{{"embedding.word_embeddings.weight", {256, 8}, 0.02}};
+  auto append = [&](std::vector<config::ParamSpec> v) { expect.insert(expect.end(), v.begin(), v.end()); };
   append(attention_specs("decoder.layers.0."));
   append({{"decoder.layers.0.mlp.linear_fc1.weight", {24, 8}, 0.02},
           {"decoder.layers.0.mlp.linear_fc2.weight", {8, 12}, std_out}});
@@ -425,111 +425,27 @@ TEST(MoeInitTest, ParameterSpecsListMegatronNamesInCanonicalOrder) {
   append({{"mtp.layers.0.final_layernorm.weight", {8}, 0.0},
           {"output_layer.weight", {256, 8}, 0.02}});
 
-  auto specs = parameter_specs(cfg);
+  auto specs = config::parameter_specs(cfg);
   ASSERT_EQ(specs.size(), expect.size());
   for (size_t i = 0; i < specs.size(); ++i) {
     EXPECT_EQ(specs[i].name, expect[i].name) << i;
     EXPECT_EQ(specs[i].shape, expect[i].shape) << expect[i].name;
     EXPECT_DOUBLE_EQ(specs[i].init_std, expect[i].init_std) << expect[i].name;
   }
-  // layer_param_names is the names of the same layer's specs.
-  auto names = layer_param_names("mtp.layers.0.transformer_layer.", cfg, /*is_moe=*/true);
+  // config::layer_param_names is the names of the same layer's specs.
+  auto names = config::layer_param_names("mtp.layers.0.transformer_layer.", cfg, /*is_moe=*/true);
   ASSERT_EQ(names.size(), 11u);
   for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(names[i], specs[22 + i].name);
-  EXPECT_EQ(layer_param_names("decoder.layers.0.", cfg, false).back(),
+  EXPECT_EQ(config::layer_param_names("decoder.layers.0.", cfg, false).back(),
             "decoder.layers.0.mlp.linear_fc2.weight");
   // Every routed expert starts from its own values.
   ASSERT_EQ(specs[14].name, "decoder.layers.1.mlp.experts.local_experts.1.linear_fc1.weight");
   EXPECT_FALSE(at::equal(initial_value(specs[12], 5), initial_value(specs[14], 5)));
   // A dense config (defaults) lists exactly the dense names.
-  ModelConfig dense;
-  for (const auto& s : parameter_specs(dense)) {
+  config::ModelConfig dense;
+  for (const auto& s : config::parameter_specs(dense)) {
     EXPECT_EQ(s.name.find("expert"), std::string::npos) << s.name;
     EXPECT_EQ(s.name.find("router"), std::string::npos) << s.name;
-  }
-}
-
-TEST(MoeConfigTest, DefaultsAreDenseAndKindsFollowMoeLayerFreq) {
-  ModelConfig cfg;
-  cfg.validate();
-  EXPECT_FALSE(cfg.is_moe_layer(0));
-  EXPECT_FALSE(cfg.mtp_layer_is_moe());
-  cfg.num_moe_experts = 4;
-  EXPECT_TRUE(cfg.is_moe_layer(0));  // empty moe_layer_freq: every layer
-  EXPECT_TRUE(cfg.mtp_layer_is_moe());
-  cfg.moe_layer_freq = {1, 1, 1, 1, 1, 1, 1, 0};
-  cfg.validate();
-  EXPECT_TRUE(cfg.is_moe_layer(6));
-  EXPECT_FALSE(cfg.is_moe_layer(7));
-  EXPECT_FALSE(cfg.mtp_layer_is_moe());  // the last decoder layer's kind
-  EXPECT_EQ(cfg.moe_expert_ffn_hidden_size(), cfg.ffn_hidden_size);
-  cfg.moe_ffn_hidden_size = 32;
-  EXPECT_EQ(cfg.moe_expert_ffn_hidden_size(), 32);
-}
-
-TEST(MoeConfigTest, ValidateNamesTheBrokenRule) {
-  auto expect_error = [](const ModelConfig& c, const std::string& needle) {
-    try {
-      c.validate();
-      ADD_FAILURE() << "no error, expected one mentioning " << needle;
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
-  ModelConfig base;
-  base.num_moe_experts = 4;
-  base.validate();
-  {
-    auto c = base;
-    c.moe_router_topk = 5;
-    expect_error(c, "moe_router_topk = 5 must be in 1..num_moe_experts = 4");
-  }
-  {
-    auto c = base;
-    c.moe_router_topk = 0;
-    expect_error(c, "moe_router_topk");
-  }
-  {
-    auto c = base;
-    c.moe_layer_freq = {0, 1};
-    expect_error(c, "moe_layer_freq has 2 entries");
-  }
-  {
-    auto c = base;
-    c.moe_layer_freq = {0, 1, 1, 1, 1, 1, 1, 2};
-    expect_error(c, "moe_layer_freq[7] = 2");
-  }
-  {
-    auto c = base;
-    c.moe_router_enable_expert_bias = true;
-    c.moe_router_expert_bias = {0.0, 0.1};
-    expect_error(c, "moe_router_expert_bias has 2 entries");
-  }
-  {
-    auto c = base;
-    c.moe_router_expert_bias = {0.0, 0.1, 0.0, 0.0};
-    expect_error(c, "moe_router_enable_expert_bias = false");
-  }
-  {
-    auto c = base;
-    c.moe_router_enable_expert_bias = true;
-    c.moe_router_expert_bias = {0.0, NAN, 0.0, 0.0};
-    expect_error(c, "moe_router_expert_bias[1]");
-  }
-  {
-    auto c = base;
-    c.moe_router_topk_scaling_factor = 0.0;
-    expect_error(c, "moe_router_topk_scaling_factor");
-  }
-  {
-    auto c = base;
-    c.moe_shared_expert_intermediate_size = -1;
-    expect_error(c, "moe_shared_expert_intermediate_size");
-  }
-  {
-    ModelConfig c;  // dense
-    c.moe_layer_freq = {0, 0, 0, 0, 0, 0, 0, 1};
-    expect_error(c, "num_moe_experts = 0");
   }
 }
 

@@ -12,7 +12,7 @@ at::Tensor roll_left(const at::Tensor& t) {
 
 std::vector<at::Tensor> mtp_block_forward(const at::Tensor& h0, const at::Tensor& tokens,
                                           const at::Tensor& embedding_table,
-                                          const ParamTable& params, const ModelConfig& cfg,
+                                          const ParamTable& params, const config::ModelConfig& cfg,
                                           const RopeTables& rope) {
   std::vector<at::Tensor> out;
   at::Tensor ids = tokens;

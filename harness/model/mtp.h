@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "harness/model/config.h"
+#include "harness/config/model_config.h"
 #include "harness/model/layers.h"
 #include "harness/model/param_table.h"
 
@@ -29,7 +29,7 @@ at::Tensor roll_left(const at::Tensor& t);
 /// [s, b, H]. Weights are read from `params` under "mtp.layers.<k−1>.".
 std::vector<at::Tensor> mtp_block_forward(const at::Tensor& h0, const at::Tensor& tokens,
                                           const at::Tensor& embedding_table,
-                                          const ParamTable& params, const ModelConfig& cfg,
+                                          const ParamTable& params, const config::ModelConfig& cfg,
                                           const RopeTables& rope);
 
 }  // namespace mtp::model

@@ -1,16 +1,6 @@
 // File: harness/model/params.h
 //
-// Global parameter names, shapes and layout-independent initial values.
-// Names and shapes are Megatron-LM's (megatron_conventions.md, "Parameter names and layouts").
-// Canonical order (the order of records and of "first divergent tensor"): word embedding;
-// decoder layers 0..N−1 (input_layernorm, self_attention.linear_qkv, self_attention.linear_proj,
-// pre_mlp_layernorm, then the MLP: dense mlp.linear_fc1, mlp.linear_fc2; or MoE mlp.router.weight,
-// mlp.experts.local_experts.<e>.linear_fc1/linear_fc2 for e = 0..E−1, then
-// mlp.shared_experts.linear_fc1/linear_fc2 when a shared expert exists); decoder.final_layernorm;
-// MTP depths 0..D−1 (enorm, hnorm, eh_proj, transformer_layer.*, final_layernorm; the layer has the
-// last decoder layer's kind); output_layer (untied only). The MoE expert bias is a fixed config
-// value, not a parameter.
-//
+// Layout-independent initial values of the parameters config::parameter_specs names.
 // Initial values depend only on (seed, global name, element index): each parameter has its own
 // counter-based generator (xxHash3 of the name with the seed, splitmix64 per element, Box–Muller
 // in double), so every layout, implementation, LibTorch version and device starts from the same
@@ -22,43 +12,13 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
-#include <string>
-#include <vector>
 
-#include "harness/model/config.h"
+#include "harness/config/param_specs.h"
 
 namespace mtp::model {
 
-/// One parameter of the full model.
-struct ParamSpec {
-  std::string name;            ///< global name, e.g. "decoder.layers.3.mlp.linear_fc1.weight"
-  std::vector<int64_t> shape;
-  double init_std = 0.0;       ///< 0 ⇒ initialised to ones (norm weights)
-};
-
-/// Names of one transformer layer's parameters under `prefix` ("decoder.layers.3." or
-/// "mtp.layers.0.transformer_layer."), in canonical order. `is_moe`: the layer has an MoE MLP
-/// (decoder layer i: cfg.is_moe_layer(i); MTP layers: cfg.mtp_layer_is_moe()); `cfg` gives the
-/// number of experts and whether a shared expert exists.
-std::vector<std::string> layer_param_names(const std::string& prefix, const ModelConfig& cfg,
-                                           bool is_moe);
-
-/// Specs (names, shapes, init) of one transformer layer's parameters; the names are
-/// layer_param_names(prefix, cfg, is_moe).
-std::vector<ParamSpec> layer_param_specs(const std::string& prefix, const ModelConfig& cfg,
-                                         bool is_moe);
-
-/// Every parameter of the model described by `cfg`, in canonical order.
-std::vector<ParamSpec> parameter_specs(const ModelConfig& cfg);
-
 /// The initial value of `spec` as a float64 CPU tensor (exact generator output); callers cast
 /// to the model dtype. Depends only on (seed, spec.name, spec.shape, spec.init_std).
-at::Tensor initial_value(const ParamSpec& spec, uint64_t seed);
-
-/// Name of the word-embedding table (shared by the first stage and the MTP stage, and by the
-/// output head when embeddings are tied).
-inline const char* kWordEmbeddingName = "embedding.word_embeddings.weight";
-inline const char* kOutputLayerName = "output_layer.weight";
-inline const char* kFinalLayernormName = "decoder.final_layernorm.weight";
+at::Tensor initial_value(const config::ParamSpec& spec, uint64_t seed);
 
 }  // namespace mtp::model

@@ -11,7 +11,8 @@
 
 #include "harness/common/error.h"
 #include "harness/common/glob.h"
-#include "harness/model/params.h"
+#include "harness/config/param_specs.h"
+#include "harness/layout/layout.h"
 #include "harness/schedule/schedule.h"
 
 namespace mtp::scenario {
@@ -99,6 +100,20 @@ std::vector<std::string> get_strings(const Ctx& ctx, const toml::table& t, const
   return out;
 }
 
+/// An enum-like value spelled as config/enums.h names it; the error quotes the accepted names.
+template <class E>
+E get_enum(const Ctx& ctx, const toml::table& t, const char* key, const std::string& where,
+           E fallback) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return fallback;
+  if (!n->is_string()) ctx.fail(n, fmt::format("{}.{} must be a string", where, key));
+  try {
+    return config::parse_enum<E>(n->value<std::string>().value(), fmt::format("{}.{}", where, key));
+  } catch (const InputError& e) {
+    ctx.fail(n, e.what());
+  }
+}
+
 const toml::table* get_table(const Ctx& ctx, const toml::table& root, const char* key) {
   const toml::node* n = root.get(key);
   if (n == nullptr) return nullptr;
@@ -114,7 +129,7 @@ bool valid_name(const std::string& s) {
   return true;
 }
 
-void parse_model(const Ctx& ctx, const toml::table& t, model::ModelConfig& m) {
+void parse_model(const Ctx& ctx, const toml::table& t, config::ModelConfig& m) {
   const std::string w = "[model]";
   check_keys(ctx, t, w,
              {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
@@ -167,7 +182,7 @@ void parse_model(const Ctx& ctx, const toml::table& t, model::ModelConfig& m) {
   }
   m.moe_router_topk_scaling_factor = get_double(ctx, t, "moe_router_topk_scaling_factor", w,
                                                 m.moe_router_topk_scaling_factor);
-  m.kernels = get_string(ctx, t, "kernels", w, m.kernels);
+  m.kernels = get_enum<config::Kernels>(ctx, t, "kernels", w, m.kernels);
   try {
     m.validate();
   } catch (const InputError& e) {
@@ -175,7 +190,7 @@ void parse_model(const Ctx& ctx, const toml::table& t, model::ModelConfig& m) {
   }
 }
 
-void parse_training(const Ctx& ctx, const toml::table& t, engine::TrainingConfig& tr) {
+void parse_training(const Ctx& ctx, const toml::table& t, config::TrainingConfig& tr) {
   const std::string w = "[training]";
   check_keys(ctx, t, w,
              {"steps", "num_microbatches", "seed", "lr", "adam_beta1", "adam_beta2", "adam_eps",
@@ -189,11 +204,8 @@ void parse_training(const Ctx& ctx, const toml::table& t, engine::TrainingConfig
   tr.adam_eps = get_double(ctx, t, "adam_eps", w, tr.adam_eps);
   tr.weight_decay = get_double(ctx, t, "weight_decay", w, tr.weight_decay);
   tr.clip_grad = get_double(ctx, t, "clip_grad", w, tr.clip_grad);
-  tr.dtype = get_string(ctx, t, "dtype", w, tr.dtype);
-  tr.device = get_string(ctx, t, "device", w, tr.device);
-  if (tr.device != "cpu" && tr.device != "cuda") {
-    ctx.fail(t.get("device"), fmt::format("[training].device = \"{}\": accepted \"cpu\", \"cuda\"", tr.device));
-  }
+  tr.dtype = get_enum<config::DType>(ctx, t, "dtype", w, tr.dtype);
+  tr.device = get_enum<config::Device>(ctx, t, "device", w, tr.device);
   if (tr.steps > 100000) ctx.fail(t.get("steps"), "[training].steps must be <= 100000");
   if (tr.num_microbatches > 100000) {
     ctx.fail(t.get("num_microbatches"), "[training].num_microbatches must be <= 100000");
@@ -203,9 +215,6 @@ void parse_training(const Ctx& ctx, const toml::table& t, engine::TrainingConfig
   if (!(tr.adam_beta2 >= 0 && tr.adam_beta2 < 1)) ctx.fail(t.get("adam_beta2"), "[training].adam_beta2 must be in [0, 1)");
   if (!(tr.adam_eps > 0)) ctx.fail(t.get("adam_eps"), "[training].adam_eps must be > 0");
   if (!(tr.clip_grad >= 0)) ctx.fail(t.get("clip_grad"), "[training].clip_grad must be >= 0 (0 = off)");
-  if (tr.dtype != "float32" && tr.dtype != "float64") {
-    ctx.fail(t.get("dtype"), fmt::format("[training].dtype = \"{}\": accepted \"float32\", \"float64\"", tr.dtype));
-  }
 }
 
 void parse_data(const Ctx& ctx, const toml::table& t, data::DataConfig& d, int64_t vocab_size) {
@@ -221,8 +230,8 @@ void parse_data(const Ctx& ctx, const toml::table& t, data::DataConfig& d, int64
   }
 }
 
-engine::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t index) {
-  engine::VariantSpec v;
+config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t index) {
+  config::VariantSpec v;
   std::string w = fmt::format("[[variant]] #{}", index + 1);
   if (const auto* n = t.get("name"); n && n->is_string()) {
     w = fmt::format("variant \"{}\"", n->value<std::string>().value());
@@ -237,11 +246,12 @@ engine::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
              fmt::format("{}: name \"{}\" must be non-empty and use only letters, digits, '_', '-', '.'", w, v.name));
   }
   w = fmt::format("variant \"{}\"", v.name);
-  v.implementation = get_string(ctx, t, "implementation", w, "");
-  if (v.implementation != "reference" && v.implementation != "candidate") {
-    ctx.fail(t.get("implementation") ? t.get("implementation") : &t,
-             fmt::format("{}: implementation = \"{}\": accepted \"reference\", \"candidate\"", w, v.implementation));
+  if (t.get("implementation") == nullptr) {
+    ctx.fail(&t, fmt::format("{}: implementation is required ({})", w,
+                             config::accepted_names<config::Implementation>()));
   }
+  v.implementation = get_enum<config::Implementation>(ctx, t, "implementation", w,
+                                                      config::Implementation::kReference);
   v.layout = get_string(ctx, t, "layout", w, "");
   if (t.get("layout") && v.layout.empty()) {
     ctx.fail(t.get("layout"), fmt::format("{}: layout is empty; omit the key for Megatron's even split", w));
@@ -253,15 +263,15 @@ engine::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   if (!v.layout.empty() && t.get("vpp")) {
     ctx.fail(t.get("vpp"), fmt::format("{}: vpp is derived from the layout; give one or the other", w));
   }
-  v.schedule = get_string(ctx, t, "schedule", w, "");
-  if (t.get("schedule") && v.schedule.empty()) {
-    ctx.fail(t.get("schedule"), fmt::format("{}: schedule is empty; omit the key to derive it from pp and the layout", w));
-  }
-  if (!v.schedule.empty()) {
+  if (const toml::node* n = t.get("schedule")) {
+    const std::string name = get_string(ctx, t, "schedule", w, "");
+    if (name.empty()) {
+      ctx.fail(n, fmt::format("{}: schedule is empty; omit the key to derive it from pp and the layout", w));
+    }
     try {
-      schedule::parse_schedule_kind(v.schedule);
+      v.schedule = schedule::parse_schedule_kind(name);
     } catch (const InputError& e) {
-      ctx.fail(t.get("schedule"), fmt::format("{}: {}", w, e.what()));
+      ctx.fail(n, fmt::format("{}: {}", w, e.what()));
     }
   }
   v.microbatch_group_size = static_cast<int>(get_int(ctx, t, "microbatch_group_size", w, 0, 1));
@@ -278,13 +288,28 @@ engine::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   }
   v.overlap_p2p = get_bool(ctx, t, "overlap_p2p", w, false);
   if (t.get("kernels")) {
-    v.kernels = get_string(ctx, t, "kernels", w, "");
-    if (*v.kernels != "torch" && *v.kernels != "harness") {
-      ctx.fail(t.get("kernels"), fmt::format("{}: kernels = \"{}\" (accepted: \"torch\", \"harness\")", w, *v.kernels));
-    }
+    v.kernels = get_enum<config::Kernels>(ctx, t, "kernels", w, config::Kernels::kTorch);
   }
   get_string(ctx, t, "why", w, "");
   return v;
+}
+
+/// Checks the variant's layout string against the model (harness/layout rules R1–R10), so a bad
+/// layout is reported at its key.
+void check_variant_layout(const Ctx& ctx, const toml::table& t, const config::VariantSpec& v,
+                          const config::ModelConfig& model) {
+  try {
+    if (v.layout.empty()) {
+      layout::default_layout(v.pipeline_size, v.virtual_size, static_cast<int>(model.num_layers),
+                             static_cast<int>(model.mtp_num_layers));
+    } else {
+      layout::build_layout(v.layout, v.pipeline_size, static_cast<int>(model.num_layers),
+                           static_cast<int>(model.mtp_num_layers));
+    }
+  } catch (const InputError& e) {
+    const toml::node* at = t.get("layout") ? t.get("layout") : (t.get("pp") ? t.get("pp") : &t);
+    ctx.fail(at, fmt::format("variant \"{}\": {}", v.name, e.what()));
+  }
 }
 
 std::set<int> parse_steps(const Ctx& ctx, const toml::node* n, const std::string& w, int64_t steps) {
@@ -415,11 +440,18 @@ std::set<int> parse_step_spec(const std::string& spec, int max_step) {
   return out;
 }
 
-const engine::VariantSpec& Scenario::variant(const std::string& n) const {
+const config::VariantSpec& Scenario::variant(const std::string& n) const {
   for (const auto& v : variants) {
     if (v.name == n) return v;
   }
   throw InputError(fmt::format("{}: no variant named \"{}\"", source, n));
+}
+
+std::string Scenario::variant_location(const std::string& n) const {
+  for (size_t i = 0; i < variants.size() && i < variant_locations.size(); ++i) {
+    if (variants[i].name == n) return variant_locations[i];
+  }
+  return source;
 }
 
 Scenario parse_scenario(const std::string& text, const std::string& source) {
@@ -456,6 +488,10 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
   for (const auto& node : *vn->as_array()) {
     auto v = parse_variant(ctx, *node.as_table(), i++);
     if (!names.insert(v.name).second) ctx.fail(&node, fmt::format("variant \"{}\" is defined twice", v.name));
+    check_variant_layout(ctx, *node.as_table(), v, sc.model);
+    const auto where = node.source().begin;
+    sc.variant_locations.push_back(where ? fmt::format("{}:{}:{}", source, where.line, where.column)
+                                         : source);
     sc.variants.push_back(std::move(v));
   }
   if (const toml::node* en = root.get("expectation")) {
@@ -483,7 +519,7 @@ void check_expectation_selections(const Scenario& sc) {
         names.push_back("total");
       }
       if (g == "grad" || g == "weight") {
-        for (const auto& spec : model::parameter_specs(sc.model)) names.push_back(spec.name);
+        for (const auto& spec : config::parameter_specs(sc.model)) names.push_back(spec.name);
       }
     }
     bool any = false;

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "harness/compare/compare.h"
+#include "harness/config/model_config.h"
+#include "harness/config/run_config.h"
 #include "harness/data/token_source.h"
-#include "harness/engine/run_config.h"
-#include "harness/model/config.h"
 
 namespace mtp::scenario {
 
@@ -34,13 +34,18 @@ struct Scenario {
   std::string source;  ///< file path, or "<embedded default>"
   std::string name;
   std::string description;
-  model::ModelConfig model;
-  engine::TrainingConfig training;
+  config::ModelConfig model;
+  config::TrainingConfig training;
   data::DataConfig data;
-  std::vector<engine::VariantSpec> variants;
+  std::vector<config::VariantSpec> variants;
   std::vector<Expectation> expectations;
+  /// "<source>:<line>:<column>" of each variant's [[variant]] table, in variant order (the prefix
+  /// of errors found when the variant is planned or run).
+  std::vector<std::string> variant_locations;
   /// The variant called `name`; throws InputError naming the scenario when absent.
-  const engine::VariantSpec& variant(const std::string& name) const;
+  const config::VariantSpec& variant(const std::string& name) const;
+  /// The location of variant `name` ("<source>:<line>:<column>"), or `source` when unknown.
+  std::string variant_location(const std::string& name) const;
 };
 
 /// Parses a step selection: "all" (→ empty set = every step), "A", "A-B", "A-" (A to

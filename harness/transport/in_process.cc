@@ -12,13 +12,23 @@
 namespace mtp::transport {
 
 bool MessageTag::operator<(const MessageTag& o) const {
-  return std::tie(kind, stage, microbatch) < std::tie(o.kind, o.stage, o.microbatch);
+  return std::tie(kind, stage, microbatch, op, group, sequence, part) <
+         std::tie(o.kind, o.stage, o.microbatch, o.op, o.group, o.sequence, o.part);
+}
+
+bool MessageTag::operator==(const MessageTag& o) const {
+  return std::tie(kind, stage, microbatch, op, group, sequence, part) ==
+         std::tie(o.kind, o.stage, o.microbatch, o.op, o.group, o.sequence, o.part);
 }
 
 std::string MessageTag::str() const {
   if (kind == Kind::kCollective) {
-    return fmt::format("collective message {} of step {} (purpose {})", stage, microbatch / 16,
-                       microbatch % 16);
+    static const char* const kOps[] = {"none", "point-to-point message", "reduce_scatter",
+                                       "all_gather", "broadcast", "gather"};
+    const int i = static_cast<int>(op);
+    const char* name = i >= 0 && i < 6 ? kOps[i] : "unknown collective";
+    if (op == CollectiveOp::kPointToPoint) return fmt::format("{} #{}", name, sequence);
+    return fmt::format("{} #{} of group {:016x} (part {})", name, sequence, group, part);
   }
   return fmt::format("{} from stage {}, microbatch {}",
                      kind == Kind::kActivation ? "activation" : "gradient", stage, microbatch);
@@ -65,8 +75,8 @@ class InProcessTransport final : public Transport {
     activity_[dst] = fmt::format("{}; waiting to receive {} from rank {}", before, tag.str(), src);
     while (true) {
       if (!abort_reason_.empty()) {
-        throw InfraError(fmt::format("rank {}: receive of {} from rank {} aborted: {}", dst,
-                                     tag.str(), src, abort_reason_));
+        throw TransportAborted(fmt::format("rank {}: receive of {} from rank {} aborted: {}", dst,
+                                           tag.str(), src, abort_reason_));
       }
       auto it = mailbox_.find(key);
       const auto now = Clock::now();

@@ -1,4 +1,4 @@
-#include "harness/model/config.h"
+#include "harness/config/model_config.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "harness/common/error.h"
 
-namespace mtp::model {
+namespace mtp::config {
 
 bool ModelConfig::is_moe_layer(int64_t layer) const {
   MTP_INTERNAL_ASSERT(layer >= 0 && layer < num_layers,
@@ -122,9 +122,6 @@ void ModelConfig::validate() const {
                                    "logits per microbatch; at most 4e9", logits));
     }
   }
-  if (kernels != "torch" && kernels != "harness") {
-    throw InputError(fmt::format("model: kernels = \"{}\" (accepted: \"torch\", \"harness\")", kernels));
-  }
   positive("num_layers", num_layers);
   positive("hidden_size", hidden_size);
   positive("ffn_hidden_size", ffn_hidden_size);
@@ -166,4 +163,4 @@ void ModelConfig::validate() const {
   validate_moe(*this);
 }
 
-}  // namespace mtp::model
+}  // namespace mtp::config

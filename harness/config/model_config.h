@@ -1,14 +1,17 @@
-// File: harness/model/config.h
+// File: harness/config/model_config.h
 //
 // Hyperparameters of the DeepSeek-V3-style GPT with Multi-Token Prediction that both
 // implementations train, under Megatron-LM's argument names (megatron_conventions.md).
+// Torch-free.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace mtp::model {
+#include "harness/config/enums.h"
+
+namespace mtp::config {
 
 /// Model hyperparameters. Names follow Megatron-LM's TransformerConfig / arguments.
 struct ModelConfig {
@@ -25,9 +28,9 @@ struct ModelConfig {
   double rotary_base = 10000.0;
   double norm_epsilon = 1e-5;
   bool untie_embeddings = true;      ///< false: output head uses the word-embedding table
-  /// Kernels for RMSNorm, the word-embedding lookup and cross entropy: "torch" (LibTorch ops with
-  /// deterministic algorithms) or "harness" (kernels/ops.h: fixed-order reductions, no atomics).
-  std::string kernels = "torch";
+  /// Kernels for RMSNorm, the word-embedding lookup and cross entropy: LibTorch ops with
+  /// deterministic algorithms, or kernels/ops.h (fixed-order reductions, no atomics).
+  Kernels kernels = Kernels::kTorch;
 
   // Mixture of Experts (DeepSeek-V3 style: sigmoid router, top-k, optional shared expert).
   // Megatron-LM TransformerConfig / --moe-* arguments; the defaults leave the model dense.
@@ -61,4 +64,4 @@ struct ModelConfig {
   void validate() const;
 };
 
-}  // namespace mtp::model
+}  // namespace mtp::config

@@ -1,0 +1,50 @@
+// File: harness/config/run_config.h
+//
+// What one training run needs besides the model: the optimizer and step settings every variant
+// of a scenario shares, and the variant (implementation, layout, schedule, execution) that sets
+// it apart from its siblings. Plain data, parsed once from a scenario (harness/scenario) and
+// resolved into a run plan by the engine (harness/engine/plan.h). Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "harness/config/enums.h"
+#include "harness/schedule/schedule.h"
+
+namespace mtp::config {
+
+/// Training settings shared by every variant of a scenario (Megatron-LM argument names).
+struct TrainingConfig {
+  int64_t steps = 3;             ///< optimizer steps
+  int64_t num_microbatches = 8;  ///< M per step and data-parallel rank
+  uint64_t seed = 1234;          ///< initial weights (per-parameter generators)
+  double lr = 1e-3;              ///< Adam learning rate (constant)
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.95;
+  double adam_eps = 1e-8;
+  double weight_decay = 0.0;     ///< decoupled (AdamW), as Megatron's Adam
+  double clip_grad = 0.0;        ///< max global grad norm; 0 = clipping off (the default)
+  DType dtype = DType::kFloat32; ///< parameters, activations and main grads
+  Device device = Device::kCpu;
+};
+
+/// One variant of a scenario.
+struct VariantSpec {
+  std::string name;              ///< unique in the scenario, [A-Za-z0-9_.-]+
+  Implementation implementation = Implementation::kReference;
+  std::string layout;            ///< Megatron layout string; "" = default even split
+  int pipeline_size = 1;         ///< P
+  int virtual_size = 1;          ///< V when `layout` is empty (else derived from the layout)
+  /// Explicit schedule; empty = derived (P = 1: none, V = 1: 1f1b, else interleaved).
+  std::optional<schedule::ScheduleKind> schedule;
+  int microbatch_group_size = 0; ///< N for interleaved; 0 = P
+  std::optional<double> clip_grad;                ///< overrides TrainingConfig::clip_grad
+  std::optional<double> mtp_loss_scaling_factor;  ///< overrides the model's λ (negative controls)
+  int64_t transport_max_delay_us = 0;  ///< random message delays (in-process transport)
+  bool overlap_p2p = false;  ///< post receives one op ahead (Megatron overlap_p2p_comm)
+  std::optional<Kernels> kernels;  ///< overrides the model's kernels
+};
+
+}  // namespace mtp::config

@@ -1,0 +1,29 @@
+// File: harness/engine/grad_finalize.h
+//
+// The gradient half of Megatron-LM's finalize_model_grads (megatron/core/distributed/
+// finalize_model_grads.py), in its order: (1) the data-parallel sync of every chunk's main-grad
+// buffer (finish_grad_sync: scale by gradient_scaling_factor = 1/DP, then all-reduce over the
+// data-parallel group; param_and_grad_buffer.py start_grad_sync), (4) the word-embedding
+// all-reduce over the embedding group (_allreduce_word_embedding_grads). Steps 2, 3, 5 and 6
+// (conditional embedders, TP/SP layer norms, MoE expert-bias updates, per-token loss) do not
+// apply: TP = CP = 1, the expert bias is fixed, the loss is averaged per microbatch.
+//
+// Both reductions use harness/collectives, so every element is summed in a fixed order: data-
+// parallel ranks ascending, then embedding copies in ascending stage order (Megatron's NCCL
+// all-reduce order is partition-dependent; determinism_anchors.md §2 rows 9–11).
+#pragma once
+
+#include "harness/collectives/collectives.h"
+#include "harness/engine/local_model.h"
+#include "harness/engine/placement.h"
+#include "harness/engine/topology.h"
+
+namespace mtp::engine {
+
+/// Turns `model`'s accumulated .grad into finalised main grads: load_main_grads, then the
+/// data-parallel all-reduce (DP > 1), then the embedding-group all-reduce (when the placement
+/// has one). Collective over every rank; `rank` is this rank's transport rank.
+void finalize_model_grads(LocalModel& model, const ParamPlacement& placement,
+                          const Topology& topology, int rank, collectives::Communicator& comm);
+
+}  // namespace mtp::engine

@@ -1,0 +1,84 @@
+#include "harness/engine/local_model.h"
+
+#include <c10/core/GradMode.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "harness/common/error.h"
+
+namespace mtp::engine {
+
+LocalModel::LocalModel(const RunPlan& plan, const Implementation& impl, const InitialWeights& init,
+                       const ParamPlacement& placement, const Topology& topology, int rank,
+                       at::ScalarType dtype, at::Device device) {
+  const layout::PipelineLayout& layout = plan.layout;
+  const RankCoord me = topology.coord(rank);
+  chunks_by_stage.assign(layout.num_stages(), nullptr);
+  for (int v = 0; v < layout.virtual_size; ++v) {
+    const int stage = v * layout.pipeline_size + me.pipeline_rank;
+    chunks.push_back(impl.build_chunk(layout, stage, plan.model, init, dtype, device));
+    chunks_by_stage[stage] = chunks.back().get();
+    MTP_INTERNAL_ASSERT(chunks.back()->plan().stage_index == stage,
+                        fmt::format("chunk built for stage {} reports stage {}", stage,
+                                    chunks.back()->plan().stage_index));
+    std::vector<std::string> names;
+    for (const auto& [name, t] : chunks.back()->params().entries()) names.push_back(name);
+    MTP_INTERNAL_ASSERT(names == impl.stage_param_names(layout, stage, plan.model),
+                        fmt::format("stage {}: the chunk's parameters differ from "
+                                    "stage_param_names", stage));
+    std::vector<BufferParamSpec> specs;
+    for (const auto& name : megatron_registration_order(names)) {
+      specs.push_back({name, chunks.back()->params().get(name).numel(), false});
+    }
+    BufferOptions opt;
+    opt.data_parallel_size = topology.data_parallel_size();
+    ChunkBuffer buf;
+    buf.stage = stage;
+    buf.layout = megatron_buffer_layout(specs, opt);
+    buf.grad_data = at::zeros({buf.layout.numel}, at::TensorOptions().dtype(dtype).device(device));
+    buffers.push_back(std::move(buf));
+  }
+  // Canonical order: placement index, then stage.
+  for (size_t i = 0; i < placement.params.size(); ++i) {
+    const PlacedParam& pp = placement.params[i];
+    for (int stage : pp.stages) {
+      if (chunks_by_stage[stage] == nullptr) continue;
+      const size_t b = static_cast<size_t>(stage / layout.pipeline_size);
+      LocalParam lp;
+      lp.index = i;
+      lp.stage = stage;
+      lp.buffer = b;
+      lp.owner = stage == pp.stages.front();
+      lp.weight = chunks_by_stage[stage]->params().get(pp.name);
+      const BufferParamRange& r = buffers[b].layout.range(pp.name);
+      lp.main_grad = buffers[b].grad_data.slice(0, r.start, r.end).view(lp.weight.sizes());
+      params.push_back(std::move(lp));
+    }
+  }
+}
+
+void LocalModel::zero_grads() {
+  for (auto& p : params) p.weight.mutable_grad().reset();
+}
+
+void LocalModel::load_main_grads() {
+  c10::NoGradGuard no_grad;
+  for (auto& p : params) {
+    const at::Tensor& g = p.weight.grad();
+    if (g.defined()) {
+      p.main_grad.copy_(g);
+    } else {
+      p.main_grad.zero_();
+    }
+  }
+}
+
+LocalParam* LocalModel::find(size_t index, int stage) {
+  for (auto& p : params) {
+    if (p.index == index && p.stage == stage) return &p;
+  }
+  return nullptr;
+}
+
+}  // namespace mtp::engine

@@ -1,0 +1,61 @@
+// File: harness/engine/local_model.h
+//
+// What one rank holds: its model chunks (one per virtual stage of its pipeline rank), their
+// parameters, and per chunk the contiguous main-grad buffer Megatron-LM's DDP keeps
+// (buffer_layout.h): every parameter's main grad is a view into its chunk's buffer.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <vector>
+
+#include "harness/engine/buffer_layout.h"
+#include "harness/engine/chunk.h"
+#include "harness/engine/placement.h"
+#include "harness/engine/plan.h"
+#include "harness/engine/topology.h"
+
+namespace mtp::engine {
+
+/// One parameter tensor this rank holds: one chunk's copy of a model parameter.
+struct LocalParam {
+  size_t index = 0;      ///< in ParamPlacement::params (canonical order)
+  int stage = 0;         ///< stage index of the chunk holding it
+  size_t buffer = 0;     ///< index of its chunk's ChunkBuffer in LocalModel::buffers
+  bool owner = false;    ///< its stage owns the parameter (placement stages[0]): the recorded copy
+  at::Tensor weight;     ///< the chunk's leaf tensor (requires_grad)
+  at::Tensor main_grad;  ///< view into the chunk's grad buffer, same shape as weight
+};
+
+/// One chunk's main-grad buffer.
+struct ChunkBuffer {
+  int stage = 0;
+  BufferLayout layout;
+  at::Tensor grad_data;  ///< [layout.numel], model dtype, zero padding
+};
+
+class LocalModel {
+ public:
+  /// Builds the chunks of `rank`'s pipeline rank (stages p, p + P, …) from `init` and lays out
+  /// their buffers: Megatron's registration order, DP = plan's, no bucketing, no padding (the
+  /// plain optimizer). Parameters are listed in canonical order (placement index, then stage).
+  LocalModel(const RunPlan& plan, const Implementation& impl, const InitialWeights& init,
+             const ParamPlacement& placement, const Topology& topology, int rank,
+             at::ScalarType dtype, at::Device device);
+
+  std::vector<std::unique_ptr<ModelChunk>> chunks;  ///< by virtual stage
+  std::vector<const ModelChunk*> chunks_by_stage;   ///< every stage index; null where not local
+  std::vector<LocalParam> params;
+  std::vector<ChunkBuffer> buffers;                 ///< one per local chunk, virtual stage order
+
+  /// Drops every parameter's .grad before a step's backward passes.
+  void zero_grads();
+  /// Copies each parameter's accumulated .grad into its main grad (zeros where backward left no
+  /// grad); the buffers' padding stays zero.
+  void load_main_grads();
+  /// The local copy of placement parameter `index` on `stage`, or null.
+  LocalParam* find(size_t index, int stage);
+};
+
+}  // namespace mtp::engine

@@ -1,0 +1,91 @@
+#include "harness/engine/plan.h"
+
+#include <fmt/format.h>
+
+#include "harness/common/error.h"
+#include "harness/engine/chunk.h"
+
+namespace mtp::engine {
+
+using schedule::ScheduleKind;
+
+namespace {
+
+bool uses_group_size(ScheduleKind k) {
+  return k == ScheduleKind::kInterleaved || k == ScheduleKind::kCombined1F1B;
+}
+
+}  // namespace
+
+int RunPlan::microbatch_group_size() const {
+  if (!uses_group_size(schedule.kind)) return 0;
+  return schedule.microbatch_group_size ? schedule.microbatch_group_size : schedule.pipeline_size;
+}
+
+layout::PipelineLayout variant_layout(const config::VariantSpec& v,
+                                      const config::ModelConfig& model) {
+  const int N = static_cast<int>(model.num_layers), D = static_cast<int>(model.mtp_num_layers);
+  if (v.layout.empty()) return layout::default_layout(v.pipeline_size, v.virtual_size, N, D);
+  return layout::build_layout(v.layout, v.pipeline_size, N, D);
+}
+
+schedule::ScheduleConfig variant_schedule(const config::VariantSpec& v,
+                                          const layout::PipelineLayout& l,
+                                          int64_t num_microbatches) {
+  schedule::ScheduleConfig s;
+  if (v.schedule) {
+    s.kind = *v.schedule;
+  } else {
+    s.kind = l.pipeline_size == 1 ? ScheduleKind::kNoPipelining
+             : l.virtual_size == 1 ? ScheduleKind::kOneFOneB
+                                   : ScheduleKind::kInterleaved;
+  }
+  s.pipeline_size = l.pipeline_size;
+  s.virtual_size = l.virtual_size;
+  s.num_microbatches = static_cast<int>(num_microbatches);
+  s.microbatch_group_size = v.microbatch_group_size;
+  schedule::validate(s);
+  if (v.microbatch_group_size != 0 && !uses_group_size(s.kind)) {
+    throw InputError(fmt::format("variant \"{}\": microbatch_group_size applies to interleaved "
+                                 "schedules, not {}", v.name, schedule::schedule_kind_name(s.kind)));
+  }
+  if (v.overlap_p2p && !uses_group_size(s.kind)) {
+    throw InputError(fmt::format("variant \"{}\": overlap_p2p needs the interleaved or combined_1f1b "
+                                 "schedule (Megatron overlap_p2p_comm), not {}", v.name,
+                                 schedule::schedule_kind_name(s.kind)));
+  }
+  return s;
+}
+
+RunPlan plan_variant(const config::ModelConfig& model, const config::TrainingConfig& training,
+                     const config::VariantSpec& variant, const Implementation& impl) {
+  RunPlan plan;
+  plan.model = model;
+  if (variant.mtp_loss_scaling_factor) {
+    plan.model.mtp_loss_scaling_factor = *variant.mtp_loss_scaling_factor;
+  }
+  if (variant.kernels) plan.model.kernels = *variant.kernels;
+  plan.model.validate();
+  plan.training = training;
+  plan.variant = variant;
+  if (training.num_microbatches < 1) {
+    throw InputError(fmt::format("training: num_microbatches = {} must be >= 1",
+                                 training.num_microbatches));
+  }
+  if (training.steps < 1) {
+    throw InputError(fmt::format("training: steps = {} must be >= 1", training.steps));
+  }
+  plan.clip_grad = variant.clip_grad.value_or(training.clip_grad);
+  plan.layout = variant_layout(variant, plan.model);
+  impl.check_layout(plan.layout);
+  plan.schedule = variant_schedule(variant, plan.layout, training.num_microbatches);
+  if (plan.schedule.kind == ScheduleKind::kCombined1F1B && plan.model.mtp_num_layers > 1) {
+    throw InputError(fmt::format(
+        "variant \"{}\": combined_1f1b supports mtp_num_layers <= 1 (Megatron "
+        "transformer_config.py precondition), the model has {}", variant.name,
+        plan.model.mtp_num_layers));
+  }
+  return plan;
+}
+
+}  // namespace mtp::engine

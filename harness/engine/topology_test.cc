@@ -1,0 +1,43 @@
+// Tests of the rank ↔ (pipeline rank, data-parallel rank) map (Megatron's tp-cp-ep-dp-pp order:
+// r = dp + DP·pp) and the groups derived from it.
+#include "harness/engine/topology.h"
+
+#include <gtest/gtest.h>
+
+namespace mtp::engine {
+namespace {
+
+TEST(TopologyTest, RankOrderIsDataParallelFastest) {
+  Topology t(4, 2);
+  EXPECT_EQ(t.world_size(), 8);
+  EXPECT_EQ(t.rank(0, 1), 1);
+  EXPECT_EQ(t.rank(3, 0), 6);
+  EXPECT_EQ(t.coord(5).pipeline_rank, 2);
+  EXPECT_EQ(t.coord(5).data_parallel_rank, 1);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(t.rank(t.coord(r).pipeline_rank, t.coord(r).data_parallel_rank), r);
+  EXPECT_THROW(t.rank(4, 0), InternalError);
+  EXPECT_THROW(t.coord(8), InternalError);
+}
+
+TEST(TopologyTest, GroupsFollowMegatronsExample) {
+  // Megatron's parallel_state docstring with TP = 1: P = 2, DP = 2 → data-parallel groups
+  // [g0, g1], [g2, g3]; pipeline groups [g0, g2], [g1, g3].
+  Topology t(2, 2);
+  EXPECT_EQ(t.data_parallel_group(0).ranks, (std::vector<int>{0, 1}));
+  EXPECT_EQ(t.data_parallel_group(1).ranks, (std::vector<int>{2, 3}));
+  EXPECT_EQ(t.pipeline_ranks(0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(t.pipeline_ranks(1), (std::vector<int>{1, 3}));
+  EXPECT_EQ(t.world().ranks, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(TopologyTest, StageGroupMapsStagesToTheirPipelineRanksInStageOrder) {
+  Topology t(4, 2);
+  // Stages 0, 6, 7 of a P = 4, V = 2 layout live on pipeline ranks 0, 2, 3.
+  EXPECT_EQ(t.stage_group("embedding group", {0, 6, 7}, 0).ranks, (std::vector<int>{0, 4, 6}));
+  EXPECT_EQ(t.stage_group("embedding group", {0, 6, 7}, 1).ranks, (std::vector<int>{1, 5, 7}));
+  // Two stages of one pipeline rank count once.
+  EXPECT_EQ(t.stage_group("g", {1, 5}, 0).ranks, (std::vector<int>{2}));
+}
+
+}  // namespace
+}  // namespace mtp::engine
