@@ -64,6 +64,10 @@ done
 # 2. MoE / combined 1F1B / overlapped p2p on the GPU.
 step overlap_cuda $B check scenarios/overlap.toml --device cuda --out $R/overlap
 grep -E "PASS|FAIL|expectation\(s\)" "$log/overlap_cuda.log" | tee -a "$summary"
+# 2b. Data parallelism (DP = 2 x P = 2 and P = 4 V = 2, distributed Adam, tied embeddings) with
+#     every rank as a thread on one GPU.
+step data_parallel_cuda $B check scenarios/data_parallel.toml --device cuda --out $R/data_parallel
+grep -E "PASS|FAIL|expectation\(s\)" "$log/data_parallel_cuda.log" | tee -a "$summary"
 # 3. GPU against CPU, same scenario: a tolerance, with the measured maximum error.
 step default_cpu $B check scenarios/default.toml --device cpu --out $R/default_cpu
 for v in ref_p4v2 cand_p4v2_tmm ref_p1; do

@@ -92,8 +92,13 @@ int run_check(const CheckOptions& opt) {
                            sc.model.micro_batch_size, sc.model.mtp_num_layers,
                            sc.model.mtp_loss_scaling_factor,
                            sc.model.untie_embeddings ? "untied" : "tied");
-  std::cout << fmt::format("# training: {} steps x {} microbatches, clip_grad={}, {}, device {}\n",
-                           sc.training.steps, sc.training.num_microbatches, sc.training.clip_grad,
+  std::cout << fmt::format("# training: {} steps x {}, clip_grad={}, {}, device {}\n",
+                           sc.training.steps,
+                           sc.training.global_batch_size
+                               ? fmt::format("a global batch of {} samples",
+                                             *sc.training.global_batch_size)
+                               : fmt::format("{} microbatches", sc.training.num_microbatches),
+                           sc.training.clip_grad,
                            config::enum_name(sc.training.dtype),
                            config::enum_name(sc.training.device));
   size_t wname = 7, wlayout = 6;
@@ -101,8 +106,8 @@ int run_check(const CheckOptions& opt) {
     wname = std::max(wname, v.name.size());
     wlayout = std::max(wlayout, v.layout.empty() ? size_t{16} : v.layout.size());
   }
-  std::cout << fmt::format("# {:<{}} {:<10} {:<{}} {:>2} {:>2} {:<13} {:<10} {:>8} {:>14} {:>10}\n",
-                           "variant", wname, "impl", "layout", wlayout, "P", "V", "schedule",
+  std::cout << fmt::format("# {:<{}} {:<10} {:<{}} {:>2} {:>2} {:>2} {:<13} {:<10} {:>8} {:>14} {:>10}\n",
+                           "variant", wname, "impl", "layout", wlayout, "P", "V", "DP", "schedule",
                            "standalone", "wall(s)", "final loss", "record(B)");
   std::map<std::string, std::string> records;
   std::vector<report::VariantRun> runs;
@@ -127,13 +132,16 @@ int run_check(const CheckOptions& opt) {
     run.record_path = ro.record_path;
     run.pipeline_size = plan.layout.pipeline_size;
     run.virtual_size = plan.layout.virtual_size;
+    run.data_parallel_size = plan.data_parallel_size();
+    run.optimizer = config::enum_name(v.optimizer);
     run.mtp_standalone = plan.layout.mtp_standalone;
     run.wall_seconds = rr.wall_seconds;
     run.final_total_loss = rr.total_loss.back();
     run.record_bytes = static_cast<int64_t>(fs::file_size(ro.record_path));
-    std::cout << fmt::format("  {:<{}} {:<10} {:<{}} {:>2} {:>2} {:<13} {:<10} {:>8.2f} {:>14.9g} {:>10}\n",
+    std::cout << fmt::format("  {:<{}} {:<10} {:<{}} {:>2} {:>2} {:>2} {:<13} {:<10} {:>8.2f} {:>14.9g} {:>10}\n",
                              run.name, wname, run.implementation, run.layout, wlayout, run.pipeline_size,
-                             run.virtual_size, run.schedule, run.mtp_standalone ? "yes" : "no",
+                             run.virtual_size, run.data_parallel_size, run.schedule,
+                             run.mtp_standalone ? "yes" : "no",
                              run.wall_seconds, run.final_total_loss, run.record_bytes);
     if (opt.verbose) {
       for (const auto& line : rr.chunk_map) std::cout << "      " << line << "\n";

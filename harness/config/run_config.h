@@ -11,6 +11,7 @@
 #include <string>
 
 #include "harness/config/enums.h"
+#include "harness/config/model_config.h"
 #include "harness/schedule/schedule.h"
 
 namespace mtp::config {
@@ -18,7 +19,12 @@ namespace mtp::config {
 /// Training settings shared by every variant of a scenario (Megatron-LM argument names).
 struct TrainingConfig {
   int64_t steps = 3;             ///< optimizer steps
-  int64_t num_microbatches = 8;  ///< M per step and data-parallel rank
+  /// M: microbatches per step and data-parallel rank. Ignored when global_batch_size is set.
+  int64_t num_microbatches = 8;
+  /// Megatron's --global-batch-size in samples: when set, each variant trains
+  /// M = global_batch_size / (micro_batch_size · DP) microbatches per data-parallel rank, so
+  /// variants of different DP see the same global batch.
+  std::optional<int64_t> global_batch_size;
   uint64_t seed = 1234;          ///< initial weights (per-parameter generators)
   double lr = 1e-3;              ///< Adam learning rate (constant)
   double adam_beta1 = 0.9;
@@ -37,6 +43,9 @@ struct VariantSpec {
   std::string layout;            ///< Megatron layout string; "" = default even split
   int pipeline_size = 1;         ///< P
   int virtual_size = 1;          ///< V when `layout` is empty (else derived from the layout)
+  /// DP: data-parallel replicas of the pipeline; each trains on its own M microbatches of the
+  /// global batch (DP·M microbatches per step).
+  int data_parallel_size = 1;
   /// Explicit schedule; empty = derived (P = 1: none, V = 1: 1f1b, else interleaved).
   std::optional<schedule::ScheduleKind> schedule;
   int microbatch_group_size = 0; ///< N for interleaved; 0 = P
@@ -45,6 +54,23 @@ struct VariantSpec {
   int64_t transport_max_delay_us = 0;  ///< random message delays (in-process transport)
   bool overlap_p2p = false;  ///< post receives one op ahead (Megatron overlap_p2p_comm)
   std::optional<Kernels> kernels;  ///< overrides the model's kernels
+  std::optional<bool> untie_embeddings;  ///< overrides the model's untie_embeddings
+  Optimizer optimizer = Optimizer::kAdam;
+  /// How the word-embedding copies stay equal after the optimizer step.
+  EmbeddingCopyUpdate embedding_copy_update = EmbeddingCopyUpdate::kReplicated;
+  /// Megatron's --ddp-bucket-size in elements (buckets of the main-grad buffer of the first
+  /// pipeline rank's first model chunk; Megatron disables bucketing elsewhere); 0 = one bucket
+  /// (Megatron's default without --overlap-grad-reduce).
+  int64_t ddp_bucket_size = 0;
 };
+
+/// The model `variant` trains: `model` with the variant's overrides (mtp_loss_scaling_factor,
+/// kernels, untie_embeddings). Not validated.
+ModelConfig variant_model(const ModelConfig& model, const VariantSpec& variant);
+
+/// M for `variant`: training.num_microbatches, or global_batch_size / (micro_batch_size · DP).
+/// Throws InputError when the global batch does not divide (Megatron's rule) or M < 1.
+int64_t variant_num_microbatches(const TrainingConfig& training, const ModelConfig& model,
+                                 const VariantSpec& variant);
 
 }  // namespace mtp::config

@@ -13,16 +13,33 @@ void finalize_model_grads(LocalModel& model, const ParamPlacement& placement,
   c10::NoGradGuard no_grad;
   model.load_main_grads();
   const RankCoord me = topology.coord(rank);
-  // (1) Data-parallel sync, chunk by chunk (DistributedDataParallel.finish_grad_sync).
+  // (1) Data-parallel sync, chunk by chunk and bucket by bucket (DistributedDataParallel.
+  // finish_grad_sync → start_grad_sync): scale by 1/DP, then all-reduce, or with the distributed
+  // optimizer reduce-scatter into this rank's shard (the rest of the buffer keeps local grads).
   const int DP = topology.data_parallel_size();
   if (DP > 1) {
     const collectives::Group dp = topology.data_parallel_group(me.pipeline_rank);
     for (auto& buf : model.buffers) {
       buf.grad_data.mul_(1.0 / DP);
-      comm.all_reduce_sum(dp, buf.grad_data);
+      for (size_t b = 0; b < buf.layout.buckets.size(); ++b) {
+        const BufferBucket& bucket = buf.layout.buckets[b];
+        at::Tensor data = buf.grad_data.slice(0, bucket.start, bucket.end);
+        if (!buf.layout.options.distributed_optimizer) {
+          comm.all_reduce_sum(dp, data);
+          continue;
+        }
+        const auto [s, e] = buf.shards[b];
+        const auto [rs, re] =
+            collectives::shard_range(bucket.end - bucket.start, DP, me.data_parallel_rank);
+        MTP_INTERNAL_ASSERT(rs == s - bucket.start && re == e - bucket.start,
+                            "bucket shards and collective shards disagree");
+        buf.grad_data.slice(0, s, e).copy_(comm.reduce_scatter_sum(dp, data));
+      }
     }
   }
-  // (4) Word-embedding all-reduce over the embedding group, copies in ascending stage order.
+  // (4) Word-embedding all-reduce over the embedding group, copies in ascending stage order, on
+  // the elements this rank's optimizer updates (with the distributed optimizer the embedding has
+  // a bucket of its own, so that range is the same on every copy).
   if (placement.embedding_group.size() > 1) {
     const size_t index = placement.index_of(config::kWordEmbeddingName);
     LocalParam* copy = nullptr;
@@ -33,9 +50,32 @@ void finalize_model_grads(LocalModel& model, const ParamPlacement& placement,
       }
     }
     if (copy != nullptr) {
+      const auto [b, e] = model.owned_range(*copy);
+      at::Tensor owned = copy->main_grad.view({-1}).slice(0, b, e);
       comm.all_reduce_sum(
           topology.stage_group("embedding group", placement.embedding_group, me.data_parallel_rank),
-          copy->main_grad);
+          owned);
+    }
+  }
+}
+
+void gather_main_grads_to_first_rank(LocalModel& model, const Topology& topology, int rank,
+                                     collectives::Communicator& comm) {
+  const RankCoord me = topology.coord(rank);
+  if (topology.data_parallel_size() == 1) return;
+  const collectives::Group dp = topology.data_parallel_group(me.pipeline_rank);
+  const int root = dp.ranks.front();
+  for (auto& buf : model.buffers) {
+    if (!buf.layout.options.distributed_optimizer) continue;
+    for (size_t b = 0; b < buf.shards.size(); ++b) {
+      const auto [s, e] = buf.shards[b];
+      auto parts = comm.gather(dp, root, buf.grad_data.slice(0, s, e));
+      const BufferBucket& bucket = buf.layout.buckets[b];
+      for (size_t d = 0; d < parts.size(); ++d) {
+        const auto [rs, re] = collectives::shard_range(bucket.end - bucket.start,
+                                                       dp.size(), static_cast<int>(d));
+        buf.grad_data.slice(0, bucket.start + rs, bucket.start + re).copy_(parts[d]);
+      }
     }
   }
 }

@@ -21,9 +21,17 @@
 namespace mtp::engine {
 
 /// Turns `model`'s accumulated .grad into finalised main grads: load_main_grads, then the
-/// data-parallel all-reduce (DP > 1), then the embedding-group all-reduce (when the placement
-/// has one). Collective over every rank; `rank` is this rank's transport rank.
+/// data-parallel sync (DP > 1: all-reduce, or with the distributed optimizer reduce-scatter
+/// into this rank's shards), then the embedding-group all-reduce (when the placement has one).
+/// Afterwards the main grads are final everywhere (plain) or on this rank's shards (distributed
+/// optimizer). Collective over every rank; `rank` is this rank's transport rank.
 void finalize_model_grads(LocalModel& model, const ParamPlacement& placement,
                           const Topology& topology, int rank, collectives::Communicator& comm);
+
+/// With the distributed optimizer: data-parallel rank 0 of every pipeline rank receives the
+/// other ranks' final shards, so its main grads are final everywhere (what the record holds).
+/// Collective over each data-parallel group; a no-op with the plain optimizer or DP = 1.
+void gather_main_grads_to_first_rank(LocalModel& model, const Topology& topology, int rank,
+                                     collectives::Communicator& comm);
 
 }  // namespace mtp::engine

@@ -27,16 +27,27 @@ LocalModel::LocalModel(const RunPlan& plan, const Implementation& impl, const In
     MTP_INTERNAL_ASSERT(names == impl.stage_param_names(layout, stage, plan.model),
                         fmt::format("stage {}: the chunk's parameters differ from "
                                     "stage_param_names", stage));
+    // language_module.py setup_embeddings_and_output_layer: with P > 1 every copy of a shared
+    // word embedding (tied head or MTP) is marked shared_embedding.
+    const bool shared = layout.pipeline_size > 1 &&
+                        (!plan.model.untie_embeddings || plan.model.mtp_num_layers > 0);
     std::vector<BufferParamSpec> specs;
     for (const auto& name : megatron_registration_order(names)) {
-      specs.push_back({name, chunks.back()->params().get(name).numel(), false});
+      specs.push_back({name, chunks.back()->params().get(name).numel(),
+                       shared && name == config::kWordEmbeddingName});
     }
     BufferOptions opt;
     opt.data_parallel_size = topology.data_parallel_size();
+    opt.distributed_optimizer = plan.variant.optimizer == config::Optimizer::kDistributedAdam;
+    // DDP: bucketing only on pipeline rank 0, and not for model chunks after the first.
+    opt.bucket_size = (me.pipeline_rank == 0 && v == 0) ? plan.variant.ddp_bucket_size : 0;
     ChunkBuffer buf;
     buf.stage = stage;
     buf.layout = megatron_buffer_layout(specs, opt);
     buf.grad_data = at::zeros({buf.layout.numel}, at::TensorOptions().dtype(dtype).device(device));
+    for (int b = 0; b < static_cast<int>(buf.layout.buckets.size()); ++b) {
+      buf.shards.push_back(buf.layout.shard(b, me.data_parallel_rank));
+    }
     buffers.push_back(std::move(buf));
   }
   // Canonical order: placement index, then stage.
@@ -46,6 +57,7 @@ LocalModel::LocalModel(const RunPlan& plan, const Implementation& impl, const In
       if (chunks_by_stage[stage] == nullptr) continue;
       const size_t b = static_cast<size_t>(stage / layout.pipeline_size);
       LocalParam lp;
+      lp.name = pp.name;
       lp.index = i;
       lp.stage = stage;
       lp.buffer = b;
@@ -72,6 +84,15 @@ void LocalModel::load_main_grads() {
       p.main_grad.zero_();
     }
   }
+}
+
+std::pair<int64_t, int64_t> LocalModel::owned_range(const LocalParam& p) const {
+  const ChunkBuffer& buf = buffers[p.buffer];
+  const BufferParamRange& r = buf.layout.range(p.name);
+  const auto [s, e] = buf.shards[r.bucket];
+  const int64_t b = std::max(s, r.start), end = std::min(e, r.end);
+  if (b >= end) return {0, 0};
+  return {b - r.start, end - r.start};
 }
 
 LocalParam* LocalModel::find(size_t index, int stage) {

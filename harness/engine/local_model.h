@@ -8,6 +8,8 @@
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/engine/buffer_layout.h"
@@ -20,6 +22,7 @@ namespace mtp::engine {
 
 /// One parameter tensor this rank holds: one chunk's copy of a model parameter.
 struct LocalParam {
+  std::string name;      ///< global name
   size_t index = 0;      ///< in ParamPlacement::params (canonical order)
   int stage = 0;         ///< stage index of the chunk holding it
   size_t buffer = 0;     ///< index of its chunk's ChunkBuffer in LocalModel::buffers
@@ -33,13 +36,20 @@ struct ChunkBuffer {
   int stage = 0;
   BufferLayout layout;
   at::Tensor grad_data;  ///< [layout.numel], model dtype, zero padding
+  /// The data-parallel rank's shard of each bucket ([begin, end) buffer indices): what its
+  /// reduce-scatter reduces and its distributed optimizer updates; the whole bucket without the
+  /// distributed optimizer.
+  std::vector<std::pair<int64_t, int64_t>> shards;
 };
 
 class LocalModel {
  public:
   /// Builds the chunks of `rank`'s pipeline rank (stages p, p + P, …) from `init` and lays out
-  /// their buffers: Megatron's registration order, DP = plan's, no bucketing, no padding (the
-  /// plain optimizer). Parameters are listed in canonical order (placement index, then stage).
+  /// their buffers as Megatron's DDP does for the plan (buffer_layout.h): registration order;
+  /// with the distributed optimizer padded and sharded over DP, the word-embedding copies marked
+  /// shared_embedding when P > 1 and they are shared (tied head or MTP); bucket_size =
+  /// variant.ddp_bucket_size on pipeline rank 0's first chunk only. Parameters are listed in
+  /// canonical order (placement index, then stage).
   LocalModel(const RunPlan& plan, const Implementation& impl, const InitialWeights& init,
              const ParamPlacement& placement, const Topology& topology, int rank,
              at::ScalarType dtype, at::Device device);
@@ -56,6 +66,10 @@ class LocalModel {
   void load_main_grads();
   /// The local copy of placement parameter `index` on `stage`, or null.
   LocalParam* find(size_t index, int stage);
+  /// [begin, end) of `p`'s elements inside its chunk buffer's shards of this data-parallel rank,
+  /// relative to the parameter's first element (all of it without the distributed optimizer).
+  /// A parameter lies in one bucket, so this is one range (possibly empty).
+  std::pair<int64_t, int64_t> owned_range(const LocalParam& p) const;
 };
 
 }  // namespace mtp::engine

@@ -1,8 +1,11 @@
 #include "harness/engine/optimizer.h"
 
 #include <c10/core/GradMode.h>
+#include <fmt/format.h>
 
 #include <cmath>
+
+#include "harness/common/error.h"
 
 namespace mtp::engine {
 
@@ -21,18 +24,150 @@ void adam_update(at::Tensor& w, const at::Tensor& g, at::Tensor& exp_avg, at::Te
   w.sub_(h.lr * update);
 }
 
-Adam::Adam(LocalModel& model, AdamHyper hyper) : model_(model), hyper_(hyper) {
-  for (const auto& p : model_.params) {
-    exp_avg_.push_back(at::zeros_like(p.weight));
-    exp_avg_sq_.push_back(at::zeros_like(p.weight));
+UpdatePredicate update_predicate(config::EmbeddingCopyUpdate mode) {
+  if (mode == config::EmbeddingCopyUpdate::kReplicated) {
+    return [](const LocalParam&) { return true; };
   }
+  return [](const LocalParam& p) { return p.owner || p.name != config::kWordEmbeddingName; };
 }
 
-void Adam::step(int64_t step) {
-  c10::NoGradGuard no_grad;
-  for (size_t i = 0; i < model_.params.size(); ++i) {
-    LocalParam& p = model_.params[i];
-    adam_update(p.weight, p.main_grad, exp_avg_[i], exp_avg_sq_[i], step, hyper_);
+namespace {
+
+/// Adam over every parameter tensor a rank holds, one state per tensor.
+class Adam final : public Optimizer {
+ public:
+  Adam(LocalModel& model, AdamHyper hyper, UpdatePredicate updates)
+      : model_(model), hyper_(hyper), updates_(std::move(updates)) {
+    for (const auto& p : model_.params) {
+      exp_avg_.push_back(at::zeros_like(p.weight));
+      exp_avg_sq_.push_back(at::zeros_like(p.weight));
+    }
+  }
+
+  void step(int64_t step) override {
+    c10::NoGradGuard no_grad;
+    for (size_t i = 0; i < model_.params.size(); ++i) {
+      LocalParam& p = model_.params[i];
+      if (!updates_(p)) continue;
+      adam_update(p.weight, p.main_grad, exp_avg_[i], exp_avg_sq_[i], step, hyper_);
+    }
+  }
+
+ private:
+  LocalModel& model_;
+  AdamHyper hyper_;
+  UpdatePredicate updates_;
+  std::vector<at::Tensor> exp_avg_, exp_avg_sq_;  // per LocalModel::params entry
+};
+
+/// Megatron's DistributedOptimizer with fp32/fp64 parameters: Adam on this data-parallel rank's
+/// shard of every bucket (state only for the shard), then each bucket's parameters all-gathered
+/// over the data-parallel group. The parameters are copied into a flat buffer laid out like the
+/// grad buffer (Megatron keeps them there as views; copies are exact).
+class DistributedAdam final : public Optimizer {
+ public:
+  DistributedAdam(LocalModel& model, AdamHyper hyper, UpdatePredicate updates,
+                  collectives::Group dp, collectives::Communicator& comm)
+      : model_(model), hyper_(hyper), dp_(std::move(dp)), comm_(comm) {
+    for (auto& buf : model_.buffers) {
+      MTP_INTERNAL_ASSERT(buf.layout.options.distributed_optimizer,
+                          "distributed Adam needs buffers laid out for it");
+      Chunk c;
+      c.param_data = at::zeros_like(buf.grad_data);
+      for (size_t b = 0; b < buf.shards.size(); ++b) {
+        const auto [s, e] = buf.shards[b];
+        c.exp_avg.push_back(at::zeros({e - s}, buf.grad_data.options()));
+        c.exp_avg_sq.push_back(at::zeros({e - s}, buf.grad_data.options()));
+        // A bucket is updated when its parameters are; the word-embedding copies have buckets of
+        // their own (shared_embedding), so a bucket is all in or all out.
+        int in = 0, out = 0;
+        for (const auto& name : buf.layout.buckets[b].params) {
+          for (const auto& p : model_.params) {
+            if (p.name == name && p.stage == buf.stage) (updates(p) ? in : out)++;
+          }
+        }
+        MTP_INTERNAL_ASSERT(in == 0 || out == 0, fmt::format("stage {} bucket {} mixes updated "
+                                                             "and broadcast copies", buf.stage, b));
+        c.update.push_back(in > 0);
+      }
+      chunks_.push_back(std::move(c));
+    }
+  }
+
+  void step(int64_t step) override {
+    c10::NoGradGuard no_grad;
+    for (size_t i = 0; i < model_.buffers.size(); ++i) {
+      ChunkBuffer& buf = model_.buffers[i];
+      Chunk& c = chunks_[i];
+      // Parameters into the flat buffer (the padding stays zero).
+      for (const auto& p : model_.params) {
+        if (p.buffer != i) continue;
+        const BufferParamRange& r = buf.layout.range(p.name);
+        c.param_data.slice(0, r.start, r.end).copy_(p.weight.reshape({-1}));
+      }
+      for (size_t b = 0; b < buf.shards.size(); ++b) {
+        if (!c.update[b]) continue;
+        const auto [s, e] = buf.shards[b];
+        at::Tensor w = c.param_data.slice(0, s, e);
+        const at::Tensor g = buf.grad_data.slice(0, s, e);
+        adam_update(w, g, c.exp_avg[b], c.exp_avg_sq[b], step, hyper_);
+        const BufferBucket& bucket = buf.layout.buckets[b];
+        c.param_data.slice(0, bucket.start, bucket.end)
+            .copy_(comm_.all_gather(dp_, w, bucket.end - bucket.start));
+      }
+      for (auto& p : model_.params) {
+        if (p.buffer != i) continue;
+        const BufferParamRange& r = buf.layout.range(p.name);
+        if (!c.update[r.bucket]) continue;
+        p.weight.copy_(c.param_data.slice(0, r.start, r.end).view(p.weight.sizes()));
+      }
+    }
+  }
+
+ private:
+  struct Chunk {
+    at::Tensor param_data;
+    std::vector<at::Tensor> exp_avg, exp_avg_sq;  // per bucket, shard-sized
+    std::vector<bool> update;                     // per bucket
+  };
+  LocalModel& model_;
+  AdamHyper hyper_;
+  collectives::Group dp_;
+  collectives::Communicator& comm_;
+  std::vector<Chunk> chunks_;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> make_optimizer(const RunPlan& plan, LocalModel& model,
+                                          const Topology& topology, int rank,
+                                          collectives::Communicator& comm) {
+  const AdamHyper hyper = AdamHyper::from(plan.training);
+  UpdatePredicate updates = update_predicate(plan.variant.embedding_copy_update);
+  if (plan.variant.optimizer == config::Optimizer::kAdam) {
+    return std::make_unique<Adam>(model, hyper, std::move(updates));
+  }
+  return std::make_unique<DistributedAdam>(
+      model, hyper, std::move(updates),
+      topology.data_parallel_group(topology.coord(rank).pipeline_rank), comm);
+}
+
+void broadcast_embedding_copies(LocalModel& model, const ParamPlacement& placement,
+                                const Topology& topology, int rank,
+                                collectives::Communicator& comm) {
+  if (placement.embedding_group.size() < 2) return;
+  const size_t index = placement.index_of(config::kWordEmbeddingName);
+  const RankCoord me = topology.coord(rank);
+  const collectives::Group group =
+      topology.stage_group("embedding group", placement.embedding_group, me.data_parallel_rank);
+  const int root = topology.rank(placement.embedding_group.front() % topology.pipeline_size(),
+                                 me.data_parallel_rank);
+  for (int stage : placement.embedding_group) {
+    if (LocalParam* p = model.find(index, stage)) {
+      c10::NoGradGuard no_grad;
+      comm.broadcast(group, root, p->weight);
+      return;
+    }
   }
 }
 

@@ -1,19 +1,26 @@
 // File: harness/engine/optimizer.h
 //
 // Adam with decoupled weight decay (Megatron-LM's default optimizer, torch.optim.AdamW
-// arithmetic), applied to the main grads finalize_model_grads left. One function holds the
-// per-element arithmetic, so every optimizer of the harness (per parameter, sharded) gives the
-// same bits for the same element.
+// arithmetic), applied to the main grads finalize_model_grads left: per parameter tensor, or
+// sharded over the data-parallel ranks as Megatron's DistributedOptimizer does
+// (megatron/core/optimizer/distrib_optimizer.py: each rank updates its shard of every bucket of
+// the chunk's buffer, then the parameters are all-gathered, param_and_grad_buffer.py
+// start_param_sync). One function holds the per-element arithmetic, so both give the same bits
+// for the same element.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
-#include "harness/config/run_config.h"
+#include "harness/collectives/collectives.h"
 #include "harness/engine/local_model.h"
+#include "harness/engine/placement.h"
+#include "harness/engine/plan.h"
+#include "harness/engine/topology.h"
 
 namespace mtp::engine {
 
@@ -26,23 +33,38 @@ struct AdamHyper {
 /// One Adam update of step `step` (≥ 1), in place, elementwise on tensors of one shape and dtype:
 ///   m ← β1·m + (1−β1)·g;   v ← β2·v + (1−β2)·g²;
 ///   u ← (m / (1−β1^step)) / (√(v / (1−β2^step)) + ε) [+ wd·w];   w ← w − lr·u.
+/// Each element's result depends only on that element's inputs (no reduction), so updating a
+/// tensor in slices gives the bits of updating it whole (a test checks this on CPU).
 /// Must run under NoGradGuard when `w` is a leaf that requires grad.
 void adam_update(at::Tensor& w, const at::Tensor& g, at::Tensor& exp_avg, at::Tensor& exp_avg_sq,
                  int64_t step, const AdamHyper& hyper);
 
-/// Adam over every parameter tensor a rank holds, one state per tensor. Every copy of a shared
-/// parameter (the word-embedding table) is updated from the same summed main grad with its own
-/// state, so the copies stay bitwise equal (Megatron-LM: one optimizer entry per copy).
-class Adam {
+/// A rank's optimizer over the parameters of its LocalModel.
+class Optimizer {
  public:
-  Adam(LocalModel& model, AdamHyper hyper);
-  /// Updates every local parameter from its main grad (under NoGradGuard).
-  void step(int64_t step);
-
- private:
-  LocalModel& model_;
-  AdamHyper hyper_;
-  std::vector<at::Tensor> exp_avg_, exp_avg_sq_;  // per LocalModel::params entry
+  virtual ~Optimizer() = default;
+  /// Updates the parameters from their (finalised, clipped) main grads. Collective over the
+  /// data-parallel group for the distributed optimizer.
+  virtual void step(int64_t step) = 0;
 };
+
+/// Which local parameter copies the optimizer updates: every one (EmbeddingCopyUpdate::
+/// kReplicated, Megatron: each copy has its own state and the same summed grad), or all but the
+/// non-owner word-embedding copies (kBroadcast: those are overwritten by
+/// broadcast_embedding_copies afterwards).
+using UpdatePredicate = std::function<bool(const LocalParam&)>;
+UpdatePredicate update_predicate(config::EmbeddingCopyUpdate mode);
+
+/// The plan's optimizer for `model` (Adam or DistributedAdam). Throws InternalError if the
+/// model's buffers were not laid out for it.
+std::unique_ptr<Optimizer> make_optimizer(const RunPlan& plan, LocalModel& model,
+                                          const Topology& topology, int rank,
+                                          collectives::Communicator& comm);
+
+/// EmbeddingCopyUpdate::kBroadcast: the first stage's updated word-embedding table is broadcast
+/// over the embedding group of every data-parallel rank, overwriting the other copies.
+void broadcast_embedding_copies(LocalModel& model, const ParamPlacement& placement,
+                                const Topology& topology, int rank,
+                                collectives::Communicator& comm);
 
 }  // namespace mtp::engine

@@ -60,25 +60,26 @@ schedule::ScheduleConfig variant_schedule(const config::VariantSpec& v,
 RunPlan plan_variant(const config::ModelConfig& model, const config::TrainingConfig& training,
                      const config::VariantSpec& variant, const Implementation& impl) {
   RunPlan plan;
-  plan.model = model;
-  if (variant.mtp_loss_scaling_factor) {
-    plan.model.mtp_loss_scaling_factor = *variant.mtp_loss_scaling_factor;
-  }
-  if (variant.kernels) plan.model.kernels = *variant.kernels;
+  plan.model = config::variant_model(model, variant);
   plan.model.validate();
   plan.training = training;
   plan.variant = variant;
-  if (training.num_microbatches < 1) {
-    throw InputError(fmt::format("training: num_microbatches = {} must be >= 1",
-                                 training.num_microbatches));
-  }
   if (training.steps < 1) {
     throw InputError(fmt::format("training: steps = {} must be >= 1", training.steps));
   }
+  if (variant.data_parallel_size < 1) {
+    throw InputError(fmt::format("variant \"{}\": dp = {} must be >= 1", variant.name,
+                                 variant.data_parallel_size));
+  }
+  if (variant.ddp_bucket_size < 0) {
+    throw InputError(fmt::format("variant \"{}\": ddp_bucket_size = {} must be >= 0 (0 = one "
+                                 "bucket)", variant.name, variant.ddp_bucket_size));
+  }
   plan.clip_grad = variant.clip_grad.value_or(training.clip_grad);
+  plan.num_microbatches = config::variant_num_microbatches(training, plan.model, variant);
   plan.layout = variant_layout(variant, plan.model);
   impl.check_layout(plan.layout);
-  plan.schedule = variant_schedule(variant, plan.layout, training.num_microbatches);
+  plan.schedule = variant_schedule(variant, plan.layout, plan.num_microbatches);
   if (plan.schedule.kind == ScheduleKind::kCombined1F1B && plan.model.mtp_num_layers > 1) {
     throw InputError(fmt::format(
         "variant \"{}\": combined_1f1b supports mtp_num_layers <= 1 (Megatron "

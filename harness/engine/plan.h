@@ -22,15 +22,18 @@ namespace mtp::engine {
 class Implementation;
 
 struct RunPlan {
-  config::ModelConfig model;        ///< the scenario's model with the variant's λ and kernels
+  config::ModelConfig model;        ///< config::variant_model: the scenario's, with overrides
   config::TrainingConfig training;
   config::VariantSpec variant;
   layout::PipelineLayout layout;    ///< validated, and accepted by the implementation
   schedule::ScheduleConfig schedule;
   double clip_grad = 0.0;           ///< the variant's, else the training's; 0 = off
+  int64_t num_microbatches = 1;     ///< M per step and data-parallel rank
 
   int pipeline_size() const { return layout.pipeline_size; }
-  int world_size() const { return layout.pipeline_size; }
+  int data_parallel_size() const { return variant.data_parallel_size; }
+  /// P · DP ranks.
+  int world_size() const { return layout.pipeline_size * variant.data_parallel_size; }
   /// N as Megatron uses it (interleaved and combined schedules: N, default P); 0 otherwise.
   int microbatch_group_size() const;
 };
@@ -49,7 +52,8 @@ schedule::ScheduleConfig variant_schedule(const config::VariantSpec& variant,
 
 /// Resolves and validates everything about `variant` that does not need a tensor. Throws
 /// InputError (LayoutError, ScheduleError) naming the broken rule: bad overrides, a layout the
-/// implementation rejects, a schedule Megatron rejects, combined 1F1B with D > 1, steps or M < 1.
+/// implementation rejects, a schedule Megatron rejects, combined 1F1B with D > 1, steps or M < 1,
+/// DP < 1, a negative ddp_bucket_size.
 RunPlan plan_variant(const config::ModelConfig& model, const config::TrainingConfig& training,
                      const config::VariantSpec& variant, const Implementation& impl);
 

@@ -64,7 +64,16 @@ void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
   rec.set_attr("layout", layout.text);
   rec.set_attr("P", int64_t{layout.pipeline_size});
   rec.set_attr("V", int64_t{layout.virtual_size});
-  rec.set_attr("M", training.num_microbatches);
+  rec.set_attr("M", plan.num_microbatches);
+  rec.set_attr("global_batch_size",
+               plan.num_microbatches * cfg.micro_batch_size * plan.data_parallel_size());
+  rec.set_attr("data_parallel_size", int64_t{plan.data_parallel_size()});
+  rec.set_attr("world_size", int64_t{plan.world_size()});
+  rec.set_attr("optimizer", config::enum_name(plan.variant.optimizer));
+  rec.set_attr("use_distributed_optimizer",
+               int64_t{plan.variant.optimizer == config::Optimizer::kDistributedAdam ? 1 : 0});
+  rec.set_attr("embedding_copy_update", config::enum_name(plan.variant.embedding_copy_update));
+  rec.set_attr("ddp_bucket_size", plan.variant.ddp_bucket_size);
   rec.set_attr("microbatch_group_size", int64_t{plan.microbatch_group_size()});
   rec.set_attr("schedule", schedule::schedule_kind_name(plan.schedule.kind));
   rec.set_attr("overlap_p2p_comm", int64_t{plan.variant.overlap_p2p ? 1 : 0});

@@ -2,6 +2,7 @@
 
 #include <c10/core/GradMode.h>
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include <chrono>
 #include <cmath>
@@ -62,7 +63,7 @@ struct HostMicrobatch {
 
 HostMicrobatch host_microbatch(const RunContext& ctx, int64_t step, int64_t mb, int dp) {
   const int64_t DP = ctx.topology.data_parallel_size();
-  const int64_t M = ctx.plan.training.num_microbatches;
+  const int64_t M = ctx.plan.num_microbatches;
   const int64_t b = ctx.plan.model.micro_batch_size, s = ctx.plan.model.seq_length;
   const data::Microbatch m = ctx.builder->build(step, mb * DP + dp, M * DP);
   HostMicrobatch h{at::empty({b, s}, at::kInt), at::empty({b, s}, at::kInt),
@@ -80,7 +81,7 @@ class RankWorker {
       : ctx_(ctx), plan_(ctx.plan), topo_(ctx.topology), placement_(ctx.placement), rank_(rank),
         me_(topo_.coord(rank)), comm_(tr, rank),
         model_(plan_, ctx.impl, ctx.init, placement_, topo_, rank, ctx.dtype, ctx.device),
-        adam_(model_, AdamHyper::from(plan_.training)) {}
+        optimizer_(make_optimizer(plan_, model_, topo_, rank, comm_)) {}
 
   void run(RunResult& result) {
     if (rank_ == 0) open_record();
@@ -97,10 +98,21 @@ class RankWorker {
           run_rank_step(rs, plan_.layout, plan_.schedule, mbs, comm_.transport(), exec);
       gather_losses(step, losses, result);
       finalize_model_grads(model_, placement_, topo_, rank_, comm_);
+      gather_main_grads_to_first_rank(model_, topo_, rank_, comm_);
       std::vector<at::Tensor> grads = gather_params(step, "grad");
       clip(step, grads);
       grads.clear();
-      adam_.step(step);
+      optimizer_->step(step);
+      if (plan_.variant.embedding_copy_update == config::EmbeddingCopyUpdate::kBroadcast) {
+        broadcast_embedding_copies(model_, placement_, topo_, rank_, comm_);
+      }
+      if (ctx_.options.after_optimizer_step) {
+        c10::NoGradGuard no_grad;
+        for (auto& p : model_.params) {
+          ctx_.options.after_optimizer_step(step, rank_, p.name, p.stage, p.weight);
+        }
+      }
+      check_replicas(step);
       gather_params(step, "weight");
     }
     if (recorder_) recorder_->commit();
@@ -124,7 +136,7 @@ class RankWorker {
 
   std::vector<MicrobatchTensors> microbatches(int64_t step) const {
     std::vector<MicrobatchTensors> mbs;
-    const int64_t M = plan_.training.num_microbatches;
+    const int64_t M = plan_.num_microbatches;
     for (int64_t mb = 0; mb < M; ++mb) {
       const HostMicrobatch h = host_microbatch(ctx_, step, mb, me_.data_parallel_rank);
       mbs.push_back({h.tokens.to(at::kLong).to(ctx_.device), h.labels.to(at::kLong).to(ctx_.device),
@@ -135,7 +147,7 @@ class RankWorker {
 
   // The global batch [DP·M, b, s] in global microbatch order mb·DP + dp.
   void record_batch(int64_t step) {
-    const int64_t DP = topo_.data_parallel_size(), M = plan_.training.num_microbatches;
+    const int64_t DP = topo_.data_parallel_size(), M = plan_.num_microbatches;
     const int64_t b = plan_.model.micro_batch_size, s = plan_.model.seq_length;
     auto tokens = at::empty({DP * M, b, s}, at::kInt);
     auto labels = at::empty({DP * M, b, s}, at::kInt);
@@ -158,7 +170,7 @@ class RankWorker {
   // Each replica's loss rank sends [M, 1 + D] float64 to the recording rank, which averages
   // them over the global batch in global microbatch order.
   void gather_losses(int64_t step, const StepLosses& losses, RunResult& result) {
-    const int64_t M = plan_.training.num_microbatches;
+    const int64_t M = plan_.num_microbatches;
     const int D = static_cast<int>(plan_.model.mtp_num_layers);
     const int DP = topo_.data_parallel_size();
     if (me_.pipeline_rank == loss_pipeline_rank() && rank_ != 0) {
@@ -250,6 +262,91 @@ class RankWorker {
     }
   }
 
+  // Every copy of every parameter on every rank (data-parallel replicas, word-embedding copies)
+  // must hold the recorded copy's bits: each rank sends an XXH3-64 digest per local tensor to
+  // rank 0, which compares and broadcasts its verdict, so every rank stops together.
+  void check_replicas(int64_t step) {
+    if (topo_.world_size() == 1 && placement_.embedding_group.size() < 2) return;
+    const int64_t n = static_cast<int64_t>(model_.params.size());
+    at::Tensor mine = at::empty({n}, at::kLong);
+    for (int64_t i = 0; i < n; ++i) {
+      const at::Tensor w = model_.params[i].weight.detach().contiguous().cpu();
+      const uint64_t h = XXH3_64bits(w.data_ptr(), w.nbytes());
+      int64_t v;
+      std::memcpy(&v, &h, sizeof v);
+      mine[i] = v;
+    }
+    const collectives::Group world = topo_.world();
+    std::vector<std::vector<int64_t>> shapes;
+    for (int r = 0; r < topo_.world_size(); ++r) {
+      shapes.push_back({static_cast<int64_t>(copies_of(topo_.coord(r).pipeline_rank).size())});
+    }
+    auto all = comm_.gather(world, 0, mine.to(ctx_.device), shapes);
+    at::Tensor verdict = at::zeros({1}, at::TensorOptions().dtype(at::kLong).device(ctx_.device));
+    std::string report;
+    if (rank_ == 0) {
+      report = compare_replicas(step, all);
+      if (!report.empty()) verdict.fill_(1);
+    }
+    comm_.broadcast(world, 0, verdict);
+    if (verdict.cpu().item<int64_t>() == 0) return;
+    if (rank_ == 0) throw ReplicaDriftError(report);
+    throw ReplicaDriftError(fmt::format("rank {}: stopped at step {}: rank 0 found a parameter "
+                                        "copy that drifted", rank_, step));
+  }
+
+  // The (placement index, stage) of every tensor a rank of pipeline rank `pp` holds, in
+  // LocalModel::params order.
+  std::vector<std::pair<size_t, int>> copies_of(int pp) const {
+    std::vector<std::pair<size_t, int>> out;
+    for (size_t i = 0; i < placement_.params.size(); ++i) {
+      for (int stage : placement_.params[i].stages) {
+        if (stage % plan_.layout.pipeline_size == pp) out.emplace_back(i, stage);
+      }
+    }
+    return out;
+  }
+
+  // "" when every copy matches the recorded one (data-parallel rank 0, owner stage), else the
+  // first mismatch in canonical order.
+  std::string compare_replicas(int64_t step, const std::vector<at::Tensor>& digests) const {
+    struct Copy {
+      int rank, stage;
+      int64_t digest;
+    };
+    std::vector<std::vector<Copy>> by_param(placement_.params.size());
+    for (int r = 0; r < topo_.world_size(); ++r) {
+      const at::Tensor d = digests[r].cpu();
+      const auto list = copies_of(topo_.coord(r).pipeline_rank);
+      for (size_t k = 0; k < list.size(); ++k) {
+        by_param[list[k].first].push_back({r, list[k].second, d[k].item<int64_t>()});
+      }
+    }
+    auto where = [&](const Copy& c) {
+      const RankCoord rc = topo_.coord(c.rank);
+      return fmt::format("data-parallel rank {}, pipeline rank {} (stage {})",
+                         rc.data_parallel_rank, rc.pipeline_rank, c.stage);
+    };
+    for (size_t i = 0; i < by_param.size(); ++i) {
+      const PlacedParam& p = placement_.params[i];
+      const Copy* ref = nullptr;
+      for (const auto& c : by_param[i]) {
+        if (c.stage == p.stages.front() && topo_.coord(c.rank).data_parallel_rank == 0) ref = &c;
+      }
+      MTP_INTERNAL_ASSERT(ref != nullptr, fmt::format("no recorded copy of {}", p.name));
+      for (const auto& c : by_param[i]) {
+        if (c.digest == ref->digest) continue;
+        return fmt::format(
+            "step {}: weight {} after the optimizer step differs between copies: {} has XXH3-64 "
+            "{:016x}, the recorded copy on {} has {:016x} (a data-parallel replica or an "
+            "embedding copy drifted)",
+            step, p.name, where(c), static_cast<uint64_t>(c.digest), where(*ref),
+            static_cast<uint64_t>(ref->digest));
+      }
+    }
+    return "";
+  }
+
   const RunContext& ctx_;
   const RunPlan& plan_;
   const Topology& topo_;
@@ -258,7 +355,7 @@ class RankWorker {
   const RankCoord me_;
   collectives::Communicator comm_;
   LocalModel model_;
-  Adam adam_;
+  std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<StepRecorder> recorder_;
 };
 
@@ -271,7 +368,7 @@ RunResult run_variant(const RunPlan& plan, const Implementation& impl,
   RunContext ctx{plan,
                  impl,
                  options,
-                 Topology(plan.pipeline_size(), 1),
+                 Topology(plan.pipeline_size(), plan.data_parallel_size()),
                  place_params(impl, plan.layout, plan.model),
                  make_initial_weights(plan.model, plan.training.seed),
                  data::open_token_source(data),

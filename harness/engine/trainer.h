@@ -5,12 +5,17 @@
 // (SPMD), whether as a thread of this process or as a process of a torchrun/mpirun launch:
 //   microbatches of its data-parallel rank → its schedule's ops (executor) →
 //   finalize_model_grads (data-parallel sync, embedding group) → [clip: canonical global norm] →
-//   optimizer → the recording rank (pipeline rank 0, data-parallel rank 0) gathers the batch,
-//   losses, main grads and weights and writes the record.
+//   optimizer → [embedding copies broadcast] → replica check (every data-parallel replica and
+//   every embedding copy bitwise equal to the recorded copy) → the recording rank (pipeline
+//   rank 0, data-parallel rank 0) gathers the batch, losses, main grads and weights and writes
+//   the record.
 #pragma once
+
+#include <ATen/ATen.h>
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +43,20 @@ struct RunOptions {
   std::string scenario_name;
   std::chrono::milliseconds recv_timeout{120000};
   uint64_t delay_seed = 0;      ///< seed of random transport delays
+  /// Fault-injection seam (tests): called on every rank after its optimizer step, for each
+  /// parameter copy it holds (global name, stage index, the weight), before the replica
+  /// consistency check. Runs under NoGradGuard; may modify `weight` in place.
+  std::function<void(int64_t step, int rank, const std::string& name, int stage,
+                     at::Tensor& weight)>
+      after_optimizer_step;
+};
+
+/// A copy of a parameter whose bits differ from the recorded copy after an optimizer step (a
+/// data-parallel replica or a word-embedding copy drifted). what() names the step, the tensor,
+/// and both copies' (data-parallel rank, pipeline rank, stage).
+class ReplicaDriftError : public InfraError {
+ public:
+  explicit ReplicaDriftError(const std::string& msg) : InfraError(msg) {}
 };
 
 /// Summary of a finished run.

@@ -14,6 +14,7 @@
 #include "harness/config/testing/tiny_model.h"
 #include "harness/record/record.h"
 #include "harness/transport/transport.h"
+#include "reference/reference.h"
 
 namespace mtp::engine {
 namespace {
@@ -23,7 +24,7 @@ config::ModelConfig tiny() { return config::testing::tiny_model(); }  // N 8, D 
 class RunTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::path(testing::TempDir()) / "mtp_candidate_run_test";
+    dir_ = std::filesystem::path(testing::TempDir()) / "mtp_engine_run_test";
     std::filesystem::create_directories(dir_);
     training_.steps = 2;
     training_.num_microbatches = 4;
@@ -100,15 +101,23 @@ void expect_same_datasets(const std::string& a, const std::string& b) {
 }
 
 TEST_F(RunTest, OneProcessPerRankProtocolGivesTheSameRecord) {
-  for (bool clip : {false, true}) {
+  for (int mode = 0; mode < 3; ++mode) {
     auto v = variant_;
-    if (clip) v.clip_grad = 0.05;  // small enough to trigger: exercises the coefficient broadcast
-    const std::string single = run(v, clip ? "single_clip.h5" : "single.h5");
-    auto tr = transport::make_in_process_transport(4, {});
-    const std::string dist = (dir_ / (clip ? "dist_clip.h5" : "dist.h5")).string();
+    // 1: small enough to trigger, exercises the coefficient broadcast. 2: DP = 2 with the
+    // distributed optimizer, 8 ranks.
+    if (mode == 1) v.clip_grad = 0.05;
+    if (mode == 2) {
+      v.data_parallel_size = 2;
+      v.optimizer = config::Optimizer::kDistributedAdam;
+    }
+    const std::string tag = std::to_string(mode);
+    const std::string single = run(v, "single" + tag + ".h5");
+    const int world = plan(v).world_size();
+    auto tr = transport::make_in_process_transport(world, {});
+    const std::string dist = (dir_ / ("dist" + tag + ".h5")).string();
     std::vector<std::thread> threads;
-    std::vector<std::string> errors(4);
-    for (int r = 0; r < 4; ++r) {
+    std::vector<std::string> errors(world);
+    for (int r = 0; r < world; ++r) {
       threads.emplace_back([&, r] {
         try {
           RunOptions ro;
@@ -124,7 +133,7 @@ TEST_F(RunTest, OneProcessPerRankProtocolGivesTheSameRecord) {
       });
     }
     for (auto& t : threads) t.join();
-    for (int r = 0; r < 4; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+    for (int r = 0; r < world; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
     expect_same_datasets(single, dist);
   }
 }
@@ -155,6 +164,124 @@ TEST_F(RunTest, RecordsBatchLossGradWeightWithMegatronNames) {
     return static_cast<double>(v);
   };
   EXPECT_NEAR(val("total"), val("lm") + 0.1 / 2 * (val("mtp_1") + val("mtp_2")), 2e-6);
+}
+
+// Megatron's MegatronPretrainingSampler (megatron/training/datasets/data_samplers.py): samples are
+// consumed in order, DP·b at a time, data-parallel rank d taking the d-th micro-batch-sized
+// slice. So in step t, microbatch mb of rank d holds samples ((t−1)·M + mb)·DP·b + d·b + row,
+// and the byte-level source gives sample j the window at (j·s) mod (size − s) (data/microbatch.h).
+// Checked against the GPL-3 bytes read here, for the record's global order mb·DP + d.
+TEST_F(RunTest, DataParallelRanksTakeMegatronSamplerSlicesOfTheGlobalBatch) {
+  auto v = variant_;
+  v.data_parallel_size = 2;
+  record::RecordReader r(run(v, "sampler.h5"));
+  std::ifstream in("/usr/share/common-licenses/GPL-3", std::ios::binary);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const int64_t M = 4, DP = 2, b = 2, s = 8, span = static_cast<int64_t>(text.size()) - s;
+  for (int step : {1, 2}) {
+    auto tokens = r.read(step, "batch", "tokens");
+    ASSERT_EQ(tokens.shape, (std::vector<int64_t>{DP * M, b, s}));
+    const auto* got = reinterpret_cast<const int32_t*>(tokens.bytes.data());
+    for (int64_t mb = 0; mb < M; ++mb) {
+      for (int64_t d = 0; d < DP; ++d) {
+        for (int64_t row = 0; row < b; ++row) {
+          const int64_t sample = ((step - 1) * M + mb) * DP * b + d * b + row;
+          const int64_t start = (sample * s) % span;
+          for (int64_t i = 0; i < s; ++i) {
+            ASSERT_EQ(got[((mb * DP + d) * b + row) * s + i],
+                      static_cast<unsigned char>(text[start + i]))
+                << "step " << step << " mb " << mb << " rank " << d << " row " << row;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A data-parallel replica whose weight drifts (one element, one rank, one step) stops the run
+// with the step, the tensor and both copies named; so does a word-embedding copy that drifts.
+TEST_F(RunTest, DriftOfAReplicaOrAnEmbeddingCopyIsReported) {
+  struct Case {
+    const char* tensor;
+    int rank, stage;
+    std::vector<std::string> expect;
+  };
+  // P = 4, DP = 2: rank = dp + 2·pp. Rank 3 is (pp 1, dp 1), holding stage 1 (layers 0-2);
+  // rank 4 is (pp 2, dp 0), holding stage 6, the MTP stage with its embedding copy.
+  const std::vector<Case> cases = {
+      {"decoder.layers.1.mlp.linear_fc1.weight", 3, 1,
+       {"step 2: weight decoder.layers.1.mlp.linear_fc1.weight",
+        "data-parallel rank 1, pipeline rank 1 (stage 1)",
+        "recorded copy on data-parallel rank 0, pipeline rank 1 (stage 1)"}},
+      {"embedding.word_embeddings.weight", 4, 6,
+       {"step 2: weight embedding.word_embeddings.weight",
+        "data-parallel rank 0, pipeline rank 2 (stage 6)",
+        "recorded copy on data-parallel rank 0, pipeline rank 0 (stage 0)"}}};
+  for (const auto& c : cases) {
+    auto v = variant_;
+    v.data_parallel_size = 2;
+    RunOptions ro;
+    ro.record_path = (dir_ / "drift.h5").string();
+    std::filesystem::remove(ro.record_path);
+    ro.after_optimizer_step = [&](int64_t step, int rank, const std::string& name, int stage,
+                                  at::Tensor& w) {
+      if (step == 2 && rank == c.rank && name == c.tensor && stage == c.stage) {
+        w.view({-1})[5] += 1e-3;
+      }
+    };
+    try {
+      run_variant(plan(v), *candidate_, data::DataConfig{}, ro);
+      ADD_FAILURE() << "no drift reported for " << c.tensor;
+    } catch (const ReplicaDriftError& e) {
+      for (const auto& needle : c.expect) {
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      }
+    }
+    EXPECT_FALSE(std::filesystem::exists(ro.record_path)) << "a record of a drifted run";
+  }
+}
+
+// untie_embeddings = false in every kind of legal layout, reference and candidate, with DP = 2:
+// the runs complete, i.e. after every step every embedding copy on every replica holds the
+// recorded copy's bits (the engine's replica check), in both copy-update modes.
+TEST_F(RunTest, TiedEmbeddingsRunInEveryLayoutWithDataParallelism) {
+  struct Layout {
+    config::Implementation impl;
+    const char* text;
+    int pp;
+  };
+  const std::vector<Layout> layouts = {
+      {config::Implementation::kReference, "Et*8mmL", 1},
+      {config::Implementation::kReference, "Et*4|t*4mmL", 2},
+      {config::Implementation::kReference, "E|t*3|(t|)*5mmL", 4},
+      {config::Implementation::kCandidate, "Et*4|t*4mmL", 2},
+      {config::Implementation::kCandidate, "Et*3|t*3|t*2mm|L", 4},
+      {config::Implementation::kCandidate, "E|t*3|(t|)*4tmm|L", 4},
+      {config::Implementation::kCandidate, "E|t*3|(t|)*3tt|mm|L", 4}};
+  training_.steps = 2;
+  auto reference = reference::make_reference();
+  for (const auto& l : layouts) {
+    for (auto update : {config::EmbeddingCopyUpdate::kReplicated,
+                        config::EmbeddingCopyUpdate::kBroadcast}) {
+      config::VariantSpec v;
+      v.name = "tied";
+      v.implementation = l.impl;
+      v.layout = l.text;
+      v.pipeline_size = l.pp;
+      v.data_parallel_size = 2;
+      v.untie_embeddings = false;
+      v.embedding_copy_update = update;
+      const Implementation& impl =
+          l.impl == config::Implementation::kReference ? *reference : *candidate_;
+      RunOptions ro;
+      ro.record_path = (dir_ / "tied.h5").string();
+      EXPECT_NO_THROW(run_variant(plan_variant(tiny(), training_, v, impl), impl,
+                                  data::DataConfig{}, ro))
+          << l.text;
+      record::RecordReader r(ro.record_path);
+      EXPECT_EQ(r.names(1, "grad").back(), "mtp.layers.1.final_layernorm.weight") << l.text;
+    }
+  }
 }
 
 }  // namespace

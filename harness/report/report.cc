@@ -104,6 +104,7 @@ nlohmann::json to_json(const scenario::Scenario& sc, const std::vector<VariantRu
   for (const auto& v : runs) {
     j["variants"].push_back({{"name", v.name}, {"implementation", v.implementation},
                              {"layout", v.layout}, {"pp", v.pipeline_size}, {"vpp", v.virtual_size},
+                             {"dp", v.data_parallel_size}, {"optimizer", v.optimizer},
                              {"schedule", v.schedule}, {"mtp_standalone", v.mtp_standalone},
                              {"record", v.record_path}, {"record_bytes", v.record_bytes},
                              {"wall_seconds", v.wall_seconds},

@@ -39,7 +39,8 @@ ExpectationResult evaluate(const scenario::Expectation& e,
 /// Facts about one variant run, for the report.
 struct VariantRun {
   std::string name, implementation, layout, schedule, record_path;
-  int pipeline_size = 1, virtual_size = 1;
+  int pipeline_size = 1, virtual_size = 1, data_parallel_size = 1;
+  std::string optimizer;
   bool mtp_standalone = false;
   double wall_seconds = 0.0;
   double final_total_loss = 0.0;

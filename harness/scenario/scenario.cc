@@ -193,10 +193,21 @@ void parse_model(const Ctx& ctx, const toml::table& t, config::ModelConfig& m) {
 void parse_training(const Ctx& ctx, const toml::table& t, config::TrainingConfig& tr) {
   const std::string w = "[training]";
   check_keys(ctx, t, w,
-             {"steps", "num_microbatches", "seed", "lr", "adam_beta1", "adam_beta2", "adam_eps",
+             {"steps", "num_microbatches", "global_batch_size", "seed", "lr", "adam_beta1",
+              "adam_beta2", "adam_eps",
               "weight_decay", "clip_grad", "dtype", "device"});
   tr.steps = get_int(ctx, t, "steps", w, tr.steps, 1);
   tr.num_microbatches = get_int(ctx, t, "num_microbatches", w, tr.num_microbatches, 1);
+  if (const toml::node* n = t.get("global_batch_size")) {
+    if (t.get("num_microbatches")) {
+      ctx.fail(n, "[training]: give num_microbatches (M per data-parallel rank) or "
+                  "global_batch_size (samples per step), not both");
+    }
+    tr.global_batch_size = get_int(ctx, t, "global_batch_size", w, 0, 1);
+    if (*tr.global_batch_size > 10000000) {
+      ctx.fail(n, "[training].global_batch_size must be <= 10000000");
+    }
+  }
   tr.seed = static_cast<uint64_t>(get_int(ctx, t, "seed", w, static_cast<int64_t>(tr.seed), 0));
   tr.lr = get_double(ctx, t, "lr", w, tr.lr);
   tr.adam_beta1 = get_double(ctx, t, "adam_beta1", w, tr.adam_beta1);
@@ -237,9 +248,10 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
     w = fmt::format("variant \"{}\"", n->value<std::string>().value());
   }
   check_keys(ctx, t, w,
-             {"name", "implementation", "layout", "pp", "vpp", "schedule", "microbatch_group_size",
-              "clip_grad", "mtp_loss_scaling_factor", "transport_max_delay_us", "overlap_p2p", "kernels",
-              "why"});
+             {"name", "implementation", "layout", "pp", "vpp", "dp", "schedule",
+              "microbatch_group_size", "clip_grad", "mtp_loss_scaling_factor",
+              "transport_max_delay_us", "overlap_p2p", "kernels", "untie_embeddings",
+              "optimizer", "embedding_copy_update", "ddp_bucket_size", "why"});
   v.name = get_string(ctx, t, "name", w, "");
   if (!valid_name(v.name)) {
     ctx.fail(t.get("name") ? t.get("name") : &t,
@@ -258,7 +270,13 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   }
   v.pipeline_size = static_cast<int>(get_int(ctx, t, "pp", w, 1, 1));
   v.virtual_size = static_cast<int>(get_int(ctx, t, "vpp", w, 1, 1));
+  v.data_parallel_size = static_cast<int>(get_int(ctx, t, "dp", w, 1, 1));
   if (v.pipeline_size > 64) ctx.fail(t.get("pp"), fmt::format("{}: pp must be <= 64", w));
+  if (v.data_parallel_size > 64) ctx.fail(t.get("dp"), fmt::format("{}: dp must be <= 64", w));
+  if (v.pipeline_size * v.data_parallel_size > 256) {
+    ctx.fail(t.get("dp"), fmt::format("{}: pp · dp = {} ranks; at most 256", w,
+                                      v.pipeline_size * v.data_parallel_size));
+  }
   if (v.virtual_size > 64) ctx.fail(t.get("vpp"), fmt::format("{}: vpp must be <= 64", w));
   if (!v.layout.empty() && t.get("vpp")) {
     ctx.fail(t.get("vpp"), fmt::format("{}: vpp is derived from the layout; give one or the other", w));
@@ -290,6 +308,12 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   if (t.get("kernels")) {
     v.kernels = get_enum<config::Kernels>(ctx, t, "kernels", w, config::Kernels::kTorch);
   }
+  if (t.get("untie_embeddings")) v.untie_embeddings = get_bool(ctx, t, "untie_embeddings", w, true);
+  v.optimizer = get_enum<config::Optimizer>(ctx, t, "optimizer", w, v.optimizer);
+  v.embedding_copy_update =
+      get_enum<config::EmbeddingCopyUpdate>(ctx, t, "embedding_copy_update", w,
+                                            v.embedding_copy_update);
+  v.ddp_bucket_size = get_int(ctx, t, "ddp_bucket_size", w, 0, 0);
   get_string(ctx, t, "why", w, "");
   return v;
 }
@@ -489,6 +513,12 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
     auto v = parse_variant(ctx, *node.as_table(), i++);
     if (!names.insert(v.name).second) ctx.fail(&node, fmt::format("variant \"{}\" is defined twice", v.name));
     check_variant_layout(ctx, *node.as_table(), v, sc.model);
+    try {
+      config::variant_num_microbatches(sc.training, config::variant_model(sc.model, v), v);
+    } catch (const InputError& e) {
+      const toml::table& vt = *node.as_table();
+      ctx.fail(vt.get("dp") ? vt.get("dp") : &node, e.what());
+    }
     const auto where = node.source().begin;
     sc.variant_locations.push_back(where ? fmt::format("{}:{}:{}", source, where.line, where.column)
                                          : source);
@@ -519,7 +549,12 @@ void check_expectation_selections(const Scenario& sc) {
         names.push_back("total");
       }
       if (g == "grad" || g == "weight") {
-        for (const auto& spec : config::parameter_specs(sc.model)) names.push_back(spec.name);
+        // Every variant's parameters (an untie_embeddings override adds or drops the head).
+        for (const auto& vname : e.variants) {
+          for (const auto& spec : config::parameter_specs(config::variant_model(sc.model, sc.variant(vname)))) {
+            names.push_back(spec.name);
+          }
+        }
       }
     }
     bool any = false;

@@ -1,0 +1,35 @@
+#include "harness/config/run_config.h"
+
+#include <fmt/format.h>
+
+namespace mtp::config {
+
+ModelConfig variant_model(const ModelConfig& model, const VariantSpec& variant) {
+  ModelConfig m = model;
+  if (variant.mtp_loss_scaling_factor) m.mtp_loss_scaling_factor = *variant.mtp_loss_scaling_factor;
+  if (variant.kernels) m.kernels = *variant.kernels;
+  if (variant.untie_embeddings) m.untie_embeddings = *variant.untie_embeddings;
+  return m;
+}
+
+int64_t variant_num_microbatches(const TrainingConfig& training, const ModelConfig& model,
+                                 const VariantSpec& variant) {
+  if (!training.global_batch_size) {
+    if (training.num_microbatches < 1) {
+      throw InputError(fmt::format("training: num_microbatches = {} must be >= 1",
+                                   training.num_microbatches));
+    }
+    return training.num_microbatches;
+  }
+  const int64_t gbs = *training.global_batch_size;
+  const int64_t per_step = model.micro_batch_size * variant.data_parallel_size;
+  if (gbs < 1 || per_step < 1 || gbs % per_step != 0) {
+    throw InputError(fmt::format(
+        "variant \"{}\": global_batch_size = {} is not divisible by micro_batch_size ({}) times "
+        "data-parallel size ({}) (Megatron's rule)", variant.name, gbs, model.micro_batch_size,
+        variant.data_parallel_size));
+  }
+  return gbs / per_step;
+}
+
+}  // namespace mtp::config
