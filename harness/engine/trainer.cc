@@ -283,8 +283,8 @@ RunResult run_variant(const model::ModelConfig& model_in, const TrainingConfig& 
   }
 
   auto source = data::open_token_source(data_cfg);
-  data::MicrobatchBuilder builder(*source, cfg.micro_batch_size, cfg.seq_length, cfg.vocab_size,
-                                  data_cfg.mask_token);
+  data::MicrobatchBuilder builder(*source, data_cfg, cfg.micro_batch_size, cfg.seq_length,
+                                  cfg.vocab_size);
 
   InitialWeights init = make_initial_weights(cfg, training.seed);
   auto chunks = impl.build_chunks(layout, cfg, init, dtype, device);
