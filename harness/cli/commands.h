@@ -69,6 +69,14 @@ struct LayoutOptions {
 /// Prints the rank map of a layout (or throws LayoutError). 0 on success.
 int run_layout(const LayoutOptions& opt);
 
+struct DataPrepareOptions {
+  std::vector<std::string> args;  ///< TEXT... OUT_PREFIX
+  std::string split = "file";     ///< "file" | "blank-lines" (data/prepare.h DocumentSplit)
+};
+/// Writes OUT_PREFIX.idx / .bin, a byte-level Megatron indexed dataset of the text files, and
+/// prints what it wrote. 0 on success.
+int run_data_prepare(const DataPrepareOptions& opt);
+
 struct ScheduleOptions {
   std::string kind;      ///< "" = derived from P and V
   int pipeline_size = 2, virtual_size = 1, num_microbatches = 4, group_size = 0;

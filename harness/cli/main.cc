@@ -78,11 +78,24 @@ int main(int argc, char** argv) {
   s->add_option("--group", sch.group_size, "N, interleaved microbatch group size (default P)")->check(CLI::Range(0, 100000));
   s->add_option("--kind", sch.kind, "none | 1f1b | interleaved (default: from P and V)");
 
+  mtp::cli::DataPrepareOptions prep;
+  auto* d = app.add_subcommand("data", "data set tools");
+  d->require_subcommand(1);
+  auto* dp = d->add_subcommand("prepare", "write a byte-level Megatron indexed dataset "
+                                          "(OUT_PREFIX.idx, OUT_PREFIX.bin; EOD 0 after each "
+                                          "document) from text files");
+  dp->add_option("args", prep.args, "TEXT... OUT_PREFIX")->required()->expected(2, -1);
+  dp->add_option("--split", prep.split, "file (one document per file) | blank-lines (one per "
+                                        "blank-line-separated block)")->capture_default_str()
+      ->check(CLI::IsMember({"file", "blank-lines"}));
+
   if (argc > 1 && argv[1][0] != '-') {
     const std::string sub = argv[1];
-    if (sub != "check" && sub != "compare" && sub != "layout" && sub != "schedule" && sub != "run" && sub != "info") {
+    if (sub != "check" && sub != "compare" && sub != "layout" && sub != "schedule" && sub != "run" && sub != "info" &&
+        sub != "data") {
       std::cerr << "mtp-harness: error: unknown subcommand '" << sub
-                << "' (subcommands: check, run, compare, info, layout, schedule; see --help)\n";
+                << "' (subcommands: check, run, compare, info, layout, schedule, data; see "
+                   "--help)\n";
       return mtp::kExitUsage;
     }
   }
@@ -100,6 +113,7 @@ int main(int argc, char** argv) {
     if (*k) return mtp::cli::run_compare(cmp);
     if (*l) return mtp::cli::run_layout(lay);
     if (*s) return mtp::cli::run_schedule(sch);
+    if (*dp) return mtp::cli::run_data_prepare(prep);
   } catch (const mtp::InputError& e) {
     std::cerr << "mtp-harness: error: " << e.what() << "\n";
     return mtp::kExitUsage;

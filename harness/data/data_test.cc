@@ -44,6 +44,34 @@ TEST(DataTest, WindowsTokensLabelsAndMask) {
   EXPECT_EQ(again.tokens, mb.tokens);
 }
 
+TEST(DataTest, EdgeBatchesCycleOverGlobalMicrobatches) {
+  // "abcdefgh\nij": 11 bytes, b = 2, s = 4, M = 2; windows start at (j·4) mod 7.
+  TextFileSource src(write_temp("edge.txt", "abcdefgh\nij"));
+  DataConfig cfg;
+  cfg.mask_token = '\n';
+  cfg.edge_batches = {"first_label_only", "last_label_only", "all_masked", "repeated_token",
+                      "data"};
+  MicrobatchBuilder builder(src, cfg, 2, 4, 256);
+  MicrobatchBuilder plain(src, 2, 4, 256, '\n');
+  const Microbatch g0 = builder.build(1, 0, 2);
+  EXPECT_EQ(g0.tokens, plain.build(1, 0, 2).tokens);
+  EXPECT_EQ(g0.loss_mask, (std::vector<uint8_t>{1, 0, 0, 0, 1, 0, 0, 0}));
+  EXPECT_EQ(builder.build(1, 1, 2).loss_mask, (std::vector<uint8_t>{0, 0, 0, 1, 0, 0, 0, 1}));
+  EXPECT_EQ(builder.build(2, 0, 2).loss_mask, std::vector<uint8_t>(8, 0));
+  // g = 3: rows j = 6 (window "defgh") and j = 7 (window "abcde") repeat their first token.
+  const Microbatch g3 = builder.build(2, 1, 2);
+  EXPECT_EQ(g3.tokens, (std::vector<int32_t>{'d', 'd', 'd', 'd', 'a', 'a', 'a', 'a'}));
+  EXPECT_EQ(g3.labels, g3.tokens);
+  EXPECT_EQ(g3.loss_mask, std::vector<uint8_t>(8, 1));
+  // g = 4: "data" — the window "efgh\n" with its '\n' label masked; g = 5 cycles to the first.
+  const Microbatch g4 = builder.build(3, 0, 2);
+  EXPECT_EQ(g4.tokens, plain.build(3, 0, 2).tokens);
+  EXPECT_EQ(g4.loss_mask, (std::vector<uint8_t>{1, 1, 1, 0, 1, 1, 1, 1}));
+  EXPECT_EQ(builder.build(3, 1, 2).loss_mask, g0.loss_mask);
+  cfg.edge_batches = {"half_masked"};
+  EXPECT_THROW(MicrobatchBuilder(src, cfg, 2, 4, 256), InputError);
+}
+
 TEST(DataTest, ClearErrors) {
   EXPECT_THROW(TextFileSource("/nonexistent/file.txt"), InputError);
   EXPECT_THROW(TextFileSource(write_temp("empty.txt", "")), InputError);

@@ -2,13 +2,28 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "harness/common/error.h"
 
 namespace mtp::data {
 
-MicrobatchBuilder::MicrobatchBuilder(const TokenSource& source, int64_t micro_batch_size,
-                                     int64_t seq_length, int64_t vocab_size, int64_t mask_token)
-    : source_(source), b_(micro_batch_size), s_(seq_length), mask_token_(mask_token) {
+EdgeBatch parse_edge_batch(const std::string& name) {
+  if (name == "data") return EdgeBatch::kData;
+  if (name == "first_label_only") return EdgeBatch::kFirstLabelOnly;
+  if (name == "last_label_only") return EdgeBatch::kLastLabelOnly;
+  if (name == "all_masked") return EdgeBatch::kAllMasked;
+  if (name == "repeated_token") return EdgeBatch::kRepeatedToken;
+  throw InputError(fmt::format("edge batch \"{}\" is unknown (accepted: \"data\", "
+                               "\"first_label_only\", \"last_label_only\", \"all_masked\", "
+                               "\"repeated_token\")", name));
+}
+
+MicrobatchBuilder::MicrobatchBuilder(const TokenSource& source, const DataConfig& cfg,
+                                     int64_t micro_batch_size, int64_t seq_length,
+                                     int64_t vocab_size)
+    : source_(source), b_(micro_batch_size), s_(seq_length), mask_token_(cfg.mask_token),
+      eod_token_(cfg.eod_token), eod_mask_loss_(cfg.eod_mask_loss) {
   if (source.size() < s_ + 1) {
     throw InputError(fmt::format("data: {} has {} tokens, fewer than seq_length + 1 = {}",
                                  source.describe(), source.size(), s_ + 1));
@@ -16,6 +31,57 @@ MicrobatchBuilder::MicrobatchBuilder(const TokenSource& source, int64_t micro_ba
   if (source.min_vocab_size() > vocab_size) {
     throw InputError(fmt::format("data: {} needs vocab_size >= {}, the model has {}",
                                  source.describe(), source.min_vocab_size(), vocab_size));
+  }
+  for (const auto& name : cfg.edge_batches) edge_batches_.push_back(parse_edge_batch(name));
+}
+
+MicrobatchBuilder::MicrobatchBuilder(const TokenSource& source, int64_t micro_batch_size,
+                                     int64_t seq_length, int64_t vocab_size, int64_t mask_token)
+    : MicrobatchBuilder(source,
+                        [mask_token] {
+                          DataConfig cfg;
+                          cfg.mask_token = mask_token;
+                          return cfg;
+                        }(),
+                        micro_batch_size, seq_length, vocab_size) {}
+
+void MicrobatchBuilder::read_sample(int64_t j, int32_t* out) const {
+  const int64_t size = source_.size();
+  if (source_.sample_order() == SampleOrder::kWindows) {
+    source_.read((j * s_) % (size - s_), s_ + 1, out);
+    return;
+  }
+  // kEpochs: stream position j·s, wrapping at the end of each epoch.
+  int64_t pos = (j % size) * (s_ % size) % size;
+  for (int64_t done = 0; done < s_ + 1;) {
+    const int64_t n = std::min(s_ + 1 - done, size - pos);
+    source_.read(pos, n, out + done);
+    done += n;
+    pos = 0;
+  }
+}
+
+void MicrobatchBuilder::apply_edge_batch(EdgeBatch edge, Microbatch& mb) const {
+  for (int64_t row = 0; row < b_; ++row) {
+    const auto at = [&](int64_t i) { return static_cast<size_t>(row * s_ + i); };
+    switch (edge) {
+      case EdgeBatch::kData:
+        break;
+      case EdgeBatch::kFirstLabelOnly:
+      case EdgeBatch::kLastLabelOnly:
+      case EdgeBatch::kAllMasked:
+        std::fill_n(mb.loss_mask.begin() + at(0), s_, uint8_t{0});
+        if (edge == EdgeBatch::kFirstLabelOnly) mb.loss_mask[at(0)] = 1;
+        if (edge == EdgeBatch::kLastLabelOnly) mb.loss_mask[at(s_ - 1)] = 1;
+        break;
+      case EdgeBatch::kRepeatedToken: {
+        const int32_t t = mb.tokens[at(0)];
+        std::fill_n(mb.tokens.begin() + at(0), s_, t);
+        std::fill_n(mb.labels.begin() + at(0), s_, t);
+        std::fill_n(mb.loss_mask.begin() + at(0), s_, uint8_t{1});
+        break;
+      }
+    }
   }
 }
 
@@ -27,17 +93,23 @@ Microbatch MicrobatchBuilder::build(int64_t step, int64_t microbatch,
   mb.tokens.resize(b_ * s_);
   mb.labels.resize(b_ * s_);
   mb.loss_mask.resize(b_ * s_);
-  std::vector<int32_t> window(s_ + 1);
-  const int64_t span = source_.size() - s_;
+  mb.position_ids.resize(b_ * s_);
+  std::vector<int32_t> sample(s_ + 1);
+  const int64_t g = (step - 1) * num_microbatches + microbatch;
   for (int64_t row = 0; row < b_; ++row) {
-    const int64_t j = ((step - 1) * num_microbatches + microbatch) * b_ + row;
-    const int64_t start = (j * s_) % span;
-    source_.read(start, s_ + 1, window.data());
+    read_sample(g * b_ + row, sample.data());
     for (int64_t i = 0; i < s_; ++i) {
-      mb.tokens[row * s_ + i] = window[i];
-      mb.labels[row * s_ + i] = window[i + 1];
-      mb.loss_mask[row * s_ + i] = window[i + 1] == mask_token_ ? 0 : 1;
+      const int64_t k = row * s_ + i;
+      mb.tokens[k] = sample[i];
+      mb.labels[k] = sample[i + 1];
+      const bool masked =
+          sample[i + 1] == mask_token_ || (eod_mask_loss_ && sample[i] == eod_token_);
+      mb.loss_mask[k] = masked ? 0 : 1;
+      mb.position_ids[k] = static_cast<int32_t>(i);
     }
+  }
+  if (!edge_batches_.empty()) {
+    apply_edge_batch(edge_batches_[static_cast<size_t>(g) % edge_batches_.size()], mb);
   }
   return mb;
 }

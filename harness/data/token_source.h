@@ -2,22 +2,37 @@
 //
 // Where training tokens come from. A TokenSource is a flat, read-only token stream; the
 // MicrobatchBuilder cuts it into microbatches that are identical for every variant.
-// Implemented: byte-level text files (vocab 256). The interface is what a Megatron indexed
-// dataset (.bin/.idx, megatron/core/datasets/indexed_dataset.py) needs as well: a token count,
-// random access reads, and a content digest.
+// Implemented: byte-level text files (vocab 256) and Megatron indexed datasets (.bin/.idx,
+// megatron/core/datasets/indexed_dataset.py; harness/data/indexed_dataset.h).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "harness/data/indexed_dataset.h"
+
 namespace mtp::data {
+
+/// How the MicrobatchBuilder cuts sample j (s + 1 tokens) from a TokenSource of `size` tokens.
+enum class SampleOrder {
+  /// Tokens [(j·s) mod (size − s), … + s]: windows that never wrap (byte-level text).
+  kWindows,
+  /// Tokens j·s … j·s + s of the stream repeated end to end, i.e. token i of the sample is
+  /// stream[(j·s + i) mod size]: Megatron's GPTDataset sample index (helpers.cpp
+  /// build_sample_idx, add_extra_token_to_sequence) over epochs of the documents in order,
+  /// with neither the document nor the sample shuffle.
+  kEpochs,
+};
 
 /// A flat, read-only stream of token ids.
 class TokenSource {
  public:
   virtual ~TokenSource() = default;
+  /// How samples are cut from this stream.
+  virtual SampleOrder sample_order() const = 0;
   /// Number of tokens.
   virtual int64_t size() const = 0;
   /// Smallest vocabulary that holds every id this source can return.
@@ -30,17 +45,27 @@ class TokenSource {
   virtual std::string sha256() const = 0;
 };
 
-/// What the scenario's [data] table says.
+/// What the scenario's [data] table says (scenarios/README.md).
 struct DataConfig {
-  std::string kind = "text";                               ///< "text" (byte-level)
-  std::string path = "/usr/share/common-licenses/GPL-3";   ///< base-files, on every Debian/Ubuntu
-  /// Token whose label positions get loss_mask 0 (Megatron's eod_mask_loss with this id as the
-  /// end-of-document token); −1 = every position counts.
+  std::string kind = "text";   ///< "text" (byte-level) | "megatron" (indexed dataset)
+  std::string path = "/usr/share/common-licenses/GPL-3";   ///< text: base-files, on every Debian
+  std::string path_prefix;     ///< megatron: PREFIX of PREFIX.idx and PREFIX.bin
+  /// Positions whose *label* is this token get loss_mask 0; −1 = none. Not Megatron's
+  /// eod_mask_loss, which masks positions whose *input* is the EOD token (eod_mask_loss below).
   int64_t mask_token = -1;
+  /// Megatron's end-of-document token (data prepare appends it to every document: 0, the EOD of
+  /// Megatron's ByteLevelTokenizer).
+  int64_t eod_token = 0;
+  /// Megatron's --eod-mask-loss (gpt_dataset.py _get_ltor_masks_and_position_ids): positions
+  /// whose input token is eod_token get loss_mask 0.
+  bool eod_mask_loss = false;
+  /// Edge-case microbatches (microbatch.h EdgeBatch names): global microbatch g = (step−1)·M + mb
+  /// takes edge_batches[g mod size]; empty = every microbatch as the data gives it.
+  std::vector<std::string> edge_batches;
 };
 
 /// Opens the source `cfg` names. Throws InputError naming the path and the problem (missing,
-/// unreadable, empty, unknown kind).
+/// unreadable, empty, corrupted, unknown kind).
 std::unique_ptr<TokenSource> open_token_source(const DataConfig& cfg);
 
 /// Every byte of a file as one token (ids 0..255).
@@ -48,6 +73,7 @@ class TextFileSource : public TokenSource {
  public:
   /// Reads the whole file. Throws InputError when it cannot be read or is empty.
   explicit TextFileSource(const std::string& path);
+  SampleOrder sample_order() const override { return SampleOrder::kWindows; }
   int64_t size() const override { return static_cast<int64_t>(bytes_.size()); }
   int64_t min_vocab_size() const override { return 256; }
   void read(int64_t offset, int64_t count, int32_t* out) const override;
@@ -60,7 +86,29 @@ class TextFileSource : public TokenSource {
   std::string sha256_;
 };
 
+/// A Megatron indexed dataset: every sequence's tokens in index order, sampled as Megatron's
+/// GPTDataset does with documents in order (SampleOrder::kEpochs).
+class MegatronSource : public TokenSource {
+ public:
+  /// Reads PREFIX.idx and PREFIX.bin (read_indexed_dataset; InputError when invalid).
+  explicit MegatronSource(const std::string& path_prefix);
+  SampleOrder sample_order() const override { return SampleOrder::kEpochs; }
+  int64_t size() const override { return static_cast<int64_t>(ds_.tokens.size()); }
+  int64_t min_vocab_size() const override { return max_id_ + 1; }
+  void read(int64_t offset, int64_t count, int32_t* out) const override;
+  /// "megatron:PREFIX (3 documents, 3 sequences, 120 tokens, uint16)".
+  std::string describe() const override;
+  std::string sha256() const override { return ds_.sha256; }
+  const IndexedDataset& dataset() const { return ds_; }
+
+ private:
+  IndexedDataset ds_;
+  int64_t max_id_ = 0;
+};
+
 /// Lower-case hex SHA-256 of `size` bytes (OpenSSL EVP).
 std::string sha256_hex(const uint8_t* data, size_t size);
+/// Lower-case hex SHA-256 of the concatenation of `parts` (pointer, byte count).
+std::string sha256_hex(const std::vector<std::pair<const uint8_t*, size_t>>& parts);
 
 }  // namespace mtp::data

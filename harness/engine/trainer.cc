@@ -378,8 +378,8 @@ RunResult run_variant(const RunPlan& plan, const Implementation& impl,
                  make_device(plan.training.device, options.device_index),
                  options.local_ranks.empty()};
   ctx.builder = std::make_unique<data::MicrobatchBuilder>(
-      *ctx.source, plan.model.micro_batch_size, plan.model.seq_length, plan.model.vocab_size,
-      data.mask_token);
+      *ctx.source, data, plan.model.micro_batch_size, plan.model.seq_length,
+      plan.model.vocab_size);
   for (int i = 0; i < plan.layout.num_stages(); ++i) {
     const auto& s = plan.layout.stages[i];
     ctx.chunk_map.push_back(fmt::format("stage {} (pp {}, vpp {}): {}", i, s.pipeline_rank,

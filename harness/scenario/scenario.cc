@@ -12,6 +12,7 @@
 #include "harness/common/error.h"
 #include "harness/common/glob.h"
 #include "harness/config/param_specs.h"
+#include "harness/data/microbatch.h"
 #include "harness/layout/layout.h"
 #include "harness/schedule/schedule.h"
 
@@ -230,14 +231,49 @@ void parse_training(const Ctx& ctx, const toml::table& t, config::TrainingConfig
 
 void parse_data(const Ctx& ctx, const toml::table& t, data::DataConfig& d, int64_t vocab_size) {
   const std::string w = "[data]";
-  check_keys(ctx, t, w, {"kind", "path", "mask_token"});
+  check_keys(ctx, t, w, {"kind", "path", "path_prefix", "mask_token", "eod_token", "eod_mask_loss",
+                         "edge_batches"});
   d.kind = get_string(ctx, t, "kind", w, d.kind);
   d.path = get_string(ctx, t, "path", w, d.path);
+  d.path_prefix = get_string(ctx, t, "path_prefix", w, d.path_prefix);
   d.mask_token = get_int(ctx, t, "mask_token", w, d.mask_token, -1);
-  if (d.kind != "text") ctx.fail(t.get("kind"), fmt::format("[data].kind = \"{}\": accepted \"text\"", d.kind));
-  if (d.mask_token >= vocab_size) {
-    ctx.fail(t.get("mask_token"), fmt::format("[data].mask_token = {} is not a token id (vocab_size = {})",
-                                              d.mask_token, vocab_size));
+  d.eod_token = get_int(ctx, t, "eod_token", w, d.eod_token, 0);
+  d.eod_mask_loss = get_bool(ctx, t, "eod_mask_loss", w, d.eod_mask_loss);
+  d.edge_batches = get_strings(ctx, t, "edge_batches", w, d.edge_batches);
+  if (d.kind != "text" && d.kind != "megatron") {
+    ctx.fail(t.get("kind"),
+             fmt::format("[data].kind = \"{}\": accepted \"text\", \"megatron\"", d.kind));
+  }
+  if (d.kind == "megatron" && t.get("path")) {
+    ctx.fail(t.get("path"),
+             "[data].path is for kind \"text\"; a Megatron dataset is named by path_prefix");
+  }
+  if (d.kind == "text" && t.get("path_prefix")) {
+    ctx.fail(t.get("path_prefix"),
+             "[data].path_prefix is for kind \"megatron\" (PREFIX.idx, PREFIX.bin)");
+  }
+  if (d.kind == "megatron" && d.path_prefix.empty()) {
+    ctx.fail(t.get("path_prefix") ? t.get("path_prefix") : &t,
+             "[data] kind \"megatron\" needs path_prefix (PREFIX of PREFIX.idx and PREFIX.bin)");
+  }
+  for (const auto& [key, id] :
+       {std::pair{"mask_token", d.mask_token}, std::pair{"eod_token", d.eod_token}}) {
+    if (id >= vocab_size) {
+      ctx.fail(t.get(key), fmt::format("[data].{} = {} is not a token id (vocab_size = {})", key,
+                                       id, vocab_size));
+    }
+  }
+  if (d.edge_batches.size() > 100000) {
+    ctx.fail(t.get("edge_batches"), "[data].edge_batches must have at most 100000 entries");
+  }
+  if (const toml::array* a = t.get("edge_batches") ? t.get("edge_batches")->as_array() : nullptr) {
+    for (const auto& e : *a) {
+      try {
+        data::parse_edge_batch(e.value<std::string>().value());
+      } catch (const InputError& err) {
+        ctx.fail(&e, fmt::format("[data].edge_batches: {}", err.what()));
+      }
+    }
   }
 }
 
