@@ -29,8 +29,11 @@ enum class Implementation {
   kCandidate,  ///< candidate/: MTP in any legal stage (Megatron-LM PR 5247a1f460)
 };
 
-/// Element type of parameters, activations and main grads.
-enum class DType { kFloat32, kFloat64 };
+/// Element type of parameters and activations. float32 and float64 keep main grads and the
+/// optimizer in the same type; bfloat16 trains as Megatron-LM's --bf16 does: bf16 parameters,
+/// activations and pipeline messages, fp32 main grads (accumulated after every backward pass),
+/// fp32 master weights for clipping and Adam.
+enum class DType { kFloat32, kFloat64, kBFloat16 };
 
 /// Where tensors live.
 enum class Device { kCpu, kCuda };
@@ -68,7 +71,8 @@ template <>
 struct EnumTable<DType> {
   static constexpr const char* kWhat = "dtype";
   static constexpr std::pair<DType, std::string_view> kValues[] = {{DType::kFloat32, "float32"},
-                                                                   {DType::kFloat64, "float64"}};
+                                                                   {DType::kFloat64, "float64"},
+                                                                   {DType::kBFloat16, "bfloat16"}};
 };
 template <>
 struct EnumTable<Device> {

@@ -49,7 +49,16 @@ class RankExecutor {
         finish_forward(ops_[j], std::move(prog));
       } else {
         auto s = begin_backward(j);
-        s.prog->backward_all(s.grad);
+        if (split_) {
+          // Node by node, so that main grads are accumulated after each node's backward.
+          for (size_t n = s.prog->size(); n-- > 0;) {
+            s.prog->backward_node(n, s.grad);
+            backward_done(ops_[j]);
+          }
+        } else {
+          s.prog->backward_all(s.grad);
+          backward_done(ops_[j]);
+        }
         finish_backward(ops_[j], *s.prog);
       }
     }
@@ -141,6 +150,10 @@ class RankExecutor {
     return b;
   }
 
+  void backward_done(const Op& op) {
+    if (options_.after_backward) options_.after_backward(stage(op));
+  }
+
   void finish_backward(const Op& op, const model::ChunkProgram& prog) {
     const int s = stage(op);
     if (s == 0) return;
@@ -178,7 +191,10 @@ class RankExecutor {
     const auto fg = groups(f);
     const auto bg = groups(bp);
     auto fwd = [&](size_t i) { f.forward_node(i); };
-    auto bwd = [&](size_t i) { bp.backward_node(i, b.grad); };
+    auto bwd = [&](size_t i) {
+      bp.backward_node(i, b.grad);
+      backward_done(ops_[jb]);
+    };
     static const std::vector<std::pair<char, std::string>> kOrder = {
         {'B', "mtp_post"}, {'B', "combine"},  {'F', "attn"}, {'B', "mlp"},
         {'F', "dispatch"}, {'B', "dispatch"}, {'F', "mlp"},  {'F', "combine"},

@@ -27,6 +27,9 @@ struct ExecutionOptions {
   /// Post each receive one op ahead and wait for it when the op starts (Megatron
   /// overlap_p2p_comm for the interleaved schedule).
   bool overlap_p2p = false;
+  /// Called with the stage index after every backward call of a chunk (the whole chunk's, or a
+  /// node's in combined 1F1B): where Megatron's DDP hook moves .grad into the main grads.
+  std::function<void(int stage)> after_backward;
 };
 
 /// One pipeline rank's share of a step: where its chunks are and who its neighbours are.

@@ -11,7 +11,8 @@ namespace mtp::engine {
 
 LocalModel::LocalModel(const RunPlan& plan, const Implementation& impl, const InitialWeights& init,
                        const ParamPlacement& placement, const Topology& topology, int rank,
-                       at::ScalarType dtype, at::Device device) {
+                       at::ScalarType dtype, at::ScalarType main_dtype, at::Device device)
+    : per_backward_(main_dtype != dtype) {
   const layout::PipelineLayout& layout = plan.layout;
   const RankCoord me = topology.coord(rank);
   chunks_by_stage.assign(layout.num_stages(), nullptr);
@@ -44,7 +45,8 @@ LocalModel::LocalModel(const RunPlan& plan, const Implementation& impl, const In
     ChunkBuffer buf;
     buf.stage = stage;
     buf.layout = megatron_buffer_layout(specs, opt);
-    buf.grad_data = at::zeros({buf.layout.numel}, at::TensorOptions().dtype(dtype).device(device));
+    buf.grad_data =
+        at::zeros({buf.layout.numel}, at::TensorOptions().dtype(main_dtype).device(device));
     for (int b = 0; b < static_cast<int>(buf.layout.buckets.size()); ++b) {
       buf.shards.push_back(buf.layout.shard(b, me.data_parallel_rank));
     }
@@ -65,16 +67,31 @@ LocalModel::LocalModel(const RunPlan& plan, const Implementation& impl, const In
       lp.weight = chunks_by_stage[stage]->params().get(pp.name);
       const BufferParamRange& r = buffers[b].layout.range(pp.name);
       lp.main_grad = buffers[b].grad_data.slice(0, r.start, r.end).view(lp.weight.sizes());
+      if (main_dtype != dtype) lp.master = lp.weight.detach().to(main_dtype).clone();
       params.push_back(std::move(lp));
     }
   }
 }
 
-void LocalModel::zero_grads() {
+void LocalModel::start_step() {
   for (auto& p : params) p.weight.mutable_grad().reset();
+  if (per_backward_) {
+    for (auto& b : buffers) b.grad_data.zero_();
+  }
+}
+
+void LocalModel::accumulate_main_grads(int stage) {
+  if (!per_backward_) return;
+  c10::NoGradGuard no_grad;
+  for (auto& p : params) {
+    if (p.stage != stage || !p.weight.grad().defined()) continue;
+    p.main_grad.add_(p.weight.grad());
+    p.weight.mutable_grad().reset();
+  }
 }
 
 void LocalModel::load_main_grads() {
+  if (per_backward_) return;
   c10::NoGradGuard no_grad;
   for (auto& p : params) {
     const at::Tensor& g = p.weight.grad();

@@ -29,6 +29,9 @@ struct LocalParam {
   bool owner = false;    ///< its stage owns the parameter (placement stages[0]): the recorded copy
   at::Tensor weight;     ///< the chunk's leaf tensor (requires_grad)
   at::Tensor main_grad;  ///< view into the chunk's grad buffer, same shape as weight
+  /// The fp32 master weight of a bf16 parameter (Megatron's Float16OptimizerWithFloat16Params:
+  /// main_param = param.detach().clone().float()); undefined when the weight is its own master.
+  at::Tensor master;
 };
 
 /// One chunk's main-grad buffer.
@@ -50,19 +53,33 @@ class LocalModel {
   /// shared_embedding when P > 1 and they are shared (tied head or MTP); bucket_size =
   /// variant.ddp_bucket_size on pipeline rank 0's first chunk only. Parameters are listed in
   /// canonical order (placement index, then stage).
+  /// `dtype` is the parameters', `main_dtype` the main grads' and master weights' (fp32 for bf16
+  /// parameters, else `dtype`).
   LocalModel(const RunPlan& plan, const Implementation& impl, const InitialWeights& init,
              const ParamPlacement& placement, const Topology& topology, int rank,
-             at::ScalarType dtype, at::Device device);
+             at::ScalarType dtype, at::ScalarType main_dtype, at::Device device);
 
   std::vector<std::unique_ptr<ModelChunk>> chunks;  ///< by virtual stage
   std::vector<const ModelChunk*> chunks_by_stage;   ///< every stage index; null where not local
   std::vector<LocalParam> params;
   std::vector<ChunkBuffer> buffers;                 ///< one per local chunk, virtual stage order
 
-  /// Drops every parameter's .grad before a step's backward passes.
-  void zero_grads();
+  /// Whether main grads are accumulated after every backward pass (bf16 parameters with fp32
+  /// main grads: Megatron's DDP backward hook, gradient-accumulation fusion off, adds
+  /// param.grad into param.main_grad and drops param.grad each time autograd accumulates it) or
+  /// loaded once after the step's backward passes (fp32/fp64: autograd accumulates .grad across
+  /// the microbatches in microbatch order, and load_main_grads copies it).
+  bool accumulates_per_backward() const { return per_backward_; }
+
+  /// Drops every parameter's .grad before a step's backward passes; in per-backward mode also
+  /// zeroes the main grads.
+  void start_step();
+  /// Per-backward mode: for the parameters of the chunk of `stage`, main_grad += .grad (bf16 into
+  /// fp32) and .grad is dropped. Call after every backward call of that chunk (a node's backward
+  /// in combined 1F1B).
+  void accumulate_main_grads(int stage);
   /// Copies each parameter's accumulated .grad into its main grad (zeros where backward left no
-  /// grad); the buffers' padding stays zero.
+  /// grad); the buffers' padding stays zero. A no-op in per-backward mode.
   void load_main_grads();
   /// The local copy of placement parameter `index` on `stage`, or null.
   LocalParam* find(size_t index, int stage);
@@ -70,6 +87,9 @@ class LocalModel {
   /// relative to the parameter's first element (all of it without the distributed optimizer).
   /// A parameter lies in one bucket, so this is one range (possibly empty).
   std::pair<int64_t, int64_t> owned_range(const LocalParam& p) const;
+
+ private:
+  bool per_backward_ = false;
 };
 
 }  // namespace mtp::engine

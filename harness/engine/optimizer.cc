@@ -31,6 +31,10 @@ UpdatePredicate update_predicate(config::EmbeddingCopyUpdate mode) {
   return [](const LocalParam& p) { return p.owner || p.name != config::kWordEmbeddingName; };
 }
 
+at::Tensor Optimizer::master(const LocalParam& p) const {
+  return p.master.defined() ? p.master : p.weight;
+}
+
 namespace {
 
 /// Adam over every parameter tensor a rank holds, one state per tensor.
@@ -39,8 +43,8 @@ class Adam final : public Optimizer {
   Adam(LocalModel& model, AdamHyper hyper, UpdatePredicate updates)
       : model_(model), hyper_(hyper), updates_(std::move(updates)) {
     for (const auto& p : model_.params) {
-      exp_avg_.push_back(at::zeros_like(p.weight));
-      exp_avg_sq_.push_back(at::zeros_like(p.weight));
+      exp_avg_.push_back(at::zeros_like(master(p)));
+      exp_avg_sq_.push_back(at::zeros_like(master(p)));
     }
   }
 
@@ -49,7 +53,9 @@ class Adam final : public Optimizer {
     for (size_t i = 0; i < model_.params.size(); ++i) {
       LocalParam& p = model_.params[i];
       if (!updates_(p)) continue;
-      adam_update(p.weight, p.main_grad, exp_avg_[i], exp_avg_sq_[i], step, hyper_);
+      at::Tensor w = master(p);
+      adam_update(w, p.main_grad, exp_avg_[i], exp_avg_sq_[i], step, hyper_);
+      if (p.master.defined()) p.weight.copy_(p.master);
     }
   }
 
@@ -60,20 +66,31 @@ class Adam final : public Optimizer {
   std::vector<at::Tensor> exp_avg_, exp_avg_sq_;  // per LocalModel::params entry
 };
 
-/// Megatron's DistributedOptimizer with fp32/fp64 parameters: Adam on this data-parallel rank's
-/// shard of every bucket (state only for the shard), then each bucket's parameters all-gathered
-/// over the data-parallel group. The parameters are copied into a flat buffer laid out like the
-/// grad buffer (Megatron keeps them there as views; copies are exact).
+/// Megatron's DistributedOptimizer: Adam on this data-parallel rank's shard of every bucket of
+/// the master weights (fp32 for bf16 parameters, else the parameters' own type; state only for
+/// the shard), the shard re-cast into the parameter buffer, then each bucket's parameters
+/// all-gathered over the data-parallel group (param_and_grad_buffer.py start_param_sync). Masters
+/// and parameters live in flat buffers laid out like the grad buffer (Megatron keeps the
+/// parameters there as views; copies are exact).
 class DistributedAdam final : public Optimizer {
  public:
   DistributedAdam(LocalModel& model, AdamHyper hyper, UpdatePredicate updates,
                   collectives::Group dp, collectives::Communicator& comm)
       : model_(model), hyper_(hyper), dp_(std::move(dp)), comm_(comm) {
-    for (auto& buf : model_.buffers) {
+    c10::NoGradGuard no_grad;
+    for (size_t i = 0; i < model_.buffers.size(); ++i) {
+      ChunkBuffer& buf = model_.buffers[i];
       MTP_INTERNAL_ASSERT(buf.layout.options.distributed_optimizer,
                           "distributed Adam needs buffers laid out for it");
       Chunk c;
-      c.param_data = at::zeros_like(buf.grad_data);
+      c.main_param = at::zeros_like(buf.grad_data);  // main-grad dtype: fp32 for bf16
+      for (const auto& p : model_.params) {
+        if (p.buffer != i) continue;
+        const BufferParamRange& r = buf.layout.range(p.name);
+        c.main_param.slice(0, r.start, r.end).copy_(Optimizer::master(p).reshape({-1}));
+        c.dtype = p.weight.scalar_type();
+      }
+      c.param_data = at::zeros(buf.grad_data.sizes(), buf.grad_data.options().dtype(c.dtype));
       for (size_t b = 0; b < buf.shards.size(); ++b) {
         const auto [s, e] = buf.shards[b];
         c.exp_avg.push_back(at::zeros({e - s}, buf.grad_data.options()));
@@ -99,21 +116,17 @@ class DistributedAdam final : public Optimizer {
     for (size_t i = 0; i < model_.buffers.size(); ++i) {
       ChunkBuffer& buf = model_.buffers[i];
       Chunk& c = chunks_[i];
-      // Parameters into the flat buffer (the padding stays zero).
-      for (const auto& p : model_.params) {
-        if (p.buffer != i) continue;
-        const BufferParamRange& r = buf.layout.range(p.name);
-        c.param_data.slice(0, r.start, r.end).copy_(p.weight.reshape({-1}));
-      }
       for (size_t b = 0; b < buf.shards.size(); ++b) {
         if (!c.update[b]) continue;
         const auto [s, e] = buf.shards[b];
-        at::Tensor w = c.param_data.slice(0, s, e);
+        at::Tensor w = c.main_param.slice(0, s, e);
         const at::Tensor g = buf.grad_data.slice(0, s, e);
         adam_update(w, g, c.exp_avg[b], c.exp_avg_sq[b], step, hyper_);
+        at::Tensor shard = c.param_data.slice(0, s, e);
+        shard.copy_(w);  // round to the parameters' type
         const BufferBucket& bucket = buf.layout.buckets[b];
         c.param_data.slice(0, bucket.start, bucket.end)
-            .copy_(comm_.all_gather(dp_, w, bucket.end - bucket.start));
+            .copy_(comm_.all_gather(dp_, shard, bucket.end - bucket.start));
       }
       for (auto& p : model_.params) {
         if (p.buffer != i) continue;
@@ -124,9 +137,34 @@ class DistributedAdam final : public Optimizer {
     }
   }
 
+  void gather_masters_to_first_rank() override {
+    if (dp_.size() == 1) return;
+    const int root = dp_.ranks.front();
+    for (size_t i = 0; i < model_.buffers.size(); ++i) {
+      const ChunkBuffer& buf = model_.buffers[i];
+      for (size_t b = 0; b < buf.shards.size(); ++b) {
+        const auto [s, e] = buf.shards[b];
+        auto parts = comm_.gather(dp_, root, chunks_[i].main_param.slice(0, s, e));
+        const BufferBucket& bucket = buf.layout.buckets[b];
+        for (size_t d = 0; d < parts.size(); ++d) {
+          const auto [rs, re] = collectives::shard_range(bucket.end - bucket.start, dp_.size(),
+                                                         static_cast<int>(d));
+          chunks_[i].main_param.slice(0, bucket.start + rs, bucket.start + re).copy_(parts[d]);
+        }
+      }
+    }
+  }
+
+  at::Tensor master(const LocalParam& p) const override {
+    const BufferParamRange& r = model_.buffers[p.buffer].layout.range(p.name);
+    return chunks_[p.buffer].main_param.slice(0, r.start, r.end).view(p.weight.sizes());
+  }
+
  private:
   struct Chunk {
-    at::Tensor param_data;
+    at::Tensor main_param;   // masters (main-grad dtype), flat like the grad buffer
+    at::Tensor param_data;   // the parameters' type, for the all-gather
+    at::ScalarType dtype = at::kFloat;
     std::vector<at::Tensor> exp_avg, exp_avg_sq;  // per bucket, shard-sized
     std::vector<bool> update;                     // per bucket
   };

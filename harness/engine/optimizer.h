@@ -39,13 +39,22 @@ struct AdamHyper {
 void adam_update(at::Tensor& w, const at::Tensor& g, at::Tensor& exp_avg, at::Tensor& exp_avg_sq,
                  int64_t step, const AdamHyper& hyper);
 
-/// A rank's optimizer over the parameters of its LocalModel.
+/// A rank's optimizer over the parameters of its LocalModel. With fp32 master weights (bf16
+/// parameters) Adam updates the masters and each parameter is re-cast from its master
+/// (Megatron's _copy_main_params_to_model_params: round to nearest bf16).
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
   /// Updates the parameters from their (finalised, clipped) main grads. Collective over the
   /// data-parallel group for the distributed optimizer.
   virtual void step(int64_t step) = 0;
+  /// Collective over the data-parallel group: afterwards master() is complete on data-parallel
+  /// rank 0 (the distributed optimizer gathers the other ranks' master shards there).
+  virtual void gather_masters_to_first_rank() {}
+  /// The master weight of `p` (p.master, or p.weight when it is its own master); with the
+  /// distributed optimizer complete only on data-parallel rank 0 after
+  /// gather_masters_to_first_rank().
+  virtual at::Tensor master(const LocalParam& p) const;
 };
 
 /// Which local parameter copies the optimizer updates: every one (EmbeddingCopyUpdate::

@@ -15,7 +15,9 @@
 namespace mtp::engine {
 namespace {
 
-at::ScalarType scalar_type(config::DType d) {
+/// Losses are computed and stored in fp32 for bf16 runs (the cross entropy runs on fp32
+/// logits), else in the training dtype.
+at::ScalarType loss_type(config::DType d) {
   return d == config::DType::kFloat64 ? at::kDouble : at::kFloat;
 }
 
@@ -106,6 +108,7 @@ record::TensorData to_record(const std::string& name, const at::Tensor& t) {
     case at::kInt: d.dtype = record::DType::kI32; break;
     case at::kByte: d.dtype = record::DType::kU8; break;
     case at::kLong: d.dtype = record::DType::kI64; break;
+    case at::kBFloat16: d.dtype = record::DType::kBF16; break;
     default: throw InternalError(fmt::format("cannot record dtype of {}", name));
   }
   d.bytes.resize(c.nbytes());
@@ -115,7 +118,7 @@ record::TensorData to_record(const std::string& name, const at::Tensor& t) {
 
 StepRecorder::StepRecorder(const std::string& path, const RunPlan& plan,
                            const data::TokenSource& source, const RecordContext& context)
-    : plan_(plan), loss_dtype_(scalar_type(plan.training.dtype)),
+    : plan_(plan), loss_dtype_(loss_type(plan.training.dtype)),
       writer_(std::make_unique<record::RecordWriter>(path)) {
   write_attributes(*writer_, plan, source, context);
 }
@@ -144,8 +147,8 @@ double StepRecorder::write_losses(int64_t step, const std::vector<double>& lm_pe
   double total = lm, mtp_sum = 0.0;
   for (double v : mtp) mtp_sum += v;
   if (D > 0) total += plan_.model.mtp_loss_scaling_factor / static_cast<double>(D) * mtp_sum;
-  // Averages are taken in float64, then stored in the training dtype so that ulp:N counts units
-  // of that dtype.
+  // Averages are taken in float64, then stored in the training dtype (fp32 for bf16 runs, whose
+  // losses are computed in fp32) so that ulp:N counts units of that dtype.
   auto scalar = [this](double v) { return at::scalar_tensor(v, at::kDouble).to(loss_dtype_); };
   const int s = static_cast<int>(step);
   writer_->write(s, "loss", to_record("lm", scalar(lm)));

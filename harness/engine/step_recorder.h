@@ -19,7 +19,7 @@
 
 namespace mtp::engine {
 
-/// `t` (any device; float32/float64/int32/int64/uint8) as record bytes under `name`. Throws
+/// `t` (any device; float32/float64/bfloat16/int32/int64/uint8) as record bytes under `name`. Throws
 /// InternalError for another dtype.
 record::TensorData to_record(const std::string& name, const at::Tensor& t);
 
@@ -48,7 +48,8 @@ class StepRecorder {
   /// total = lm + (λ/D)·Σ mtp_k, all stored in the training dtype. Returns total (float64).
   double write_losses(int64_t step, const std::vector<double>& lm,
                       const std::vector<std::vector<double>>& mtp);
-  /// /steps/NNNNNN/<group>/<name> (group "grad" or "weight"; step 0 = initial weights).
+  /// /steps/NNNNNN/<group>/<name> (group "grad", "weight" or "model_weight"; step 0 = initial
+  /// weights).
   void write_tensor(int64_t step, const std::string& group, const std::string& name,
                     const at::Tensor& t);
   /// An attribute of /steps/NNNNNN (grad_norm, clip_coeff).

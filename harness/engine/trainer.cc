@@ -25,7 +25,17 @@ namespace mtp::engine {
 namespace {
 
 at::ScalarType scalar_type(config::DType d) {
-  return d == config::DType::kFloat64 ? at::kDouble : at::kFloat;
+  switch (d) {
+    case config::DType::kFloat64: return at::kDouble;
+    case config::DType::kBFloat16: return at::kBFloat16;
+    case config::DType::kFloat32: break;
+  }
+  return at::kFloat;
+}
+
+/// Main grads, master weights and the loss: fp32 for bf16 parameters, else the parameters' type.
+at::ScalarType main_type(config::DType d) {
+  return d == config::DType::kBFloat16 ? at::kFloat : scalar_type(d);
 }
 
 at::Device make_device(config::Device d, int index) {
@@ -47,7 +57,8 @@ struct RunContext {
   std::unique_ptr<data::TokenSource> source;
   std::unique_ptr<data::MicrobatchBuilder> builder;
   std::vector<std::string> chunk_map;
-  at::ScalarType dtype;
+  at::ScalarType dtype;       ///< parameters and activations
+  at::ScalarType main_dtype;  ///< main grads, master weights, loss mask and losses
   at::Device device;
   bool single_process;
 };
@@ -80,7 +91,8 @@ class RankWorker {
   RankWorker(const RunContext& ctx, transport::Transport& tr, int rank)
       : ctx_(ctx), plan_(ctx.plan), topo_(ctx.topology), placement_(ctx.placement), rank_(rank),
         me_(topo_.coord(rank)), comm_(tr, rank),
-        model_(plan_, ctx.impl, ctx.init, placement_, topo_, rank, ctx.dtype, ctx.device),
+        model_(plan_, ctx.impl, ctx.init, placement_, topo_, rank, ctx.dtype, ctx.main_dtype,
+               ctx.device),
         optimizer_(make_optimizer(plan_, model_, topo_, rank, comm_)) {}
 
   void run(RunResult& result) {
@@ -89,9 +101,12 @@ class RankWorker {
     for (int64_t step = 1; step <= steps; ++step) {
       const auto mbs = microbatches(step);
       if (recorder_) record_batch(step);
-      model_.zero_grads();
+      model_.start_step();
       ExecutionOptions exec;
       exec.overlap_p2p = plan_.variant.overlap_p2p;
+      if (model_.accumulates_per_backward()) {
+        exec.after_backward = [this](int stage) { model_.accumulate_main_grads(stage); };
+      }
       RankStep rs{me_.pipeline_rank, model_.chunks_by_stage,
                   topo_.pipeline_ranks(me_.data_parallel_rank)};
       const StepLosses losses =
@@ -113,7 +128,9 @@ class RankWorker {
         }
       }
       check_replicas(step);
+      if (bf16()) optimizer_->gather_masters_to_first_rank();
       gather_params(step, "weight");
+      if (bf16()) gather_params(step, "model_weight");
     }
     if (recorder_) recorder_->commit();
   }
@@ -129,10 +146,16 @@ class RankWorker {
     rc.device_index = ctx_.options.device_index;
     rc.chunk_map = ctx_.chunk_map;
     recorder_ = std::make_unique<StepRecorder>(ctx_.options.record_path, plan_, *ctx_.source, rc);
+    // Step 0: the parameters as built (the initial values cast to the parameters' type), and for
+    // bf16 the fp32 masters made from them.
     for (const auto& p : placement_.params) {
-      recorder_->write_tensor(0, "weight", p.name, ctx_.init.get(p.name).to(ctx_.dtype));
+      const at::Tensor w = ctx_.init.get(p.name).to(ctx_.dtype);
+      recorder_->write_tensor(0, "weight", p.name, w.to(ctx_.main_dtype));
+      if (bf16()) recorder_->write_tensor(0, "model_weight", p.name, w);
     }
   }
+
+  bool bf16() const { return ctx_.dtype != ctx_.main_dtype; }
 
   std::vector<MicrobatchTensors> microbatches(int64_t step) const {
     std::vector<MicrobatchTensors> mbs;
@@ -140,7 +163,7 @@ class RankWorker {
     for (int64_t mb = 0; mb < M; ++mb) {
       const HostMicrobatch h = host_microbatch(ctx_, step, mb, me_.data_parallel_rank);
       mbs.push_back({h.tokens.to(at::kLong).to(ctx_.device), h.labels.to(at::kLong).to(ctx_.device),
-                     h.loss_mask.to(ctx_.dtype).to(ctx_.device), M});
+                     h.loss_mask.to(ctx_.main_dtype).to(ctx_.device), M});
     }
     return mbs;
   }
@@ -209,10 +232,12 @@ class RankWorker {
     return topo_.rank(p.stages.front() % plan_.layout.pipeline_size, 0);
   }
 
-  // Every parameter's main grad ("grad") or weight ("weight") from its owner to the recording
-  // rank, in canonical order; the recording rank writes them and returns them.
+  // Every parameter's main grad ("grad"), master weight ("weight") or bf16 weight
+  // ("model_weight") from its owner to the recording rank, in canonical order; the recording rank
+  // writes them and returns them.
   std::vector<at::Tensor> gather_params(int64_t step, const char* group) {
     const bool grad = std::strcmp(group, "grad") == 0;
+    const bool master = std::strcmp(group, "weight") == 0;
     std::vector<at::Tensor> out;
     for (size_t i = 0; i < placement_.params.size(); ++i) {
       const PlacedParam& p = placement_.params[i];
@@ -222,7 +247,8 @@ class RankWorker {
         const LocalParam* lp = model_.find(i, p.stages.front());
         MTP_INTERNAL_ASSERT(lp != nullptr, fmt::format("rank {} owns {} but holds no copy", rank_,
                                                        p.name));
-        t = grad ? lp->main_grad : lp->weight;
+        // bf16 records the fp32 masters under "weight"; otherwise the weights are the masters.
+        t = grad ? lp->main_grad : (master && bf16()) ? optimizer_->master(*lp) : lp->weight;
         if (!recorder_) comm_.send(0, t);
       } else if (recorder_) {
         t = comm_.recv(owner, p.shape);
@@ -375,6 +401,7 @@ RunResult run_variant(const RunPlan& plan, const Implementation& impl,
                  nullptr,
                  {},
                  scalar_type(plan.training.dtype),
+                 main_type(plan.training.dtype),
                  make_device(plan.training.device, options.device_index),
                  options.local_ranks.empty()};
   ctx.builder = std::make_unique<data::MicrobatchBuilder>(

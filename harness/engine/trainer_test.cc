@@ -12,6 +12,7 @@
 
 #include "candidate/candidate.h"
 #include "harness/config/testing/tiny_model.h"
+#include "harness/data/microbatch.h"
 #include "harness/record/record.h"
 #include "harness/transport/transport.h"
 #include "reference/reference.h"
@@ -282,6 +283,71 @@ TEST_F(RunTest, TiedEmbeddingsRunInEveryLayoutWithDataParallelism) {
       EXPECT_EQ(r.names(1, "grad").back(), "mtp.layers.1.final_layernorm.weight") << l.text;
     }
   }
+}
+
+// bf16 (Megatron --bf16): the record holds fp32 main grads, fp32 master weights ("weight") and the
+// bf16 parameters ("model_weight") re-cast from the masters; a main grad is the fp32 sum of the
+// microbatches' bf16 gradients, added after each backward pass (Megatron's DDP hook), not a bf16
+// accumulation. Checked at P = 1 against gradients computed here, microbatch by microbatch.
+TEST_F(RunTest, Bf16MainGradsAreFp32SumsOfPerMicrobatchBf16Grads) {
+  training_.dtype = config::DType::kBFloat16;
+  training_.steps = 1;
+  training_.num_microbatches = 2;
+  config::VariantSpec v;
+  v.name = "bf16";
+  v.implementation = config::Implementation::kReference;
+  v.layout = "Et*8mmL";
+  auto reference = reference::make_reference();
+  const RunPlan p = plan_variant(tiny(), training_, v, *reference);
+  RunOptions ro;
+  ro.record_path = (dir_ / "bf16.h5").string();
+  run_variant(p, *reference, data::DataConfig{}, ro);
+  record::RecordReader r(ro.record_path);
+  const std::string fc2 = "decoder.layers.3.mlp.linear_fc2.weight";
+  EXPECT_EQ(r.read(1, "grad", fc2).dtype, record::DType::kF32);
+  EXPECT_EQ(r.read(1, "weight", fc2).dtype, record::DType::kF32);
+  EXPECT_EQ(r.read(1, "model_weight", fc2).dtype, record::DType::kBF16);
+  EXPECT_EQ(r.read(1, "loss", "lm").dtype, record::DType::kF32);
+  // model_weight = bf16(master), round to nearest.
+  for (int step : {0, 1}) {
+    for (const auto& name : r.names(step, "weight")) {
+      auto master = r.read(step, "weight", name), model = r.read(step, "model_weight", name);
+      at::Tensor m = at::from_blob(master.bytes.data(), {master.numel()}, at::kFloat);
+      at::Tensor b = m.to(at::kBFloat16).contiguous();
+      ASSERT_EQ(std::memcmp(b.data_ptr(), model.bytes.data(), model.bytes.size()), 0)
+          << "step " << step << " " << name;
+    }
+  }
+  // The main grad of fc2: fp32(g_0) + fp32(g_1), g_mb the bf16 gradient of microbatch mb.
+  const InitialWeights init = make_initial_weights(p.model, training_.seed);
+  auto chunks = reference->build_chunks(p.layout, p.model, init, at::kBFloat16);
+  auto source = data::open_token_source(data::DataConfig{});
+  data::MicrobatchBuilder builder(*source, data::DataConfig{}, 2, 8, 256);
+  at::Tensor sum_fp32, sum_bf16;
+  for (int64_t mb = 0; mb < 2; ++mb) {
+    const data::Microbatch m = builder.build(1, mb, 2);
+    auto ints = [](const std::vector<int32_t>& v) {
+      return at::tensor(std::vector<int64_t>(v.begin(), v.end())).view({2, 8});
+    };
+    MicrobatchTensors t{ints(m.tokens), ints(m.labels),
+                        at::tensor(std::vector<float>(m.loss_mask.begin(), m.loss_mask.end()))
+                            .view({2, 8}),
+                        2};
+    auto out = chunks[0]->forward({}, t);
+    out.objective.backward();
+    const at::Tensor& w = chunks[0]->params().get(fc2);
+    at::Tensor g = w.grad().clone();
+    w.mutable_grad().reset();
+    for (const auto& [n, pt] : chunks[0]->params().entries()) pt.mutable_grad().reset();
+    sum_fp32 = mb == 0 ? g.to(at::kFloat) : sum_fp32 + g.to(at::kFloat);
+    sum_bf16 = mb == 0 ? g : sum_bf16 + g;
+  }
+  auto recorded = r.read(1, "grad", fc2);
+  ASSERT_EQ(std::memcmp(sum_fp32.contiguous().data_ptr(), recorded.bytes.data(),
+                        recorded.bytes.size()), 0)
+      << "the main grad is not the fp32 sum of the microbatches' bf16 gradients";
+  EXPECT_FALSE(at::equal(sum_bf16.to(at::kFloat), sum_fp32))
+      << "bf16 accumulation would give the same bits: the test would not tell them apart";
 }
 
 }  // namespace

@@ -6,7 +6,20 @@
 
 namespace mtp::model {
 
+bool is_reduced_precision(const at::Tensor& t) {
+  return t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf;
+}
+
+at::Tensor loss_precision(const at::Tensor& t) {
+  return is_reduced_precision(t) ? t.to(at::kFloat) : t;
+}
+
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  if (is_reduced_precision(x)) {
+    auto xf = x.to(at::kFloat);
+    auto normed = xf * at::rsqrt((xf * xf).mean(-1, /*keepdim=*/true) + eps);
+    return normed.to(x.scalar_type()) * weight;
+  }
   auto variance = (x * x).mean(-1, /*keepdim=*/true);
   return x * at::rsqrt(variance + eps) * weight;
 }
@@ -15,6 +28,10 @@ at::Tensor linear_no_bias(const at::Tensor& x, const at::Tensor& weight) { retur
 
 RopeTables rope_tables(int64_t seq_length, int64_t kv_channels, double base, at::ScalarType dtype,
                        at::Device device) {
+  if (dtype == at::kBFloat16 || dtype == at::kHalf) {
+    RopeTables t = rope_tables(seq_length, kv_channels, base, at::kFloat, at::Device(at::kCPU));
+    return {t.cos.to(dtype).to(device), t.sin.to(dtype).to(device)};
+  }
   auto opts = at::TensorOptions().dtype(dtype);
   auto exponent = at::arange(0, kv_channels, 2, opts) / static_cast<double>(kv_channels);
   auto inv_freq = 1.0 / at::pow(base, exponent);
@@ -72,10 +89,13 @@ at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w, const conf
   auto qb = q.permute({1, 2, 0, 3});
   auto kb = k.permute({1, 2, 0, 3});
   auto vb = v.permute({1, 2, 0, 3});
-  auto scores = at::matmul(qb, kb.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hn)));
+  // bf16: scale, mask and softmax in fp32, probabilities cast back (Megatron
+  // FusedScaleMaskSoftmax with attention_softmax_in_fp32).
+  auto scores = loss_precision(at::matmul(qb, kb.transpose(-2, -1))) *
+                (1.0 / std::sqrt(static_cast<double>(hn)));
   auto future = at::ones({s, s}, at::TensorOptions().dtype(at::kBool).device(x.device())).triu(1);
   scores = scores.masked_fill(future, -10000.0);
-  auto probs = at::softmax(scores, -1);
+  auto probs = at::softmax(scores, -1).to(qb.scalar_type());
   auto context = at::matmul(probs, vb);                          // [b, nh, s, hn]
   context = context.permute({2, 0, 1, 3}).reshape({s, b, nh * hn});  // head-major
   return linear_no_bias(context, w.linear_proj);

@@ -17,7 +17,16 @@
 
 namespace mtp::model {
 
-/// RMSNorm: x · rsqrt(mean(x², last dim) + eps) · w. x [..., H], w [H]. Megatron local RMSNorm.
+/// Whether `t` is a reduced-precision floating type (bf16, fp16): the ops below then compute their
+/// reductions in fp32 as Megatron-LM does (torch.nn.RMSNorm, FusedScaleMaskSoftmax with
+/// attention_softmax_in_fp32, the cross entropy on logits.float()).
+bool is_reduced_precision(const at::Tensor& t);
+
+/// t in fp32 when it is of reduced precision, else t itself (fp32, fp64 stay).
+at::Tensor loss_precision(const at::Tensor& t);
+
+/// RMSNorm: x · rsqrt(mean(x², last dim) + eps) · w. x [..., H], w [H]. Megatron local RMSNorm
+/// (torch.nn.RMSNorm): for bf16 x the normalisation runs in fp32, is cast to bf16, then · w.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
 /// y = x · Wᵀ, no bias. x [..., in], weight [out, in] → [..., out]. Megatron ColumnParallelLinear
@@ -26,7 +35,8 @@ at::Tensor linear_no_bias(const at::Tensor& x, const at::Tensor& weight);
 
 /// RoPE tables for positions 0..s−1 (Megatron RotaryEmbedding): inv_freq = 1/base^(arange(0,hn,2)/hn),
 /// freqs = outer(arange(s), inv_freq), emb = cat(freqs, freqs); returns cos and sin, each [s, hn],
-/// computed in `dtype` (fp32 in runs, as Megatron).
+/// computed in `dtype` (fp32 in runs, as Megatron); for bf16 computed in fp32 and cast
+/// (Megatron: cos(freqs).to(t.dtype)).
 struct RopeTables {
   at::Tensor cos;  ///< [s, hn]
   at::Tensor sin;  ///< [s, hn]

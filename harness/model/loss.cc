@@ -57,7 +57,7 @@ LossOutput loss_stage_forward(const std::vector<at::Tensor>& hidden, const at::T
   at::Tensor mask = mb.loss_mask;
   const float s_mtp = 1.0f / static_cast<float>(num_microbatches);
   for (int64_t k = 1; k <= D; ++k) {
-    auto logits = linear_no_bias(hidden[k], head_weight);
+    auto logits = loss_precision(linear_no_bias(hidden[k], head_weight));  // Megatron: .float()
     labels = roll_left(labels);
     mask = roll_left(mask);
     auto num_tokens = mask.sum().clamp_min(1.0);
@@ -67,7 +67,7 @@ LossOutput loss_stage_forward(const std::vector<at::Tensor>& hidden, const at::T
     auto term = (cfg.mtp_loss_scaling_factor / static_cast<double>(D)) * ce / num_tokens;
     main = mtp_loss_auto_scale(main, term, static_cast<double>(s_mtp));
   }
-  auto logits = linear_no_bias(main, head_weight);
+  auto logits = loss_precision(linear_no_bias(main, head_weight));
   auto ce = cfg.kernels == config::Kernels::kHarness ? kernels::cross_entropy(logits, mb.labels)
                                       : cross_entropy(logits, mb.labels);
   auto loss_sum = (ce * mb.loss_mask).sum();

@@ -84,7 +84,9 @@ RoutingPlan route(const at::Tensor& x_norm, const at::Tensor& router_weight,
                       fmt::format("router weight has {} rows, num_moe_experts = {}",
                                   router_weight.size(0), E));
   RoutingPlan plan;
-  plan.scores = at::sigmoid(linear_no_bias(as_tokens(x_norm), router_weight));  // [T, E]
+  // Megatron topk_routing_with_score_function: sigmoid(logits.float()).type_as(logits).
+  auto logits = linear_no_bias(as_tokens(x_norm), router_weight);
+  plan.scores = at::sigmoid(loss_precision(logits)).to(logits.scalar_type());  // [T, E]
   at::Tensor selection = plan.scores.detach();
   if (cfg.moe_router_enable_expert_bias && !cfg.moe_router_expert_bias.empty()) {
     auto bias = at::tensor(cfg.moe_router_expert_bias, at::TensorOptions().dtype(at::kDouble));

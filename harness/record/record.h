@@ -36,9 +36,11 @@ class RecordError : public InputError {
   explicit RecordError(const std::string& msg) : InputError(msg) {}
 };
 
-/// The groups of a step, in canonical order.
+/// The groups of a step, in canonical order. "weight" holds the weights the optimizer updates
+/// (the fp32 master weights of a bf16 run); "model_weight" (bf16 runs only) the model's own
+/// bf16 weights, re-cast from the masters after each step.
 inline const std::vector<std::string>& record_groups() {
-  static const std::vector<std::string> g{"batch", "loss", "grad", "weight"};
+  static const std::vector<std::string> g{"batch", "loss", "grad", "weight", "model_weight"};
   return g;
 }
 

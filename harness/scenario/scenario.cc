@@ -437,7 +437,8 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
   for (const auto& g : e.selection.groups) {
     const auto& known = record::record_groups();
     if (std::find(known.begin(), known.end(), g) == known.end()) {
-      ctx.fail(t.get("records"), fmt::format("{}: records: unknown record \"{}\" (accepted: batch, loss, grad, weight)", w, g));
+      ctx.fail(t.get("records"), fmt::format("{}: records: unknown record \"{}\" (accepted: {})", w,
+                                             g, fmt::join(known, ", ")));
     }
   }
   e.selection.include = get_strings(ctx, t, "include", w, {"*"});
@@ -584,7 +585,7 @@ void check_expectation_selections(const Scenario& sc) {
         for (int64_t k = 1; k <= sc.model.mtp_num_layers; ++k) names.push_back(fmt::format("mtp_{}", k));
         names.push_back("total");
       }
-      if (g == "grad" || g == "weight") {
+      if (g == "grad" || g == "weight" || g == "model_weight") {
         // Every variant's parameters (an untie_embeddings override adds or drops the head).
         for (const auto& vname : e.variants) {
           for (const auto& spec : config::parameter_specs(config::variant_model(sc.model, sc.variant(vname)))) {
