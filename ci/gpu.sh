@@ -103,10 +103,10 @@ fi
 #    to manual runs: it writes ~8 GB records per variant; BM_PipelineStep times forward+backward.
 if want bench; then
 gpu_ctx="gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1),driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
-step bench_kernels $build/benchmarks/kernels_benchmark --benchmark_filter=/cuda/ --benchmark_min_time=0.2 \
+step bench_kernels $build/kernels_benchmark --benchmark_filter=/cuda/ --benchmark_min_time=0.2 \
   --benchmark_context="$gpu_ctx" --benchmark_out=$work/kernels_benchmark.json --benchmark_out_format=json
 grep -E "^BM_" "$log/bench_kernels.log" >> "$summary"
-step bench_pipeline_step $build/benchmarks/train_step_benchmark --benchmark_filter='BM_PipelineStep/.*/cuda/' \
+step bench_pipeline_step $build/train_step_benchmark --benchmark_filter='BM_PipelineStep/.*/cuda/' \
   --benchmark_context="$gpu_ctx" --benchmark_out=$work/train_step_benchmark.json --benchmark_out_format=json
 grep -E "^BM_" "$log/bench_pipeline_step.log" >> "$summary"
 fi

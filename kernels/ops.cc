@@ -4,6 +4,8 @@
 // row-major [rows, H] form, dispatch to kernels/cpu or kernels/cuda.
 #include "kernels/ops.h"
 
+#include <torch/version.h>
+
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "kernels/cpu/kernels_cpu.h"
@@ -345,6 +347,34 @@ at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& labels) {
 at::Tensor masked_cross_entropy(const at::Tensor& logits, const at::Tensor& labels,
                                 const at::Tensor& mask) {
   return MaskedCrossEntropyFn::apply(logits, labels, mask);
+}
+
+bool flash_attention_available() {
+#if TORCH_VERSION_MAJOR >= 2
+  return at::hasCUDA();
+#else
+  return false;
+#endif
+}
+
+at::Tensor flash_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  double scale) {
+  constexpr const char* kOp = "mtp::kernels::flash_causal_attention";
+  TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.sizes() == q.sizes(), kOp,
+              ": q, k, v must be [b, heads, s, hn] of one shape, got ", q.sizes(), ", ",
+              k.sizes(), ", ", v.sizes());
+  TORCH_CHECK(q.is_cuda() && k.device() == q.device() && v.device() == q.device(), kOp,
+              ": needs CUDA tensors on one device, got ", q.device());
+  TORCH_CHECK((q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf) &&
+                  k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
+              kOp, ": needs bf16 or fp16, got ", q.scalar_type());
+#if TORCH_VERSION_MAJOR >= 2
+  return std::get<0>(at::_scaled_dot_product_flash_attention(q, k, v, /*dropout_p=*/0.0,
+                                                              /*is_causal=*/true,
+                                                              /*return_debug_mask=*/false, scale));
+#else
+  TORCH_CHECK(false, kOp, ": needs LibTorch >= 2.0 (this is ", TORCH_VERSION, ")");
+#endif
 }
 
 bool cuda_kernels_built() {

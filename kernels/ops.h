@@ -43,4 +43,19 @@ at::Tensor masked_cross_entropy(const at::Tensor& logits, const at::Tensor& labe
 /// cuda_kernels_built: whether CUDA tensors can be dispatched (built against a CUDA LibTorch).
 bool cuda_kernels_built();
 
+/// flash_attention_available: whether flash_causal_attention can run (LibTorch >= 2 with CUDA).
+bool flash_attention_available();
+
+/// flash_causal_attention: q, k, v [b, heads, s, hn] (bf16 or fp16, CUDA, one dtype) → the causal
+/// attention output [b, heads, s, hn], softmax(q·kᵀ·scale + causal mask)·v, computed by LibTorch's
+/// flash-attention kernel (at::_scaled_dot_product_flash_attention; the mask is −∞ above the
+/// diagonal, which gives the probabilities of Megatron's −10000 fill in fp32: exactly 0).
+/// Differentiable in q, k, v through LibTorch's flash backward, which LibTorch runs in its
+/// deterministic mode when deterministic algorithms are on; the GPU test battery
+/// (ops_cuda_test.cc) checks bitwise repeatability, batch invariance and an fp64 reference.
+/// Not bitwise equal to the unfused composite (another summation order). c10::Error for another
+/// dtype or device, mismatched shapes, or a LibTorch without it.
+at::Tensor flash_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  double scale);
+
 }  // namespace mtp::kernels

@@ -42,6 +42,11 @@ enum class Device { kCpu, kCuda };
 /// deterministic algorithms, or the harness's fixed-order kernels (kernels/ops.h).
 enum class Kernels { kTorch, kHarness };
 
+/// How attention is computed (Megatron-LM's --attention-backend): the composite of matmuls,
+/// scale, −10000 mask and softmax (Megatron's "unfused"/"local" DotProductAttention), or
+/// LibTorch's flash-attention kernel (bf16 on CUDA, LibTorch >= 2; Megatron's "flash").
+enum class AttentionBackend { kUnfused, kFlash };
+
 /// The optimizer of a variant. Both run Adam with decoupled weight decay and identical
 /// per-element arithmetic; the distributed one shards it over the data-parallel ranks as
 /// Megatron-LM's DistributedOptimizer does (megatron/core/optimizer/distrib_optimizer.py).
@@ -85,6 +90,12 @@ struct EnumTable<Kernels> {
   static constexpr const char* kWhat = "kernels";
   static constexpr std::pair<Kernels, std::string_view> kValues[] = {{Kernels::kTorch, "torch"},
                                                                      {Kernels::kHarness, "harness"}};
+};
+template <>
+struct EnumTable<AttentionBackend> {
+  static constexpr const char* kWhat = "attention_backend";
+  static constexpr std::pair<AttentionBackend, std::string_view> kValues[] = {
+      {AttentionBackend::kUnfused, "unfused"}, {AttentionBackend::kFlash, "flash"}};
 };
 template <>
 struct EnumTable<Optimizer> {

@@ -31,6 +31,8 @@ struct ModelConfig {
   /// Kernels for RMSNorm, the word-embedding lookup and cross entropy: LibTorch ops with
   /// deterministic algorithms, or kernels/ops.h (fixed-order reductions, no atomics).
   Kernels kernels = Kernels::kTorch;
+  /// Attention: the unfused composite (any dtype and device) or flash (bf16 on CUDA).
+  AttentionBackend attention_backend = AttentionBackend::kUnfused;
 
   // Mixture of Experts (DeepSeek-V3 style: sigmoid router, top-k, optional shared expert).
   // Megatron-LM TransformerConfig / --moe-* arguments; the defaults leave the model dense.

@@ -54,6 +54,7 @@ struct VariantSpec {
   int64_t transport_max_delay_us = 0;  ///< random message delays (in-process transport)
   bool overlap_p2p = false;  ///< post receives one op ahead (Megatron overlap_p2p_comm)
   std::optional<Kernels> kernels;  ///< overrides the model's kernels
+  std::optional<AttentionBackend> attention_backend;  ///< overrides the model's
   std::optional<bool> untie_embeddings;  ///< overrides the model's untie_embeddings
   Optimizer optimizer = Optimizer::kAdam;
   /// How the word-embedding copies stay equal after the optimizer step.

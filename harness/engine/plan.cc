@@ -4,6 +4,7 @@
 
 #include "harness/common/error.h"
 #include "harness/engine/chunk.h"
+#include "kernels/ops.h"
 
 namespace mtp::engine {
 
@@ -74,6 +75,15 @@ RunPlan plan_variant(const config::ModelConfig& model, const config::TrainingCon
   if (variant.ddp_bucket_size < 0) {
     throw InputError(fmt::format("variant \"{}\": ddp_bucket_size = {} must be >= 0 (0 = one "
                                  "bucket)", variant.name, variant.ddp_bucket_size));
+  }
+  if (plan.model.attention_backend == config::AttentionBackend::kFlash &&
+      (training.dtype != config::DType::kBFloat16 || training.device != config::Device::kCuda ||
+       !kernels::flash_attention_available())) {
+    throw InputError(fmt::format(
+        "variant \"{}\": attention_backend = \"flash\" needs dtype = \"bfloat16\", device = "
+        "\"cuda\" and a CUDA LibTorch >= 2.0 (this run: {}, {}{})", variant.name,
+        config::enum_name(training.dtype), config::enum_name(training.device),
+        kernels::flash_attention_available() ? "" : ", no flash attention in this build"));
   }
   plan.clip_grad = variant.clip_grad.value_or(training.clip_grad);
   plan.num_microbatches = config::variant_num_microbatches(training, plan.model, variant);

@@ -42,6 +42,7 @@ void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
   rec.set_attr("norm_epsilon", cfg.norm_epsilon);
   rec.set_attr("untie_embeddings_and_output_weights", int64_t{cfg.untie_embeddings ? 1 : 0});
   rec.set_attr("kernels", config::enum_name(cfg.kernels));
+  rec.set_attr("attention_backend", config::enum_name(cfg.attention_backend));
   rec.set_attr("num_moe_experts", cfg.num_moe_experts);
   if (cfg.num_moe_experts > 0) {
     rec.set_attr("moe_router_topk", cfg.moe_router_topk);

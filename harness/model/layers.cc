@@ -89,10 +89,16 @@ at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w, const conf
   auto qb = q.permute({1, 2, 0, 3});
   auto kb = k.permute({1, 2, 0, 3});
   auto vb = v.permute({1, 2, 0, 3});
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hn));
+  if (cfg.attention_backend == config::AttentionBackend::kFlash) {
+    auto context = kernels::flash_causal_attention(qb.contiguous(), kb.contiguous(),
+                                                   vb.contiguous(), scale);  // [b, nh, s, hn]
+    context = context.permute({2, 0, 1, 3}).reshape({s, b, nh * hn});
+    return linear_no_bias(context, w.linear_proj);
+  }
   // bf16: scale, mask and softmax in fp32, probabilities cast back (Megatron
   // FusedScaleMaskSoftmax with attention_softmax_in_fp32).
-  auto scores = loss_precision(at::matmul(qb, kb.transpose(-2, -1))) *
-                (1.0 / std::sqrt(static_cast<double>(hn)));
+  auto scores = loss_precision(at::matmul(qb, kb.transpose(-2, -1))) * scale;
   auto future = at::ones({s, s}, at::TensorOptions().dtype(at::kBool).device(x.device())).triu(1);
   scores = scores.masked_fill(future, -10000.0);
   auto probs = at::softmax(scores, -1).to(qb.scalar_type());

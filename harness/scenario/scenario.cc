@@ -139,7 +139,7 @@ void parse_model(const Ctx& ctx, const toml::table& t, config::ModelConfig& m) {
               "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size",
               "moe_shared_expert_intermediate_size", "moe_layer_freq",
               "moe_router_enable_expert_bias", "moe_router_expert_bias",
-              "moe_router_topk_scaling_factor", "kernels"});
+              "moe_router_topk_scaling_factor", "kernels", "attention_backend"});
   m.num_layers = get_int(ctx, t, "num_layers", w, m.num_layers, 1);
   m.hidden_size = get_int(ctx, t, "hidden_size", w, m.hidden_size, 1);
   m.ffn_hidden_size = get_int(ctx, t, "ffn_hidden_size", w, m.ffn_hidden_size, 1);
@@ -184,6 +184,8 @@ void parse_model(const Ctx& ctx, const toml::table& t, config::ModelConfig& m) {
   m.moe_router_topk_scaling_factor = get_double(ctx, t, "moe_router_topk_scaling_factor", w,
                                                 m.moe_router_topk_scaling_factor);
   m.kernels = get_enum<config::Kernels>(ctx, t, "kernels", w, m.kernels);
+  m.attention_backend =
+      get_enum<config::AttentionBackend>(ctx, t, "attention_backend", w, m.attention_backend);
   try {
     m.validate();
   } catch (const InputError& e) {
@@ -286,7 +288,8 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   check_keys(ctx, t, w,
              {"name", "implementation", "layout", "pp", "vpp", "dp", "schedule",
               "microbatch_group_size", "clip_grad", "mtp_loss_scaling_factor",
-              "transport_max_delay_us", "overlap_p2p", "kernels", "untie_embeddings",
+              "transport_max_delay_us", "overlap_p2p", "kernels", "attention_backend",
+              "untie_embeddings",
               "optimizer", "embedding_copy_update", "ddp_bucket_size", "why"});
   v.name = get_string(ctx, t, "name", w, "");
   if (!valid_name(v.name)) {
@@ -343,6 +346,10 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   v.overlap_p2p = get_bool(ctx, t, "overlap_p2p", w, false);
   if (t.get("kernels")) {
     v.kernels = get_enum<config::Kernels>(ctx, t, "kernels", w, config::Kernels::kTorch);
+  }
+  if (t.get("attention_backend")) {
+    v.attention_backend = get_enum<config::AttentionBackend>(ctx, t, "attention_backend", w,
+                                                             config::AttentionBackend::kUnfused);
   }
   if (t.get("untie_embeddings")) v.untie_embeddings = get_bool(ctx, t, "untie_embeddings", w, true);
   v.optimizer = get_enum<config::Optimizer>(ctx, t, "optimizer", w, v.optimizer);

@@ -1,4 +1,4 @@
-// File: benchmarks/train_step_benchmark.cc
+// File: harness/engine/train_step_benchmark.cc
 //
 // Training-step throughput of the two MTP placements and of the two kernel sets, with all P = 4
 // pipeline ranks as threads of this process (in-process transport; on CUDA all on GPU 0).
@@ -46,7 +46,7 @@
 #include <string>
 #include <vector>
 
-#include "benchmarks/bench_common.h"
+#include "kernels/testing/benchmark_util.h"
 #include "candidate/candidate.h"
 #include "harness/data/microbatch.h"
 #include "harness/data/token_source.h"

@@ -1,4 +1,4 @@
-// File: benchmarks/kernels_benchmark.cc
+// File: kernels/kernels_benchmark.cc
 //
 // Throughput of the deterministic kernels of kernels/ops.h against the LibTorch ops they replace,
 // on the CPU (small sizes, one intra-op thread, as the harness runs) and on CUDA (training sizes;
@@ -45,7 +45,7 @@
 #include <string>
 #include <vector>
 
-#include "benchmarks/bench_common.h"
+#include "kernels/testing/benchmark_util.h"
 #include "kernels/ops.h"
 
 namespace {

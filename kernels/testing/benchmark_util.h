@@ -1,4 +1,4 @@
-// File: benchmarks/bench_common.h
+// File: kernels/testing/benchmark_util.h
 //
 // What the benchmark programs share: the device axis (CPU always, CUDA when LibTorch has it and a
 // GPU is visible), a host-clock timer that waits for queued device work, and the run context
