@@ -43,7 +43,7 @@ int run_compare(const CompareOptions& opt) {
   for (const auto& g : sel.groups) {
     const auto& known = record::record_groups();
     if (std::find(known.begin(), known.end(), g) == known.end()) {
-      throw InputError(fmt::format("--records: unknown record \"{}\" (accepted: batch, loss, grad, weight)", g));
+      throw InputError(fmt::format("--records: unknown record \"{}\" (accepted: {})", g, fmt::join(known, ", ")));
     }
   }
   sel.include = opt.include;

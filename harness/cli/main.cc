@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   k->add_option("a", cmp.a, "first record (.h5)")->required();
   k->add_option("b", cmp.b, "second record (.h5)")->required();
   k->add_option("--class", cmp.cls, "bitwise | ulp:N | tol:RTOL,ATOL | differ")->capture_default_str();
-  k->add_option("--records", cmp.records, "records to compare: batch, loss, grad, weight")
+  k->add_option("--records", cmp.records, "records to compare: batch, loss, grad, weight, optimizer")
       ->delimiter(',')->capture_default_str();
   k->add_option("--include", cmp.include, "glob on tensor names (repeatable)")->capture_default_str();
   k->add_option("--exclude", cmp.exclude, "glob on tensor names (repeatable)");

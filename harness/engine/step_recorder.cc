@@ -20,7 +20,7 @@ at::ScalarType scalar_type(config::DType d) {
 }
 
 void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
-                      const data::TokenSource& source, const RecordContext& ctx) {
+                      const data::MicrobatchSource& source, const RecordContext& ctx) {
   const config::ModelConfig& cfg = plan.model;
   const config::TrainingConfig& training = plan.training;
   const layout::PipelineLayout& layout = plan.layout;
@@ -84,6 +84,7 @@ void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
   rec.set_attr("execution", ctx.execution);
   rec.set_attr("data_source", source.describe());
   rec.set_attr("data_sha256", source.sha256());
+  for (const auto& [k, v] : ctx.start_attrs) rec.set_attr(k, v);
   rec.set_attr("git_revision", std::string(MTP_GIT_REVISION));
   rec.set_attr("chunk_map", fmt::format("{}", fmt::join(ctx.chunk_map, "\n")));
   for (const auto& [k, v] : determinism_fingerprint()) rec.set_attr(k, v);
@@ -114,8 +115,8 @@ record::TensorData to_record(const std::string& name, const at::Tensor& t) {
 }
 
 StepRecorder::StepRecorder(const std::string& path, const RunPlan& plan,
-                           const data::TokenSource& source, const RecordContext& context)
-    : plan_(plan), loss_dtype_(scalar_type(plan.training.dtype)),
+                           const data::MicrobatchSource& source, const RecordContext& context)
+    : plan_(plan), loss_dtype_(scalar_type(context.loss_dtype.value_or(plan.training.dtype))),
       writer_(std::make_unique<record::RecordWriter>(path)) {
   write_attributes(*writer_, plan, source, context);
 }

@@ -447,7 +447,7 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
   for (const auto& g : e.selection.groups) {
     const auto& known = record::record_groups();
     if (std::find(known.begin(), known.end(), g) == known.end()) {
-      ctx.fail(t.get("records"), fmt::format("{}: records: unknown record \"{}\" (accepted: batch, loss, grad, weight)", w, g));
+      ctx.fail(t.get("records"), fmt::format("{}: records: unknown record \"{}\" (accepted: {})", w, g, fmt::join(known, ", ")));
     }
   }
   e.selection.include = get_strings(ctx, t, "include", w, {"*"});
