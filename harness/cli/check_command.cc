@@ -55,6 +55,7 @@ int run_check(const CheckOptions& opt) {
   if (!opt.device.empty()) {
     sc.training.device = config::parse_enum<config::Device>(opt.device, "--device");
   }
+  apply_training_flags(opt.training, sc.training);
   const std::string out_dir = opt.out_dir.empty() ? "runs/" + sc.name : opt.out_dir;
   std::error_code ec;
   fs::create_directories(out_dir, ec);

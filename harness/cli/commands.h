@@ -9,12 +9,25 @@
 #include <vector>
 
 #include "harness/config/enums.h"
+#include "harness/config/run_config.h"
 #include "harness/engine/chunk.h"
 
 namespace mtp::cli {
 
 /// The implementation of `kind` (reference/ or candidate/).
 std::unique_ptr<engine::Implementation> make_implementation(config::Implementation kind);
+
+/// Where training starts and what it saves, from the command line (check and run).
+struct TrainingFlags {
+  std::string init_from;              ///< --init-from REC.h5[:STEP]; "" = the scenario's
+  std::string resume;                 ///< --resume REC.h5:STEP (run only); "" = none
+  bool save_optimizer_state = false;  ///< --save-optimizer-state
+};
+/// Applies `flags` over the scenario's [training]: --init-from replaces init_from, --resume sets
+/// resume_from and drops init_from (the resumed step's weights are the start), and
+/// --save-optimizer-state turns it on. Throws InputError naming the flag and the rule (a value
+/// parse_record_ref rejects; --init-from with --resume).
+void apply_training_flags(const TrainingFlags& flags, config::TrainingConfig& training);
 
 struct CheckOptions {
   std::string scenario;        ///< path; "" = the embedded default scenario
@@ -24,6 +37,7 @@ struct CheckOptions {
   std::vector<std::string> only_variants;  ///< run just these (expectations needing others are skipped)
   bool verbose = false;
   std::string device;          ///< "" = the scenario's [training].device
+  TrainingFlags training;
 };
 /// Runs every variant of the scenario, evaluates every expectation, prints the verdict table and
 /// writes the JSON (and JUnit) report. 0 = all hold, 1 = one fails.
@@ -39,6 +53,7 @@ struct RunCommandOptions {
   std::string launcher;
   int port = 29555;            ///< TCPStore port of --launcher threads
   int timeout_s = 300;         ///< receive timeout
+  TrainingFlags training;
 };
 /// Runs one variant and writes its record. With a launcher this process runs one pipeline rank
 /// (RANK of WORLD_SIZE = P) over NCCL on GPU LOCAL_RANK, and rank 0 writes the record.
@@ -59,6 +74,23 @@ int run_info(const std::string& path);
 
 /// Compares two records. 0 = equal under the class, 1 = different.
 int run_compare(const CompareOptions& opt);
+
+struct ReplayOptions {
+  std::string record;          ///< REC.h5
+  std::string cls;             ///< "" = bitwise when the environment fingerprint matches, else
+                               ///< the dtype's rounding tolerance (printed)
+  std::string steps = "all";   ///< consecutive steps with a batch: all | A | A-B | A-
+  std::string variant_like;    ///< "" = the record's implementation, layout and schedule
+  std::string scenario;        ///< scenario of --variant-like; "" = the embedded default
+  std::string out;             ///< keep the new record here; "" = a temporary file, removed
+  std::string json_path;
+  std::string device;          ///< "" = the record's (cpu when it names neither cpu nor cuda)
+  int max_rows = 20;
+};
+/// Re-runs `steps` of a record with this build — its hyperparameters, the weights (and optimizer
+/// state) of the step before, its batches — and compares the new record with it. 0 = equal under
+/// the class, 1 = different.
+int run_replay(const ReplayOptions& opt);
 
 struct LayoutOptions {
   std::string layout;

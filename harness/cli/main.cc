@@ -26,6 +26,11 @@ int main(int argc, char** argv) {
   c->add_flag("-v,--verbose", check.verbose, "print each variant's chunk map");
   c->add_option("--device", check.device, "cpu | cuda (default: the scenario's [training].device)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  c->add_option("--init-from", check.training.init_from,
+                "every variant's initial weights from this record step, REC.h5[:STEP] (default "
+                "step 0; overrides [training].init_from)");
+  c->add_flag("--save-optimizer-state", check.training.save_optimizer_state,
+              "record every step's optimizer state (resumable with run --resume)");
 
   mtp::cli::RunCommandOptions run;
   auto* r = app.add_subcommand("run", "run one variant and write its record; with --launcher, as "
@@ -43,6 +48,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65535));
   r->add_option("--timeout", run.timeout_s, "receive timeout in seconds")->capture_default_str()
       ->check(CLI::Range(1, 86400));
+  r->add_option("--init-from", run.training.init_from,
+                "initial weights from this record step, REC.h5[:STEP] (default step 0; overrides "
+                "[training].init_from)");
+  r->add_option("--resume", run.training.resume,
+                "continue the run from step STEP of REC.h5 (its weights and optimizer state, "
+                "recorded with --save-optimizer-state): REC.h5:STEP");
+  r->add_flag("--save-optimizer-state", run.training.save_optimizer_state,
+              "record every step's optimizer state (resumable with --resume)");
 
   mtp::cli::CompareOptions cmp;
   auto* k = app.add_subcommand("compare", "compare two step records (exit 0: equal under the class, "
@@ -50,7 +63,7 @@ int main(int argc, char** argv) {
   k->add_option("a", cmp.a, "first record (.h5)")->required();
   k->add_option("b", cmp.b, "second record (.h5)")->required();
   k->add_option("--class", cmp.cls, "bitwise | ulp:N | tol:RTOL,ATOL | differ")->capture_default_str();
-  k->add_option("--records", cmp.records, "records to compare: batch, loss, grad, weight, model_weight")
+  k->add_option("--records", cmp.records, "records to compare: batch, loss, grad, weight, model_weight, optimizer")
       ->delimiter(',')->capture_default_str();
   k->add_option("--include", cmp.include, "glob on tensor names (repeatable)")->capture_default_str();
   k->add_option("--exclude", cmp.exclude, "glob on tensor names (repeatable)");
@@ -58,6 +71,29 @@ int main(int argc, char** argv) {
   k->add_option("--max-rows", cmp.max_rows, "differing tensors to list")->capture_default_str()
       ->check(CLI::Range(1, 1000000));
   k->add_option("--json", cmp.json_path, "also write the result as JSON");
+
+  mtp::cli::ReplayOptions rep;
+  auto* rp = app.add_subcommand("replay", "re-run a record's steps with this build (its "
+                                          "hyperparameters, weights and batches) and compare "
+                                          "(exit 0: equal under the class, 1: different, 2: bad "
+                                          "input)");
+  rp->add_option("record", rep.record, "record (.h5)")->required();
+  rp->add_option("--class", rep.cls, "bitwise | ulp:N | tol:RTOL,ATOL (default: bitwise when the "
+                                     "environment fingerprint matches the record's, else the "
+                                     "dtype's rounding tolerance)");
+  rp->add_option("--steps", rep.steps, "consecutive steps: all | A | A-B | A-")
+      ->capture_default_str();
+  rp->add_option("--variant-like", rep.variant_like, "run with this scenario variant's "
+                                                     "implementation, layout, schedule, DP and "
+                                                     "optimizer");
+  rp->add_option("--scenario", rep.scenario, "scenario of --variant-like (default: the embedded "
+                                             "default scenario)");
+  rp->add_option("--out", rep.out, "keep the new record here (default: a temporary file)");
+  rp->add_option("--json", rep.json_path, "also write the result as JSON");
+  rp->add_option("--device", rep.device, "cpu | cuda (default: the record's)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  rp->add_option("--max-rows", rep.max_rows, "differing tensors to list")->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
 
   std::string info_path;
   auto* inf = app.add_subcommand("info", "print a record's attributes and steps");
@@ -92,9 +128,9 @@ int main(int argc, char** argv) {
   if (argc > 1 && argv[1][0] != '-') {
     const std::string sub = argv[1];
     if (sub != "check" && sub != "compare" && sub != "layout" && sub != "schedule" && sub != "run" && sub != "info" &&
-        sub != "data") {
+        sub != "data" && sub != "replay") {
       std::cerr << "mtp-harness: error: unknown subcommand '" << sub
-                << "' (subcommands: check, run, compare, info, layout, schedule, data; see "
+                << "' (subcommands: check, run, compare, replay, info, layout, schedule, data; see "
                    "--help)\n";
       return mtp::kExitUsage;
     }
@@ -111,6 +147,7 @@ int main(int argc, char** argv) {
     if (*r) return mtp::cli::run_one(run);
     if (*inf) return mtp::cli::run_info(info_path);
     if (*k) return mtp::cli::run_compare(cmp);
+    if (*rp) return mtp::cli::run_replay(rep);
     if (*l) return mtp::cli::run_layout(lay);
     if (*s) return mtp::cli::run_schedule(sch);
     if (*dp) return mtp::cli::run_data_prepare(prep);

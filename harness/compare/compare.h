@@ -9,7 +9,7 @@
 //        only equals the same inf; ints exact.
 // differ: a negative control; holds iff the records are NOT bitwise equal on the selection.
 // Report: first divergent step, first divergent tensor in canonical order (steps ascending;
-// groups batch, loss, grad, weight, model_weight; names in record A's creation order), its first differing
+// groups in record_groups() order; names in record A's creation order), its first differing
 // element (flat index and multi-index, both values printed with 17 significant digits, both bit
 // patterns in hex), and per tensor the max ULP distance and mismatch count.
 #pragma once

@@ -12,6 +12,7 @@
 
 #include "harness/config/enums.h"
 #include "harness/config/model_config.h"
+#include "harness/config/record_ref.h"
 #include "harness/schedule/schedule.h"
 
 namespace mtp::config {
@@ -34,6 +35,16 @@ struct TrainingConfig {
   double clip_grad = 0.0;        ///< max global grad norm; 0 = clipping off (the default)
   DType dtype = DType::kFloat32; ///< parameters, activations and main grads
   Device device = Device::kCpu;
+  /// Every initial weight from /steps/<step>/weight of a record, by name, instead of from `seed`
+  /// ([training] init_from = "REC.h5[:STEP]", --init-from; engine/checkpoint.h).
+  std::optional<RecordRef> init_from;
+  /// Continue a run: the weights and the optimizer state of /steps/<step> of a record, then steps
+  /// step + 1 … `steps` (--resume REC.h5:STEP; engine/checkpoint.h). Excludes init_from.
+  std::optional<RecordRef> resume_from;
+  /// Write each step's optimizer state (Adam exp_avg, exp_avg_sq, step count) to the record's
+  /// "optimizer" group ([training] save_optimizer_state, --save-optimizer-state), so that a run
+  /// can resume from any step.
+  bool save_optimizer_state = false;
 };
 
 /// One variant of a scenario.

@@ -23,6 +23,20 @@ struct Microbatch {
   std::vector<int32_t> position_ids;
 };
 
+/// Where the engine's microbatches come from: cut from a TokenSource (MicrobatchBuilder), or
+/// served from a step record (engine/recorded_batches.h, mtp-harness replay).
+class MicrobatchSource {
+ public:
+  virtual ~MicrobatchSource() = default;
+  /// Microbatch `microbatch` ∈ [0, num_microbatches) of optimizer step `step` ≥ 1. The engine
+  /// asks for global microbatch mb·DP + d of DP·M for microbatch mb of data-parallel rank d.
+  virtual Microbatch build(int64_t step, int64_t microbatch, int64_t num_microbatches) const = 0;
+  /// The record's data_source attribute ("text:PATH (N bytes)").
+  virtual std::string describe() const = 0;
+  /// The record's data_sha256 attribute: lower-case hex SHA-256 of the file(s) read.
+  virtual std::string sha256() const = 0;
+};
+
 /// Edge-case microbatches that real data produces (short documents, heavy masking). Each keeps
 /// the data's tokens and labels unless it says otherwise.
 enum class EdgeBatch {
@@ -48,7 +62,7 @@ EdgeBatch parse_edge_batch(const std::string& name);
 /// loss_mask is 1 except where labels[i] == mask_token, and, with eod_mask_loss, where
 /// tokens[i] == eod_token (Megatron gpt_dataset.py _get_ltor_masks_and_position_ids). Then the
 /// edge batch of global microbatch (step−1)·M + mb, if any, is applied.
-class MicrobatchBuilder {
+class MicrobatchBuilder : public MicrobatchSource {
  public:
   /// Throws InputError when the source has fewer than s + 1 tokens, holds ids ≥ vocab_size, or
   /// cfg names an unknown edge batch.
@@ -58,7 +72,9 @@ class MicrobatchBuilder {
   MicrobatchBuilder(const TokenSource& source, int64_t micro_batch_size, int64_t seq_length,
                     int64_t vocab_size, int64_t mask_token);
   /// Microbatch `microbatch` ∈ [0, M) of optimizer step `step` ≥ 1.
-  Microbatch build(int64_t step, int64_t microbatch, int64_t num_microbatches) const;
+  Microbatch build(int64_t step, int64_t microbatch, int64_t num_microbatches) const override;
+  std::string describe() const override { return source_.describe(); }
+  std::string sha256() const override { return source_.sha256(); }
 
  private:
   void read_sample(int64_t j, int32_t* out) const;

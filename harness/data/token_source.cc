@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <fstream>
 #include <memory>
 
 #include "harness/common/error.h"
@@ -11,23 +12,55 @@
 
 namespace mtp::data {
 
+namespace {
+
+/// SHA-256 over bytes given in parts (OpenSSL EVP).
+class Sha256 {
+ public:
+  Sha256() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
+    ok_ = ctx_ != nullptr && EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) == 1;
+  }
+  void update(const void* data, size_t size) {
+    ok_ = ok_ && EVP_DigestUpdate(ctx_.get(), data, size) == 1;
+  }
+  std::string hex() {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    ok_ = ok_ && EVP_DigestFinal_ex(ctx_.get(), digest, &len) == 1;
+    if (!ok_) throw InfraError("SHA-256 computation failed (OpenSSL EVP_Digest)");
+    std::string out;
+    for (unsigned int i = 0; i < len; ++i) out += fmt::format("{:02x}", digest[i]);
+    return out;
+  }
+
+ private:
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx_;
+  bool ok_ = false;
+};
+
+}  // namespace
+
 std::string sha256_hex(const uint8_t* data, size_t size) {
   return sha256_hex({{data, size}});
 }
 
 std::string sha256_hex(const std::vector<std::pair<const uint8_t*, size_t>>& parts) {
-  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  bool ok = ctx != nullptr && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1;
-  for (const auto& [data, size] : parts) {
-    ok = ok && EVP_DigestUpdate(ctx.get(), data, size) == 1;
+  Sha256 sha;
+  for (const auto& [data, size] : parts) sha.update(data, size);
+  return sha.hex();
+}
+
+std::string sha256_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("data: {} '{}' cannot be opened", what, path));
+  Sha256 sha;
+  std::vector<char> block(1 << 20);
+  while (in) {
+    in.read(block.data(), static_cast<std::streamsize>(block.size()));
+    sha.update(block.data(), static_cast<size_t>(in.gcount()));
   }
-  ok = ok && EVP_DigestFinal_ex(ctx.get(), digest, &len) == 1;
-  if (!ok) throw InfraError("SHA-256 computation failed (OpenSSL EVP_Digest)");
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
+  if (!in.eof()) throw InputError(fmt::format("data: {} '{}' could not be read", what, path));
+  return sha.hex();
 }
 
 TextFileSource::TextFileSource(const std::string& path)

@@ -110,5 +110,8 @@ class MegatronSource : public TokenSource {
 std::string sha256_hex(const uint8_t* data, size_t size);
 /// Lower-case hex SHA-256 of the concatenation of `parts` (pointer, byte count).
 std::string sha256_hex(const std::vector<std::pair<const uint8_t*, size_t>>& parts);
+/// Lower-case hex SHA-256 of the file `path`, read in blocks (any size). Throws InputError
+/// "data: <what> '<path>' ..." when it cannot be opened or read.
+std::string sha256_file(const std::string& path, const std::string& what);
 
 }  // namespace mtp::data

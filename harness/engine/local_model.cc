@@ -11,7 +11,8 @@ namespace mtp::engine {
 
 LocalModel::LocalModel(const RunPlan& plan, const Implementation& impl, const InitialWeights& init,
                        const ParamPlacement& placement, const Topology& topology, int rank,
-                       at::ScalarType dtype, at::ScalarType main_dtype, at::Device device)
+                       at::ScalarType dtype, at::ScalarType main_dtype, bool masters_from_init,
+                       at::Device device)
     : per_backward_(main_dtype != dtype) {
   const layout::PipelineLayout& layout = plan.layout;
   const RankCoord me = topology.coord(rank);
@@ -67,7 +68,11 @@ LocalModel::LocalModel(const RunPlan& plan, const Implementation& impl, const In
       lp.weight = chunks_by_stage[stage]->params().get(pp.name);
       const BufferParamRange& r = buffers[b].layout.range(pp.name);
       lp.main_grad = buffers[b].grad_data.slice(0, r.start, r.end).view(lp.weight.sizes());
-      if (main_dtype != dtype) lp.master = lp.weight.detach().to(main_dtype).clone();
+      if (main_dtype != dtype) {
+        lp.master = masters_from_init
+                        ? init.get(pp.name).to(lp.weight.options().dtype(main_dtype)).clone()
+                        : lp.weight.detach().to(main_dtype).clone();
+      }
       params.push_back(std::move(lp));
     }
   }

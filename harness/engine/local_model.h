@@ -54,10 +54,13 @@ class LocalModel {
   /// variant.ddp_bucket_size on pipeline rank 0's first chunk only. Parameters are listed in
   /// canonical order (placement index, then stage).
   /// `dtype` is the parameters', `main_dtype` the main grads' and master weights' (fp32 for bf16
-  /// parameters, else `dtype`).
+  /// parameters, else `dtype`). Masters are the parameters cast to `main_dtype` (Megatron makes
+  /// its fp32 main params from the bf16 params), or with `masters_from_init` (a resumed run, whose
+  /// `init` holds the recorded masters) `init` cast to `main_dtype`.
   LocalModel(const RunPlan& plan, const Implementation& impl, const InitialWeights& init,
              const ParamPlacement& placement, const Topology& topology, int rank,
-             at::ScalarType dtype, at::ScalarType main_dtype, at::Device device);
+             at::ScalarType dtype, at::ScalarType main_dtype, bool masters_from_init,
+             at::Device device);
 
   std::vector<std::unique_ptr<ModelChunk>> chunks;  ///< by virtual stage
   std::vector<const ModelChunk*> chunks_by_stage;   ///< every stage index; null where not local

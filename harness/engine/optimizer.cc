@@ -59,6 +59,24 @@ class Adam final : public Optimizer {
     }
   }
 
+  std::vector<AdamState> state() override {
+    std::vector<AdamState> out;
+    for (size_t i = 0; i < model_.params.size(); ++i) {
+      out.push_back({exp_avg_[i].clone(), exp_avg_sq_[i].clone()});
+    }
+    return out;
+  }
+
+  void load_state(const std::vector<AdamState>& state) override {
+    MTP_INTERNAL_ASSERT(state.size() == model_.params.size(), "one state per parameter copy");
+    c10::NoGradGuard no_grad;
+    for (size_t i = 0; i < model_.params.size(); ++i) {
+      if (!updates_(model_.params[i])) continue;
+      exp_avg_[i].copy_(state[i].exp_avg.view(exp_avg_[i].sizes()));
+      exp_avg_sq_[i].copy_(state[i].exp_avg_sq.view(exp_avg_sq_[i].sizes()));
+    }
+  }
+
  private:
   LocalModel& model_;
   AdamHyper hyper_;
@@ -151,6 +169,52 @@ class DistributedAdam final : public Optimizer {
                                                          static_cast<int>(d));
           chunks_[i].main_param.slice(0, bucket.start + rs, bucket.start + re).copy_(parts[d]);
         }
+      }
+    }
+  }
+
+  std::vector<AdamState> state() override {
+    std::vector<AdamState> out(model_.params.size());
+    for (size_t i = 0; i < model_.buffers.size(); ++i) {
+      const ChunkBuffer& buf = model_.buffers[i];
+      // The whole buffer's moments: each bucket's shards, all-gathered in data-parallel order.
+      at::Tensor m = at::zeros_like(buf.grad_data), v = at::zeros_like(buf.grad_data);
+      for (size_t b = 0; b < buf.shards.size(); ++b) {
+        const BufferBucket& bucket = buf.layout.buckets[b];
+        const int64_t n = bucket.end - bucket.start;
+        m.slice(0, bucket.start, bucket.end).copy_(comm_.all_gather(dp_, chunks_[i].exp_avg[b], n));
+        v.slice(0, bucket.start, bucket.end)
+            .copy_(comm_.all_gather(dp_, chunks_[i].exp_avg_sq[b], n));
+      }
+      for (size_t k = 0; k < model_.params.size(); ++k) {
+        const LocalParam& p = model_.params[k];
+        if (p.buffer != i) continue;
+        const BufferParamRange& r = buf.layout.range(p.name);
+        out[k] = {m.slice(0, r.start, r.end).view(p.weight.sizes()).clone(),
+                  v.slice(0, r.start, r.end).view(p.weight.sizes()).clone()};
+      }
+    }
+    return out;
+  }
+
+  void load_state(const std::vector<AdamState>& state) override {
+    MTP_INTERNAL_ASSERT(state.size() == model_.params.size(), "one state per parameter copy");
+    c10::NoGradGuard no_grad;
+    for (size_t i = 0; i < model_.buffers.size(); ++i) {
+      const ChunkBuffer& buf = model_.buffers[i];
+      at::Tensor m = at::zeros_like(buf.grad_data), v = at::zeros_like(buf.grad_data);
+      for (size_t k = 0; k < model_.params.size(); ++k) {
+        const LocalParam& p = model_.params[k];
+        if (p.buffer != i) continue;
+        const BufferParamRange& r = buf.layout.range(p.name);
+        m.slice(0, r.start, r.end).copy_(state[k].exp_avg.reshape({-1}));
+        v.slice(0, r.start, r.end).copy_(state[k].exp_avg_sq.reshape({-1}));
+      }
+      for (size_t b = 0; b < buf.shards.size(); ++b) {
+        if (!chunks_[i].update[b]) continue;
+        const auto [s, e] = buf.shards[b];
+        chunks_[i].exp_avg[b].copy_(m.slice(0, s, e));
+        chunks_[i].exp_avg_sq[b].copy_(v.slice(0, s, e));
       }
     }
   }

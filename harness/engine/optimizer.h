@@ -39,6 +39,11 @@ struct AdamHyper {
 void adam_update(at::Tensor& w, const at::Tensor& g, at::Tensor& exp_avg, at::Tensor& exp_avg_sq,
                  int64_t step, const AdamHyper& hyper);
 
+/// Adam's moments of one local parameter copy, whole (not sharded), of its weight's shape.
+struct AdamState {
+  at::Tensor exp_avg, exp_avg_sq;
+};
+
 /// A rank's optimizer over the parameters of its LocalModel. With fp32 master weights (bf16
 /// parameters) Adam updates the masters and each parameter is re-cast from its master
 /// (Megatron's _copy_main_params_to_model_params: round to nearest bf16).
@@ -55,6 +60,15 @@ class Optimizer {
   /// distributed optimizer complete only on data-parallel rank 0 after
   /// gather_masters_to_first_rank().
   virtual at::Tensor master(const LocalParam& p) const;
+  /// The state of every LocalModel::params entry (copies; zeros for a copy it does not update).
+  /// The distributed optimizer all-gathers each bucket's shards over the data-parallel group
+  /// (a collective: every data-parallel rank calls it).
+  virtual std::vector<AdamState> state() = 0;
+  /// Sets the state of every copy it updates from `state` (per LocalModel::params entry, whole
+  /// tensors of the state's dtype and device; exact copies). The distributed optimizer keeps this
+  /// rank's shard of each bucket (Megatron's scatter of a loaded state dict: each rank takes its
+  /// own part, no communication). Copies it does not update keep zero state.
+  virtual void load_state(const std::vector<AdamState>& state) = 0;
 };
 
 /// Which local parameter copies the optimizer updates: every one (EmbeddingCopyUpdate::

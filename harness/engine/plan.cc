@@ -68,6 +68,17 @@ RunPlan plan_variant(const config::ModelConfig& model, const config::TrainingCon
   if (training.steps < 1) {
     throw InputError(fmt::format("training: steps = {} must be >= 1", training.steps));
   }
+  if (training.init_from && training.resume_from) {
+    throw InputError(fmt::format("training: init_from = \"{}\" and resume_from = \"{}\" "
+                                 "exclude each other (a resumed run takes the resumed step's "
+                                 "weights)", training.init_from->text(),
+                                 training.resume_from->text()));
+  }
+  if (training.resume_from && training.resume_from->step >= training.steps) {
+    throw InputError(fmt::format("training: resume_from step {} is not before steps = {} "
+                                 "(nothing left to run)", training.resume_from->step,
+                                 training.steps));
+  }
   if (variant.data_parallel_size < 1) {
     throw InputError(fmt::format("variant \"{}\": dp = {} must be >= 1", variant.name,
                                  variant.data_parallel_size));

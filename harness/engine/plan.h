@@ -53,7 +53,8 @@ schedule::ScheduleConfig variant_schedule(const config::VariantSpec& variant,
 /// Resolves and validates everything about `variant` that does not need a tensor. Throws
 /// InputError (LayoutError, ScheduleError) naming the broken rule: bad overrides, a layout the
 /// implementation rejects, a schedule Megatron rejects, combined 1F1B with D > 1, steps or M < 1,
-/// DP < 1, a negative ddp_bucket_size.
+/// DP < 1, a negative ddp_bucket_size, both init_from and resume_from, a resume_from step not
+/// before steps.
 RunPlan plan_variant(const config::ModelConfig& model, const config::TrainingConfig& training,
                      const config::VariantSpec& variant, const Implementation& impl);
 

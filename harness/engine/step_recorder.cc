@@ -6,6 +6,7 @@
 
 #include "harness/common/error.h"
 #include "harness/engine/determinism.h"
+#include "harness/engine/dtypes.h"
 #include "harness/gpu/gpu.h"
 
 #ifndef MTP_GIT_REVISION
@@ -15,14 +16,9 @@
 namespace mtp::engine {
 namespace {
 
-/// Losses are computed and stored in fp32 for bf16 runs (the cross entropy runs on fp32
-/// logits), else in the training dtype.
-at::ScalarType loss_type(config::DType d) {
-  return d == config::DType::kFloat64 ? at::kDouble : at::kFloat;
-}
 
 void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
-                      const data::TokenSource& source, const RecordContext& ctx) {
+                      const data::MicrobatchSource& source, const RecordContext& ctx) {
   const config::ModelConfig& cfg = plan.model;
   const config::TrainingConfig& training = plan.training;
   const layout::PipelineLayout& layout = plan.layout;
@@ -87,6 +83,7 @@ void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
   rec.set_attr("execution", ctx.execution);
   rec.set_attr("data_source", source.describe());
   rec.set_attr("data_sha256", source.sha256());
+  for (const auto& [k, v] : ctx.start_attrs) rec.set_attr(k, v);
   rec.set_attr("git_revision", std::string(MTP_GIT_REVISION));
   rec.set_attr("chunk_map", fmt::format("{}", fmt::join(ctx.chunk_map, "\n")));
   for (const auto& [k, v] : determinism_fingerprint()) rec.set_attr(k, v);
@@ -118,8 +115,10 @@ record::TensorData to_record(const std::string& name, const at::Tensor& t) {
 }
 
 StepRecorder::StepRecorder(const std::string& path, const RunPlan& plan,
-                           const data::TokenSource& source, const RecordContext& context)
-    : plan_(plan), loss_dtype_(loss_type(plan.training.dtype)),
+                           const data::MicrobatchSource& source, const RecordContext& context)
+    : plan_(plan),
+      loss_dtype_(context.loss_dtype ? scalar_type(*context.loss_dtype)
+                                     : main_type(plan.training.dtype)),
       writer_(std::make_unique<record::RecordWriter>(path)) {
   write_attributes(*writer_, plan, source, context);
 }

@@ -10,10 +10,11 @@
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "harness/data/token_source.h"
+#include "harness/data/microbatch.h"
 #include "harness/engine/plan.h"
 #include "harness/record/record.h"
 
@@ -30,13 +31,17 @@ struct RecordContext {
   std::string execution;                ///< "4 rank thread(s) in one process", …
   int device_index = 0;                 ///< CUDA device of the recording rank
   std::vector<std::string> chunk_map;   ///< "stage i (pp p, vpp v): …" per stage
+  /// Where the initial weights came from (engine/checkpoint.h StartState::attrs()).
+  record::AttrMap start_attrs;
+  /// The dtype the losses are stored in; default the training dtype.
+  std::optional<config::DType> loss_dtype;
 };
 
 class StepRecorder {
  public:
   /// Opens the record (atomically: RecordWriter) and writes the root attributes. Throws
   /// RecordError when the file cannot be created.
-  StepRecorder(const std::string& path, const RunPlan& plan, const data::TokenSource& source,
+  StepRecorder(const std::string& path, const RunPlan& plan, const data::MicrobatchSource& source,
                const RecordContext& context);
 
   /// /steps/NNNNNN/batch: tokens, labels [K, b, s] int32, loss_mask [K, b, s] uint8, K = DP·M
@@ -48,7 +53,8 @@ class StepRecorder {
   /// total = lm + (λ/D)·Σ mtp_k, all stored in the training dtype. Returns total (float64).
   double write_losses(int64_t step, const std::vector<double>& lm,
                       const std::vector<std::vector<double>>& mtp);
-  /// /steps/NNNNNN/<group>/<name> (group "grad", "weight" or "model_weight"; step 0 = initial
+  /// /steps/NNNNNN/<group>/<name> (group "grad", "weight", "model_weight" or "optimizer"; step 0 =
+  /// initial
   /// weights).
   void write_tensor(int64_t step, const std::string& group, const std::string& name,
                     const at::Tensor& t);

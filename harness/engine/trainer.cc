@@ -11,7 +11,9 @@
 #include "harness/collectives/collectives.h"
 #include "harness/common/error.h"
 #include "harness/data/microbatch.h"
+#include "harness/engine/checkpoint.h"
 #include "harness/engine/determinism.h"
+#include "harness/engine/dtypes.h"
 #include "harness/engine/executor.h"
 #include "harness/engine/grad_finalize.h"
 #include "harness/engine/local_model.h"
@@ -24,19 +26,7 @@
 namespace mtp::engine {
 namespace {
 
-at::ScalarType scalar_type(config::DType d) {
-  switch (d) {
-    case config::DType::kFloat64: return at::kDouble;
-    case config::DType::kBFloat16: return at::kBFloat16;
-    case config::DType::kFloat32: break;
-  }
-  return at::kFloat;
-}
 
-/// Main grads, master weights and the loss: fp32 for bf16 parameters, else the parameters' type.
-at::ScalarType main_type(config::DType d) {
-  return d == config::DType::kBFloat16 ? at::kFloat : scalar_type(d);
-}
 
 at::Device make_device(config::Device d, int index) {
   if (d == config::Device::kCpu) return at::Device(at::kCPU);
@@ -53,9 +43,9 @@ struct RunContext {
   const RunOptions& options;
   Topology topology;
   ParamPlacement placement;
-  InitialWeights init;
-  std::unique_ptr<data::TokenSource> source;
-  std::unique_ptr<data::MicrobatchBuilder> builder;
+  StartState start;
+  std::unique_ptr<data::TokenSource> source;  ///< null when options.batches serves them
+  std::shared_ptr<const data::MicrobatchSource> batches;
   std::vector<std::string> chunk_map;
   at::ScalarType dtype;       ///< parameters and activations
   at::ScalarType main_dtype;  ///< main grads, master weights, loss mask and losses
@@ -76,7 +66,7 @@ HostMicrobatch host_microbatch(const RunContext& ctx, int64_t step, int64_t mb, 
   const int64_t DP = ctx.topology.data_parallel_size();
   const int64_t M = ctx.plan.num_microbatches;
   const int64_t b = ctx.plan.model.micro_batch_size, s = ctx.plan.model.seq_length;
-  const data::Microbatch m = ctx.builder->build(step, mb * DP + dp, M * DP);
+  const data::Microbatch m = ctx.batches->build(step, mb * DP + dp, M * DP);
   HostMicrobatch h{at::empty({b, s}, at::kInt), at::empty({b, s}, at::kInt),
                    at::empty({b, s}, at::kByte)};
   std::memcpy(h.tokens.data_ptr(), m.tokens.data(), m.tokens.size() * sizeof(int32_t));
@@ -91,14 +81,19 @@ class RankWorker {
   RankWorker(const RunContext& ctx, transport::Transport& tr, int rank)
       : ctx_(ctx), plan_(ctx.plan), topo_(ctx.topology), placement_(ctx.placement), rank_(rank),
         me_(topo_.coord(rank)), comm_(tr, rank),
-        model_(plan_, ctx.impl, ctx.init, placement_, topo_, rank, ctx.dtype, ctx.main_dtype,
+        model_(plan_, ctx.impl, ctx.start.weights, placement_, topo_, rank, ctx.dtype,
+               ctx.main_dtype, ctx.start.resumed,
                ctx.device),
         optimizer_(make_optimizer(plan_, model_, topo_, rank, comm_)) {}
 
   void run(RunResult& result) {
     if (rank_ == 0) open_record();
+    if (ctx_.start.optimizer) load_optimizer_state();
+    if (plan_.training.save_optimizer_state && ctx_.start.step > 0) {
+      save_optimizer_state(ctx_.start.step);
+    }
     const int64_t steps = plan_.training.steps;
-    for (int64_t step = 1; step <= steps; ++step) {
+    for (int64_t step = ctx_.start.step + 1; step <= steps; ++step) {
       const auto mbs = microbatches(step);
       if (recorder_) record_batch(step);
       model_.start_step();
@@ -114,7 +109,8 @@ class RankWorker {
       gather_losses(step, losses, result);
       finalize_model_grads(model_, placement_, topo_, rank_, comm_);
       gather_main_grads_to_first_rank(model_, topo_, rank_, comm_);
-      std::vector<at::Tensor> grads = gather_params(step, "grad");
+      std::vector<at::Tensor> grads =
+          gather_params(step, "grad", [](const LocalParam& p) { return p.main_grad; });
       clip(step, grads);
       grads.clear();
       optimizer_->step(step);
@@ -129,8 +125,12 @@ class RankWorker {
       }
       check_replicas(step);
       if (bf16()) optimizer_->gather_masters_to_first_rank();
-      gather_params(step, "weight");
-      if (bf16()) gather_params(step, "model_weight");
+      gather_params(step, "weight",
+                    [this](const LocalParam& p) { return master_of(p); });
+      if (bf16()) {
+        gather_params(step, "model_weight", [](const LocalParam& p) { return p.weight; });
+      }
+      if (plan_.training.save_optimizer_state) save_optimizer_state(step);
     }
     if (recorder_) recorder_->commit();
   }
@@ -145,17 +145,54 @@ class RankWorker {
                        : fmt::format("{} processes, one per rank", topo_.world_size());
     rc.device_index = ctx_.options.device_index;
     rc.chunk_map = ctx_.chunk_map;
-    recorder_ = std::make_unique<StepRecorder>(ctx_.options.record_path, plan_, *ctx_.source, rc);
-    // Step 0: the parameters as built (the initial values cast to the parameters' type), and for
-    // bf16 the fp32 masters made from them.
+    rc.start_attrs = ctx_.start.attrs();
+    rc.loss_dtype = ctx_.options.loss_dtype;
+    recorder_ = std::make_unique<StepRecorder>(ctx_.options.record_path, plan_, *ctx_.batches, rc);
+    // The start step's weights: the parameters as built (the initial values cast to the
+    // parameters' type), and for bf16 the fp32 masters (made from them, or the resumed masters).
     for (const auto& p : placement_.params) {
-      const at::Tensor w = ctx_.init.get(p.name).to(ctx_.dtype);
-      recorder_->write_tensor(0, "weight", p.name, w.to(ctx_.main_dtype));
-      if (bf16()) recorder_->write_tensor(0, "model_weight", p.name, w);
+      const at::Tensor init = ctx_.start.weights.get(p.name);
+      const at::Tensor w = init.to(ctx_.dtype);
+      const at::Tensor master = ctx_.start.resumed ? init.to(ctx_.main_dtype) : w.to(ctx_.main_dtype);
+      recorder_->write_tensor(ctx_.start.step, "weight", p.name, master);
+      if (bf16()) recorder_->write_tensor(ctx_.start.step, "model_weight", p.name, w);
     }
   }
 
   bool bf16() const { return ctx_.dtype != ctx_.main_dtype; }
+
+  // The weight the optimizer updates: the fp32 master of a bf16 run, else the weight itself.
+  at::Tensor master_of(const LocalParam& p) const {
+    return bf16() ? optimizer_->master(p) : p.weight;
+  }
+
+  // A resumed run: every local copy the optimizer updates gets the recorded copy's state.
+  void load_optimizer_state() {
+    const OptimizerCheckpoint& ck = *ctx_.start.optimizer;
+    std::vector<AdamState> state;
+    for (const auto& p : model_.params) {
+      const size_t i = ck.index_of(p.name);
+      state.push_back({ck.exp_avg[i].to(ctx_.device), ck.exp_avg_sq[i].to(ctx_.device)});
+    }
+    optimizer_->load_state(state);
+  }
+
+  // /steps/<step>/optimizer: the step count, then every parameter's exp_avg and exp_avg_sq
+  // (the recorded copy's, gathered like the weights; engine/checkpoint.h).
+  void save_optimizer_state(int64_t step) {
+    const std::vector<AdamState> state = optimizer_->state();
+    auto local = [this, &state](const LocalParam& p) -> const AdamState& {
+      return state[static_cast<size_t>(&p - model_.params.data())];
+    };
+    if (recorder_) {
+      recorder_->write_tensor(step, kOptimizerGroup, kOptimizerStepName,
+                              at::scalar_tensor(static_cast<double>(step), at::kDouble));
+    }
+    gather_params(step, kOptimizerGroup, [&](const LocalParam& p) { return local(p).exp_avg; },
+                  exp_avg_name);
+    gather_params(step, kOptimizerGroup,
+                  [&](const LocalParam& p) { return local(p).exp_avg_sq; }, exp_avg_sq_name);
+  }
 
   std::vector<MicrobatchTensors> microbatches(int64_t step) const {
     std::vector<MicrobatchTensors> mbs;
@@ -232,12 +269,14 @@ class RankWorker {
     return topo_.rank(p.stages.front() % plan_.layout.pipeline_size, 0);
   }
 
-  // Every parameter's main grad ("grad"), master weight ("weight") or bf16 weight
-  // ("model_weight") from its owner to the recording rank, in canonical order; the recording rank
-  // writes them and returns them.
-  std::vector<at::Tensor> gather_params(int64_t step, const char* group) {
-    const bool grad = std::strcmp(group, "grad") == 0;
-    const bool master = std::strcmp(group, "weight") == 0;
+  // Every parameter's tensor `of(copy)` (main grad, weight, optimizer moment) from its owner to
+  // the recording rank, in canonical order; the recording rank writes each under
+  // <group>/<name_of(parameter name)> and returns them.
+  std::vector<at::Tensor> gather_params(
+      int64_t step, const std::string& group,
+      const std::function<at::Tensor(const LocalParam&)>& of,
+      const std::function<std::string(const std::string&)>& name_of =
+          [](const std::string& n) { return n; }) {
     std::vector<at::Tensor> out;
     for (size_t i = 0; i < placement_.params.size(); ++i) {
       const PlacedParam& p = placement_.params[i];
@@ -247,14 +286,13 @@ class RankWorker {
         const LocalParam* lp = model_.find(i, p.stages.front());
         MTP_INTERNAL_ASSERT(lp != nullptr, fmt::format("rank {} owns {} but holds no copy", rank_,
                                                        p.name));
-        // bf16 records the fp32 masters under "weight"; otherwise the weights are the masters.
-        t = grad ? lp->main_grad : (master && bf16()) ? optimizer_->master(*lp) : lp->weight;
+        t = of(*lp);
         if (!recorder_) comm_.send(0, t);
       } else if (recorder_) {
         t = comm_.recv(owner, p.shape);
       }
       if (recorder_) {
-        recorder_->write_tensor(step, group, p.name, t);
+        recorder_->write_tensor(step, group, name_of(p.name), t);
         out.push_back(t);
       }
     }
@@ -396,17 +434,19 @@ RunResult run_variant(const RunPlan& plan, const Implementation& impl,
                  options,
                  Topology(plan.pipeline_size(), plan.data_parallel_size()),
                  place_params(impl, plan.layout, plan.model),
-                 make_initial_weights(plan.model, plan.training.seed),
-                 data::open_token_source(data),
-                 nullptr,
+                 load_start_state(plan),
+                 options.batches ? nullptr : data::open_token_source(data),
+                 options.batches,
                  {},
                  scalar_type(plan.training.dtype),
                  main_type(plan.training.dtype),
                  make_device(plan.training.device, options.device_index),
                  options.local_ranks.empty()};
-  ctx.builder = std::make_unique<data::MicrobatchBuilder>(
-      *ctx.source, data, plan.model.micro_batch_size, plan.model.seq_length,
-      plan.model.vocab_size);
+  if (!ctx.batches) {
+    ctx.batches = std::make_shared<data::MicrobatchBuilder>(
+        *ctx.source, data, plan.model.micro_batch_size, plan.model.seq_length,
+        plan.model.vocab_size);
+  }
   for (int i = 0; i < plan.layout.num_stages(); ++i) {
     const auto& s = plan.layout.stages[i];
     ctx.chunk_map.push_back(fmt::format("stage {} (pp {}, vpp {}): {}", i, s.pipeline_rank,

@@ -16,9 +16,12 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "harness/data/microbatch.h"
 #include "harness/data/token_source.h"
 #include "harness/engine/chunk.h"
 #include "harness/engine/plan.h"
@@ -49,6 +52,12 @@ struct RunOptions {
   std::function<void(int64_t step, int rank, const std::string& name, int stage,
                      at::Tensor& weight)>
       after_optimizer_step;
+  /// Where the microbatches come from; null: cut from the `data` given to run_variant (the
+  /// scenario's). Replay serves a record's batches here (engine/recorded_batches.h).
+  std::shared_ptr<const data::MicrobatchSource> batches;
+  /// The dtype the record stores the losses in; default the training dtype. Replay stores them
+  /// as the replayed record does, so that they compare.
+  std::optional<config::DType> loss_dtype;
 };
 
 /// A copy of a parameter whose bits differ from the recorded copy after an optimizer step (a
@@ -68,8 +77,13 @@ struct RunResult {
   std::vector<std::string> chunk_map;  ///< "stage i (pp p, vpp v): describe()" per stage
 };
 
-/// Runs `plan` with `impl` on `data` and writes the record to options.record_path atomically.
-/// Throws InputError for bad input found while running (data), InfraError for transport
+/// Runs `plan` with `impl` on `data` (or options.batches) and writes the record to
+/// options.record_path atomically. The run starts as load_start_state(plan) says
+/// (engine/checkpoint.h): from the seed's weights, a record's weights (training.init_from), or a
+/// record's weights and optimizer state (training.resume_from: steps STEP + 1 … steps; the record
+/// holds step STEP's weights, and its optimizer state with save_optimizer_state, then the later
+/// steps). With training.save_optimizer_state every step's optimizer state is recorded.
+/// Throws InputError for bad input found while running (data, records), InfraError for transport
 /// timeouts and I/O (TransportAborted only when nothing else failed), InternalError for harness
 /// bugs.
 RunResult run_variant(const RunPlan& plan, const Implementation& impl,

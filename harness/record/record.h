@@ -7,6 +7,8 @@
 //   /steps/NNNNNN/loss/     lm, mtp_1..mtp_D, total
 //   /steps/NNNNNN/grad/     <global name>: main grad after finalisation, before clip/optimizer
 //   /steps/NNNNNN/weight/   <global name>: after the optimizer step
+//   /steps/NNNNNN/optimizer/ step, <global name>.exp_avg, <global name>.exp_avg_sq: Adam's
+//                           state after the step (opt-in: engine/checkpoint.h)
 //   /steps/NNNNNN/          attrs: grad_norm, clip_coeff (when computed)
 // Groups track link creation order, and datasets are written in canonical order (the order of
 // the model's parameters), so readers list names in that order. Object timestamps are off, so
@@ -40,7 +42,8 @@ class RecordError : public InputError {
 /// (the fp32 master weights of a bf16 run); "model_weight" (bf16 runs only) the model's own
 /// bf16 weights, re-cast from the masters after each step.
 inline const std::vector<std::string>& record_groups() {
-  static const std::vector<std::string> g{"batch", "loss", "grad", "weight", "model_weight"};
+  static const std::vector<std::string> g{"batch", "loss", "grad", "weight", "model_weight",
+                                          "optimizer"};
   return g;
 }
 

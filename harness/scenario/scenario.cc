@@ -198,7 +198,8 @@ void parse_training(const Ctx& ctx, const toml::table& t, config::TrainingConfig
   check_keys(ctx, t, w,
              {"steps", "num_microbatches", "global_batch_size", "seed", "lr", "adam_beta1",
               "adam_beta2", "adam_eps",
-              "weight_decay", "clip_grad", "dtype", "device"});
+              "weight_decay", "clip_grad", "dtype", "device", "init_from",
+              "save_optimizer_state"});
   tr.steps = get_int(ctx, t, "steps", w, tr.steps, 1);
   tr.num_microbatches = get_int(ctx, t, "num_microbatches", w, tr.num_microbatches, 1);
   if (const toml::node* n = t.get("global_batch_size")) {
@@ -220,6 +221,15 @@ void parse_training(const Ctx& ctx, const toml::table& t, config::TrainingConfig
   tr.clip_grad = get_double(ctx, t, "clip_grad", w, tr.clip_grad);
   tr.dtype = get_enum<config::DType>(ctx, t, "dtype", w, tr.dtype);
   tr.device = get_enum<config::Device>(ctx, t, "device", w, tr.device);
+  if (const toml::node* n = t.get("init_from")) {
+    try {
+      tr.init_from = config::parse_record_ref(get_string(ctx, t, "init_from", w, ""), 0);
+    } catch (const InputError& e) {
+      ctx.fail(n, fmt::format("[training].init_from = {}", e.what()));
+    }
+  }
+  tr.save_optimizer_state =
+      get_bool(ctx, t, "save_optimizer_state", w, tr.save_optimizer_state);
   if (tr.steps > 100000) ctx.fail(t.get("steps"), "[training].steps must be <= 100000");
   if (tr.num_microbatches > 100000) {
     ctx.fail(t.get("num_microbatches"), "[training].num_microbatches must be <= 100000");

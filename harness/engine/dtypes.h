@@ -1,0 +1,18 @@
+// The tensor types a run's config::DType stands for: one place for the mapping.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include "harness/config/enums.h"
+
+namespace mtp::engine {
+
+/// The parameters' and activations' type of `d`: kFloat, kDouble or kBFloat16.
+at::ScalarType scalar_type(config::DType d);
+
+/// Main grads, master weights, the loss mask and the losses: fp32 for bf16 parameters (Megatron
+/// --bf16 with fp32 main grads and the distributed optimizer's fp32 main params), else the
+/// parameters' own type.
+at::ScalarType main_type(config::DType d);
+
+}  // namespace mtp::engine

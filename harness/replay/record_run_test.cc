@@ -1,0 +1,237 @@
+// Tests of read_record_run: a record's attributes read back as the run that made it, the
+// derivations for Megatron-LM's own record (golden/oracle/), errors that name the attribute, and
+// --variant-like.
+#include "harness/replay/record_run.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+
+#include "harness/config/param_specs.h"
+
+namespace mtp::replay {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr const char* kOracle = "golden/oracle/megatron_selftest_fused.h5";
+
+record::TensorData zeros(const std::string& name, std::vector<int64_t> shape, record::DType d) {
+  record::TensorData t;
+  t.name = name;
+  t.shape = std::move(shape);
+  t.dtype = d;
+  t.bytes.assign(static_cast<size_t>(t.numel() * record::dtype_size(d)), 0);
+  return t;
+}
+
+/// A record of `cfg` with weights at step 0 and a batch of K microbatches at step 1, and the
+/// attributes `attrs`.
+std::string write_record(const std::string& file, const config::ModelConfig& cfg, int64_t K,
+                         const record::AttrMap& attrs) {
+  const auto path = std::filesystem::path(testing::TempDir()) / file;
+  record::RecordWriter w(path.string());
+  for (const auto& [k, v] : attrs) w.set_attr(k, v);
+  for (const auto& s : config::parameter_specs(cfg)) {
+    w.write(0, "weight", zeros(s.name, s.shape, record::DType::kF32));
+  }
+  const std::vector<int64_t> shape{K, cfg.micro_batch_size, cfg.seq_length};
+  w.write(1, "batch", zeros("tokens", shape, record::DType::kI32));
+  w.write(1, "batch", zeros("labels", shape, record::DType::kI32));
+  w.write(1, "batch", zeros("loss_mask", shape, record::DType::kU8));
+  w.commit();
+  return path.string();
+}
+
+/// The attributes engine/step_recorder.cc writes for a dense model (a subset that matters).
+record::AttrMap harness_attrs(const config::ModelConfig& c) {
+  return {{"num_layers", c.num_layers}, {"hidden_size", c.hidden_size},
+          {"ffn_hidden_size", c.ffn_hidden_size},
+          {"num_attention_heads", c.num_attention_heads},
+          {"num_query_groups", c.num_query_groups}, {"kv_channels", c.kv_channels()},
+          {"vocab_size", c.vocab_size}, {"seq_length", c.seq_length},
+          {"micro_batch_size", c.micro_batch_size}, {"mtp_num_layers", c.mtp_num_layers},
+          {"mtp_loss_scaling_factor", 0.25}, {"rotary_base", 500.0}, {"norm_epsilon", 1e-6},
+          {"untie_embeddings_and_output_weights", int64_t{1}}, {"kernels", std::string("harness")},
+          {"num_moe_experts", int64_t{0}}, {"lr", 2e-3}, {"adam_beta1", 0.8},
+          {"adam_beta2", 0.9}, {"adam_eps", 1e-7}, {"weight_decay", 0.01}, {"clip_grad", 1.0},
+          {"variant", std::string("cand_p4v2_tmm")}, {"implementation", std::string("candidate")},
+          {"layout", std::string("E|t*3|(t|)*4tmm|L")}, {"P", int64_t{4}}, {"V", int64_t{2}},
+          {"M", int64_t{4}}, {"data_parallel_size", int64_t{2}},
+          {"optimizer", std::string("distributed_adam")},
+          {"embedding_copy_update", std::string("broadcast")}, {"ddp_bucket_size", int64_t{100}},
+          {"microbatch_group_size", int64_t{2}}, {"schedule", std::string("interleaved")},
+          {"overlap_p2p_comm", int64_t{1}}, {"seed", int64_t{7}},
+          {"dtype", std::string("float64")}, {"device", std::string("cuda")}};
+}
+
+std::string error_of(const std::string& path, bool optimizer_matters = false) {
+  try {
+    read_record_run(record::RecordReader(path), {1, 1}, optimizer_matters);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(RecordRunTest, AHarnessRecordReadsBackAsTheRunThatMadeIt) {
+  config::ModelConfig c;  // N 8, H 64, D 2
+  const std::string path = write_record("harness.h5", c, 8, harness_attrs(c));
+  const RecordRun r = read_record_run(record::RecordReader(path), {1, 1}, true);
+  EXPECT_TRUE(r.notes.empty()) << r.notes.front();
+  EXPECT_EQ(r.model.num_layers, 8);
+  EXPECT_EQ(r.model.mtp_loss_scaling_factor, 0.25);
+  EXPECT_EQ(r.model.rotary_base, 500.0);
+  EXPECT_EQ(r.model.norm_epsilon, 1e-6);
+  EXPECT_EQ(r.model.kernels, config::Kernels::kHarness);
+  EXPECT_EQ(r.training.lr, 2e-3);
+  EXPECT_EQ(r.training.adam_beta1, 0.8);
+  EXPECT_EQ(r.training.weight_decay, 0.01);
+  EXPECT_EQ(r.training.clip_grad, 1.0);
+  EXPECT_EQ(r.training.dtype, config::DType::kFloat64);
+  EXPECT_EQ(r.training.device, config::Device::kCuda);
+  EXPECT_EQ(r.training.num_microbatches, 4);
+  EXPECT_EQ(r.training.steps, 1);
+  EXPECT_EQ(r.global_microbatches, 8);
+  const config::VariantSpec& v = r.variant;
+  EXPECT_EQ(v.name, "cand_p4v2_tmm");
+  EXPECT_EQ(v.implementation, config::Implementation::kCandidate);
+  EXPECT_EQ(v.layout, "E|t*3|(t|)*4tmm|L");
+  EXPECT_EQ(v.pipeline_size, 4);
+  EXPECT_EQ(v.data_parallel_size, 2);
+  EXPECT_EQ(v.optimizer, config::Optimizer::kDistributedAdam);
+  EXPECT_EQ(v.embedding_copy_update, config::EmbeddingCopyUpdate::kBroadcast);
+  EXPECT_EQ(v.ddp_bucket_size, 100);
+  EXPECT_EQ(v.microbatch_group_size, 2);
+  EXPECT_EQ(v.schedule, schedule::ScheduleKind::kInterleaved);
+  EXPECT_TRUE(v.overlap_p2p);
+}
+
+TEST(RecordRunTest, MegatronsOwnRecordIsDerivedWhereItIsSilent) {
+  const RecordRun r = read_record_run(record::RecordReader(kOracle), {1, 1}, false);
+  EXPECT_EQ(r.model.num_layers, 2);
+  EXPECT_EQ(r.model.hidden_size, 64);
+  EXPECT_EQ(r.model.ffn_hidden_size, 160);
+  EXPECT_EQ(r.model.vocab_size, 384);
+  EXPECT_EQ(r.model.seq_length, 16);
+  EXPECT_EQ(r.model.mtp_num_layers, 2);
+  EXPECT_TRUE(r.model.untie_embeddings);
+  EXPECT_EQ(r.training.num_microbatches, 2);
+  EXPECT_EQ(r.training.dtype, config::DType::kFloat32);
+  EXPECT_EQ(r.training.device, config::Device::kCpu);
+  EXPECT_EQ(r.variant.implementation, config::Implementation::kReference);
+  EXPECT_EQ(r.variant.layout, "");
+  EXPECT_EQ(r.variant.pipeline_size, 1);
+  EXPECT_FALSE(r.variant.schedule.has_value());
+  std::string notes;
+  for (const auto& n : r.notes) notes += n + "\n";
+  for (const char* n :
+       {"untie_embeddings_and_output_weights: 1 (the weights hold output_layer.weight)",
+        "kernels: torch", "num_moe_experts: 0", "implementation: reference (the record's "
+        "\"megatron-lm (megatron_xcheck/xcheck.py)\" is not one of this build's",
+        "layout: the P = 1 layout (the record's \"E t* m* L (no pipeline parallelism)\"",
+        "schedule: derived from P and V", "data_parallel_size: 1",
+        "device: cpu (the record's \"NVIDIA H200\" is not cpu or cuda",
+        "lr = 0.001, adam_beta1 = 0.9, adam_beta2 = 0.95, adam_eps = 1e-08, weight_decay = 0, "
+        "clip_grad = 0: the harness's defaults"}) {
+    EXPECT_THAT(notes, HasSubstr(n));
+  }
+  // One optimizer step's result compared (say, step 2) needs lr, which the file does not have.
+  EXPECT_THAT(error_of(kOracle, true),
+              HasSubstr(std::string(kOracle) + ": attribute 'lr' is missing (the replay "
+                        "compares results of an optimizer step)"));
+}
+
+TEST(RecordRunTest, MissingAndBadAttributesAreNamed) {
+  config::ModelConfig c;
+  record::AttrMap a = harness_attrs(c);
+  a.erase("num_attention_heads");
+  EXPECT_THAT(error_of(write_record("noheads.h5", c, 8, a)),
+              HasSubstr("noheads.h5: attribute 'num_attention_heads' is missing (the heads "
+                        "cannot be told from the weights' shapes)"));
+  a = harness_attrs(c);
+  a["M"] = int64_t{3};
+  EXPECT_THAT(error_of(write_record("badm.h5", c, 8, a)),
+              HasSubstr("attribute 'M': 3 microbatches × data_parallel_size 2 ≠ the batch's 8 "
+                        "microbatches"));
+  a = harness_attrs(c);
+  a["layout"] = std::string("E|t*3|(t|)*4tmm");
+  EXPECT_THAT(error_of(write_record("badlayout.h5", c, 8, a)),
+              HasSubstr("attribute 'layout': \"E|t*3|(t|)*4tmm\" is not a layout for P = 4"));
+  a = harness_attrs(c);
+  a["kv_channels"] = int64_t{8};
+  EXPECT_THAT(error_of(write_record("badkv.h5", c, 8, a)),
+              HasSubstr("attribute 'kv_channels': 8 differs from hidden_size / "
+                        "num_attention_heads = 16"));
+  a = harness_attrs(c);
+  a["hidden_size"] = std::string("64");
+  EXPECT_THAT(error_of(write_record("badtype.h5", c, 8, a)),
+              HasSubstr("attribute 'hidden_size' must be an integer"));
+  a = harness_attrs(c);
+  a["dtype"] = std::string("bfloat16");
+  EXPECT_THAT(error_of(write_record("bf16.h5", c, 8, a)),
+              HasSubstr("attribute 'dtype': dtype = \"bfloat16\": accepted \"float32\", "
+                        "\"float64\""));
+}
+
+TEST(RecordRunTest, SizesAreDerivedFromWeightsAndBatchWhenAbsent) {
+  config::ModelConfig c;
+  c.num_query_groups = 2;
+  record::AttrMap a = harness_attrs(c);
+  for (const char* k : {"num_layers", "hidden_size", "ffn_hidden_size", "num_query_groups",
+                        "vocab_size", "seq_length", "micro_batch_size", "mtp_num_layers", "M",
+                        "untie_embeddings_and_output_weights"}) {
+    a.erase(k);
+  }
+  const RecordRun r =
+      read_record_run(record::RecordReader(write_record("derived.h5", c, 8, a)), {1, 1}, false);
+  EXPECT_EQ(r.model.num_layers, c.num_layers);
+  EXPECT_EQ(r.model.hidden_size, c.hidden_size);
+  EXPECT_EQ(r.model.ffn_hidden_size, c.ffn_hidden_size);
+  EXPECT_EQ(r.model.num_query_groups, 2);
+  EXPECT_EQ(r.model.vocab_size, c.vocab_size);
+  EXPECT_EQ(r.model.seq_length, c.seq_length);
+  EXPECT_EQ(r.model.micro_batch_size, c.micro_batch_size);
+  EXPECT_EQ(r.model.mtp_num_layers, c.mtp_num_layers);
+  EXPECT_EQ(r.training.num_microbatches, 4);
+  EXPECT_NE(std::find(r.notes.begin(), r.notes.end(),
+                      "num_query_groups: 2 (derived from linear_qkv's rows)"),
+            r.notes.end());
+}
+
+TEST(RecordRunTest, VariantLikeKeepsTheModelAndTheGlobalBatch) {
+  config::ModelConfig c;
+  RecordRun r =
+      read_record_run(record::RecordReader(write_record("like.h5", c, 8, harness_attrs(c))),
+                      {1, 1}, true);
+  config::VariantSpec like;
+  like.name = "ref_p1";
+  like.implementation = config::Implementation::kReference;
+  like.pipeline_size = 1;
+  like.data_parallel_size = 1;
+  like.mtp_loss_scaling_factor = 0.5;
+  like.clip_grad = 3.0;
+  apply_variant_like(r, like);
+  EXPECT_EQ(r.variant.implementation, config::Implementation::kReference);
+  EXPECT_EQ(r.variant.pipeline_size, 1);
+  EXPECT_EQ(r.variant.layout, "");
+  EXPECT_FALSE(r.variant.mtp_loss_scaling_factor.has_value());
+  EXPECT_FALSE(r.variant.clip_grad.has_value());
+  EXPECT_EQ(r.training.num_microbatches, 8);
+  EXPECT_EQ(r.training.clip_grad, 1.0);
+  EXPECT_EQ(r.model.mtp_loss_scaling_factor, 0.25);
+  like.data_parallel_size = 3;
+  try {
+    apply_variant_like(r, like);
+    FAIL() << "dp 3 accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "--variant-like ref_p1: dp = 3 does not divide the record's 8 "
+                           "microbatches per step");
+  }
+}
+
+}  // namespace
+}  // namespace mtp::replay
