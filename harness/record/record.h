@@ -87,8 +87,8 @@ class RecordWriter {
 class RecordReader {
  public:
   /// Opens `path` read-only and checks the schema (a /steps group whose children are 6-digit step
-  /// names, each with only known groups). Throws RecordError naming the file and what is wrong
-  /// (missing file, not HDF5, truncated, wrong layout).
+  /// names, each with only known groups, holding datasets with UTF-8 names). Throws RecordError
+  /// naming the file and what is wrong (missing file, not HDF5, truncated, wrong layout).
   explicit RecordReader(const std::string& path);
   ~RecordReader();
   RecordReader(RecordReader&&) noexcept;
@@ -106,7 +106,8 @@ class RecordReader {
   std::vector<std::string> names(int step, const std::string& group) const;
   /// dtype and shape without reading the data.
   TensorData describe(int step, const std::string& group, const std::string& name) const;
-  /// Reads one dataset. Throws RecordError if it does not exist or cannot be read.
+  /// Reads one dataset. Throws RecordError if it does not exist, cannot be read, or declares
+  /// more bytes than the memory available (a corrupt shape is an input error, not bad_alloc).
   TensorData read(int step, const std::string& group, const std::string& name) const;
 
  private:
