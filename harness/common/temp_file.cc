@@ -77,34 +77,30 @@ std::string parent_directory(const std::string& path) {
 TempFile::TempFile(std::string final_path)
     : final_path_(std::move(final_path)),
       path_(fmt::format("{}.tmp-{}-{}", final_path_, static_cast<long>(::getpid()),
-                        random_suffix())) {}
+                        random_suffix())),
+      slot_(register_temp(path_)) {}
 
 TempFile::~TempFile() { remove(); }
 
 int TempFile::open_exclusive() {
-  MTP_INTERNAL_ASSERT(slot_ < 0 && !committed_, "temporary created twice");
+  MTP_INTERNAL_ASSERT(slot_ >= 0 && !created_, "temporary created twice");
   const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
   if (fd < 0) {
     create_error_ = errno;
+    remove();  // unregisters: what is under that name is not ours
     fail(final_path_, fmt::format("cannot create the temporary '{}'", path_), create_error_);
   }
-  try {
-    created();
-  } catch (...) {
-    ::close(fd);
-    ::unlink(path_.c_str());
-    throw;
-  }
+  created_ = true;
   return fd;
 }
 
 void TempFile::created() {
-  MTP_INTERNAL_ASSERT(slot_ < 0 && !committed_, "temporary created twice");
-  slot_ = register_temp(path_);
+  MTP_INTERNAL_ASSERT(slot_ >= 0 && !created_, "temporary created twice");
+  created_ = true;
 }
 
 void TempFile::commit() {
-  MTP_INTERNAL_ASSERT(slot_ >= 0, "commit of a temporary that was not created");
+  MTP_INTERNAL_ASSERT(slot_ >= 0 && created_, "commit of a temporary that was not created");
   auto failed = [&](const std::string& what) {
     const int err = errno;
     remove();
@@ -122,7 +118,7 @@ void TempFile::commit() {
   if (::rename(path_.c_str(), final_path_.c_str()) != 0) {
     failed(fmt::format("cannot rename '{}' to the final name", path_));
   }
-  committed_ = true;
+  created_ = false;  // it is the final file now
   unregister_temp(slot_);
   slot_ = -1;
   // The rename itself reaches the disk with the directory (file systems that cannot sync a
@@ -141,9 +137,9 @@ void TempFile::commit() {
 }
 
 void TempFile::remove() noexcept {
-  if (slot_ < 0) return;
-  ::unlink(path_.c_str());
-  unregister_temp(slot_);
+  if (created_) ::unlink(path_.c_str());
+  created_ = false;
+  if (slot_ >= 0) unregister_temp(slot_);
   slot_ = -1;
 }
 

@@ -22,7 +22,9 @@ namespace mtp {
 /// TempFile: the temporary of one output file. Removed by the destructor unless committed.
 class TempFile {
  public:
-  /// Picks a fresh temporary name beside `final_path`; creates nothing yet.
+  /// Picks a fresh temporary name beside `final_path` and registers it for removal on a signal
+  /// (before it exists: a signal between creating and registering would leave it behind);
+  /// creates nothing yet.
   explicit TempFile(std::string final_path);
   /// Removes the temporary (when it was created and not committed) and unregisters it.
   ~TempFile();
@@ -39,20 +41,20 @@ class TempFile {
   /// The errno of the last failed open_exclusive(), 0 when none failed.
   int create_error() const { return create_error_; }
   /// Says that the caller created path() exclusively itself (e.g. H5Fcreate with H5F_ACC_EXCL):
-  /// from now on the temporary is removed on failure and on a signal.
+  /// from now on the destructor and remove() delete it.
   void created();
   /// Syncs the temporary to disk, renames it to final_path() and syncs the directory. The
   /// caller has closed every handle that writes to it. Throws InfraError (and removes the
   /// temporary) on failure.
   void commit();
-  /// Removes the temporary now (when created); idempotent, never throws.
+  /// Removes the temporary now (when created) and unregisters it; idempotent, never throws.
   void remove() noexcept;
 
  private:
   std::string final_path_;
   std::string path_;
-  int slot_ = -1;  ///< registration for signal cleanup, −1: none
-  bool committed_ = false;
+  int slot_ = -1;  ///< registration for signal cleanup, −1: none (committed or removed)
+  bool created_ = false;
   int create_error_ = 0;
 };
 
