@@ -3,13 +3,16 @@
 #include <fmt/format.h>
 #include <openssl/evp.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "harness/common/error.h"
+#include "harness/common/utf8.h"
 
 namespace mtp::data {
 
@@ -25,29 +28,48 @@ std::string sha256_hex(const uint8_t* data, size_t size) {
 }
 
 TextFileSource::TextFileSource(const std::string& path) : path_(path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) {
-    throw InputError(fmt::format("data: text file '{}' does not exist", path));
+  constexpr uint64_t kMaxBytes = uint64_t{1} << 30;
+  const std::string shown = printable(path);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    // The system's reason: missing, a symlink loop, a permission, a path component not a directory.
+    throw InputError(fmt::format("data: text file '{}': {}", shown, std::strerror(errno)));
   }
-  if (!std::filesystem::is_regular_file(status)) {
+  if (!S_ISREG(st.st_mode)) {
     throw InputError(fmt::format("data: '{}' is not a regular file (a directory, FIFO or device "
-                                 "cannot be a corpus)", path));
+                                 "cannot be a corpus)", shown));
   }
-  constexpr std::uintmax_t kMaxBytes = std::uintmax_t{1} << 30;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (!ec && size > kMaxBytes) {
-    throw InputError(fmt::format("data: text file '{}' has {} bytes, more than the 1 GiB a byte-level "
-                                 "corpus may have here", path, size));
+  const InputError too_large(fmt::format("data: text file '{}' is larger than the 1 GiB a "
+                                         "byte-level corpus may have here", shown));
+  if (static_cast<uint64_t>(st.st_size) > kMaxBytes) throw too_large;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    throw InputError(fmt::format("data: cannot open text file '{}': {}", shown, std::strerror(errno)));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw InputError(fmt::format("data: cannot open text file '{}': {}", path,
-                                 std::strerror(errno)));
+  // Read to the end (files in /proc report size 0), at most 1 GiB + 1 byte.
+  bytes_.resize(std::max<size_t>(static_cast<size_t>(st.st_size), 1) + 1);
+  size_t got = 0;
+  while (true) {
+    if (got == bytes_.size()) {
+      if (got > kMaxBytes) {
+        ::close(fd);
+        throw too_large;
+      }
+      bytes_.resize(std::min<size_t>(2 * got, kMaxBytes + 1));
+    }
+    const ssize_t n = ::read(fd, bytes_.data() + got, bytes_.size() - got);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      throw InputError(fmt::format("data: cannot read text file '{}': {}", shown, std::strerror(err)));
+    }
+    got += static_cast<size_t>(n);
   }
-  bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (in.bad()) throw InputError(fmt::format("data: error while reading '{}'", path));
-  if (bytes_.empty()) throw InputError(fmt::format("data: text file '{}' is empty", path));
+  ::close(fd);
+  bytes_.resize(got);
+  if (bytes_.empty()) throw InputError(fmt::format("data: text file '{}' is empty", shown));
   sha256_ = sha256_hex(bytes_.data(), bytes_.size());
 }
 
