@@ -48,11 +48,22 @@ int register_temp(const std::string& path) {
 
 void unregister_temp(int slot) { g_slots[slot].state.store(kFree, std::memory_order_release); }
 
-extern "C" void remove_temps_and_exit(int sig) {
+void remove_temps() {
   for (Slot& s : g_slots) {
     if (s.state.load(std::memory_order_acquire) == kReady) ::unlink(s.path);
   }
+}
+
+extern "C" void remove_temps_and_exit(int sig) {
+  remove_temps();
   ::_exit(128 + sig);
+}
+
+/// A crash (abort, segfault, ...): remove the temporaries, then die of the same signal as before
+/// (the handler was installed with SA_RESETHAND, so the default action runs: status, core dump).
+extern "C" void remove_temps_and_reraise(int sig) {
+  remove_temps();
+  ::raise(sig);
 }
 
 /// 12 random hex digits.
@@ -146,10 +157,13 @@ void TempFile::remove() noexcept {
 void install_signal_cleanup() {
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = remove_temps_and_exit;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&sa.sa_mask, sig);
+  sa.sa_handler = remove_temps_and_exit;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  sa.sa_handler = remove_temps_and_reraise;
+  sa.sa_flags = SA_RESETHAND;
+  for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::sigaction(sig, &sa, nullptr);
 }
 
 }  // namespace mtp

@@ -6,7 +6,7 @@
 // so never followed), and renamed to its final name only when complete, flushed and synced.
 // While it exists the temporary is registered, and install_signal_cleanup() makes SIGINT,
 // SIGTERM and SIGHUP remove every registered temporary before the process exits with
-// 128 + the signal number.
+// 128 + the signal number (crash signals remove them too).
 //
 // Example:
 //   TempFile tmp("runs/x/report.json");
@@ -59,7 +59,9 @@ class TempFile {
 };
 
 /// Installs handlers for SIGINT, SIGTERM and SIGHUP that remove every registered temporary and
-/// exit with 128 + the signal number. Call once, early in main().
+/// exit with 128 + the signal number, and for SIGABRT, SIGSEGV, SIGBUS, SIGFPE and SIGILL (an
+/// uncaught exception, a crash) that remove them and die of the signal as before. Call once,
+/// early in main().
 void install_signal_cleanup();
 
 /// The directory part of `path` ("." when it has none, "/" for a file in the root).

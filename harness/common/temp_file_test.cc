@@ -79,5 +79,18 @@ TEST(TempFileTest, SignalsRemoveTemporariesAndExitWith128PlusTheSignal) {
   }
 }
 
+TEST(TempFileTest, CrashesAndUncaughtExceptionsRemoveTemporariesToo) {
+  ScratchDir dir;
+  EXPECT_EXIT(
+      {
+        install_signal_cleanup();
+        TempFile a(dir.file("a.h5"));
+        ::close(a.open_exclusive());
+        std::terminate();  // as an exception escaping a thread does
+      },
+      ::testing::KilledBySignal(SIGABRT), "");
+  EXPECT_THAT(dir.entries(), IsEmpty());
+}
+
 }  // namespace
 }  // namespace mtp
