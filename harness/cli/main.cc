@@ -47,7 +47,7 @@ int check_stdout(int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  mtp::install_signal_cleanup();  // SIGINT/SIGTERM/SIGHUP remove temporaries, exit 128+signal
+  mtp::install_signal_cleanup();  // signals and crashes remove temporaries (SIGTERM: exit 143)
   // Paths must not be empty ("" would silently mean a default or the current directory).
   const CLI::Validator non_empty(
       [](std::string& s) { return s.empty() ? std::string("must not be empty") : std::string(); },
