@@ -201,6 +201,13 @@ TEST(CliFaultTest, CompareAndInfoFailWhenTheirOutputCannotBeWritten) {
   EXPECT_EQ(run("info " + rec + " >/dev/full").code, 3);
   EXPECT_EQ(run("compare " + rec + " " + rec + " >/dev/full").code, 3);
   EXPECT_EQ(run("info " + rec + " >/dev/null").code, 0);
+  // A record path the JSON result cannot hold is bad input (it was an internal JSON exception).
+  const std::string odd = dir.file("r\xff.h5");
+  std::filesystem::copy_file(rec, odd);
+  auto utf = run("compare '" + odd + "' " + rec + " --json " + dir.file("c.json"));
+  EXPECT_EQ(utf.code, 2) << utf.out;
+  EXPECT_THAT(utf.out, HasSubstr("r\\xff.h5: is not valid UTF-8"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("c.json")));
 
   SmallTmpfs fs("64k");
   if (!fs.mounted()) GTEST_SKIP() << fs.reason();
