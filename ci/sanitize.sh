@@ -29,9 +29,14 @@ for target in harness/layout/layout_fuzzer harness/record/record_reader_fuzzer; 
   # allocator_may_return_null: an absurd size read from corrupt HDF5 metadata makes malloc return
   # NULL inside libhdf5 (which reports an error), as glibc does, instead of an ASan abort; our
   # own code checks declared sizes first, and a std::bad_alloc escaping it is still a finding.
-  ASAN_OPTIONS=$ASAN_OPTIONS:allocator_may_return_null=1 \
-  "build-san/$target" "$work" "$seeds" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-    -artifact_prefix="build-san/fuzz-findings/$name-" -print_final_stats=1 2>&1 | tail -25
-  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "ci/sanitize.sh: $name found a defect"; exit 1; }
+  if ! ASAN_OPTIONS=$ASAN_OPTIONS:allocator_may_return_null=1 \
+       "build-san/$target" "$work" "$seeds" -max_total_time="$secs" -timeout=10 \
+       -rss_limit_mb=2048 -artifact_prefix="build-san/fuzz-findings/$name-" -print_final_stats=1 \
+       > "build-san/fuzz/$name.log" 2>&1; then
+    tail -80 "build-san/fuzz/$name.log"
+    echo "ci/sanitize.sh: $name found a defect (input saved in build-san/fuzz-findings/)"
+    exit 1
+  fi
+  grep -E '^(Done|stat::)' "build-san/fuzz/$name.log"
 done
 echo "ci/sanitize.sh: sanitizer tests and fuzzers passed"
