@@ -151,9 +151,10 @@ int run_check(const CheckOptions& opt) {
                                records[p.other], args);
     }
   }
-  write_file_atomically(json_path, report::to_json(sc, runs, results)
-                                       .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
-                                       "\n");
+  write_file_atomically(json_path,
+                        report::to_json(sc, runs, results)
+                                .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+                            "\n");
   if (!opt.junit_path.empty()) write_file_atomically(opt.junit_path, report::to_junit(sc, results));
   std::cout << fmt::format("\n# {} expectation(s): {} passed, {} failed{}; report: {}\n",
                            results.size(), results.size() - failed, failed,

@@ -162,7 +162,9 @@ TEST(CliFaultTest, FullDiskWhileWritingARecordFailsCleanly) {
     EXPECT_THAT(r.out, HasSubstr("ref_p1.h5: cannot write the record"));
   }
   EXPECT_THAT(dir.entries(), ::testing::ElementsAre("o"));
-  EXPECT_THAT(std::filesystem::directory_iterator(dir.file("o")) == std::filesystem::directory_iterator(), true);
+  EXPECT_THAT(
+      std::filesystem::directory_iterator(dir.file("o")) == std::filesystem::directory_iterator(),
+      true);
 
   SmallTmpfs fs("5m");  // the reproducer: a real ENOSPC
   if (!fs.mounted()) GTEST_SKIP() << fs.reason();
@@ -240,14 +242,17 @@ TEST(CliFaultTest, InputAtFaultExitsTwoBeforeAnyTraining) {
   EXPECT_THAT(utf.out, HasSubstr("d\\xff: is not valid UTF-8"));
   EXPECT_FALSE(std::filesystem::exists(odd));
 
-  std::ofstream(dir.file("mem.toml")) << "[scenario]\nname = \"m\"\n[data]\npath = \"/proc/self/mem\"\n"
-                                         "[[variant]]\nname = \"a\"\nimplementation = \"reference\"\n";
+  std::ofstream(dir.file("mem.toml"))
+      << "[scenario]\nname = \"m\"\n[data]\npath = \"/proc/self/mem\"\n"
+         "[[variant]]\nname = \"a\"\nimplementation = \"reference\"\n";
   auto mem = run("check " + dir.file("mem.toml") + " --out " + dir.file("o"));
   EXPECT_EQ(mem.code, 2) << mem.out;
-  EXPECT_THAT(mem.out, HasSubstr("mem.toml:4:8: [data].path = \"/proc/self/mem\": data: cannot read"));
+  EXPECT_THAT(mem.out,
+              HasSubstr("mem.toml:4:8: [data].path = \"/proc/self/mem\": data: cannot read"));
 
-  for (const std::string& bad : std::vector<std::string>{"--json /proc/r.json", "--junit /proc/j.xml",
-                                                        "--json /dev/full", "--junit " + dir.path()}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"--json /proc/r.json", "--junit /proc/j.xml", "--json /dev/full",
+                                "--junit " + dir.path()}) {
     const auto t0 = std::chrono::steady_clock::now();
     auto r = run("check scenarios/default.toml --out " + dir.file("runs") + " " + bad);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -255,7 +260,9 @@ TEST(CliFaultTest, InputAtFaultExitsTwoBeforeAnyTraining) {
     EXPECT_THAT(r.out, Not(HasSubstr("ref_p4v2 "))) << bad << ": a variant ran";
     EXPECT_LT(s, 5.0) << bad;
   }
-  EXPECT_THAT(std::filesystem::directory_iterator(dir.file("runs")) == std::filesystem::directory_iterator(), true)
+  EXPECT_THAT(std::filesystem::directory_iterator(dir.file("runs")) ==
+                  std::filesystem::directory_iterator(),
+              true)
       << "no record written";
   auto out = run("check scenarios/default.toml --out /proc/runs");
   EXPECT_EQ(out.code, 2) << out.out;
@@ -283,10 +290,12 @@ TEST(CliFaultTest, SignalsRemoveTemporariesAndExitWith128PlusTheSignal) {
     ScratchDir dir;
     const pid_t pid = spawn({"check", "scenarios/default.toml", "--out", dir.path()});
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (temporaries(dir.path(), ".h5.tmp").empty() && std::chrono::steady_clock::now() < deadline) {
+    while (temporaries(dir.path(), ".h5.tmp").empty() &&
+           std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    ASSERT_THAT(temporaries(dir.path(), ".h5.tmp"), Not(IsEmpty())) << "no record was being written";
+    ASSERT_THAT(temporaries(dir.path(), ".h5.tmp"), Not(IsEmpty()))
+        << "no record was being written";
     ::kill(pid, sig);
     int status = 0;
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
@@ -306,8 +315,9 @@ TEST(CliFaultTest, EmptyPathsAreErrorsAndDataErrorsNameTheirPosition) {
     EXPECT_THAT(r.out, HasSubstr("must not be empty")) << args;
   }
   ScratchDir dir;
-  std::ofstream(dir.file("s.toml")) << "[scenario]\nname = \"s\"\n[data]\npath = \"\"\n"
-                                       "[[variant]]\nname = \"a\"\nimplementation = \"reference\"\n";
+  std::ofstream(dir.file("s.toml"))
+      << "[scenario]\nname = \"s\"\n[data]\npath = \"\"\n"
+         "[[variant]]\nname = \"a\"\nimplementation = \"reference\"\n";
   auto r = run("check " + dir.file("s.toml") + " --out " + dir.file("o"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("s.toml:4:8: [data].path = \"\": data: text file '': No such file"));

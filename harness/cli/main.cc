@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
   mtp::cli::CheckOptions check;
   auto* c = app.add_subcommand("check", "run every variant of a scenario and check its expectations "
                                         "(exit 0: all hold, 1: one fails, 2: bad input, 3: failure)");
-  c->add_option("scenario", check.scenario, "scenario TOML file (default: the embedded default scenario)")
+  c->add_option("scenario", check.scenario,
+                "scenario TOML file (default: the embedded default scenario)")
       ->check(non_empty);
   c->add_option("--out", check.out_dir, "directory for the records (default: runs/<scenario>)")
       ->check(non_empty);
@@ -75,7 +76,8 @@ int main(int argc, char** argv) {
   mtp::cli::RunCommandOptions run;
   auto* r = app.add_subcommand("run", "run one variant and write its record; with --launcher, as "
                                       "one pipeline rank of a torchrun/mpirun launch (NCCL)");
-  r->add_option("scenario", run.scenario, "scenario TOML file (default: the embedded default scenario)")
+  r->add_option("scenario", run.scenario,
+                "scenario TOML file (default: the embedded default scenario)")
       ->check(non_empty);
   r->add_option("--variant", run.variant, "variant name")->required();
   r->add_option("--out", run.out, "record path (default: runs/<scenario>/<variant>.h5)")

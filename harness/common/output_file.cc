@@ -49,8 +49,10 @@ void check_output_file(const std::string& what, const std::string& path) {
   if (::stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) throw InputError(fmt::format("{} {}: is a directory", what, shown));
     if (!S_ISREG(st.st_mode)) {
-      throw InputError(fmt::format("{} {}: exists and is not a regular file (a device, FIFO or "
-                                   "socket cannot be an output file)", what, shown));
+      throw InputError(
+          fmt::format("{} {}: exists and is not a regular file (a device, FIFO or "
+                      "socket cannot be an output file)",
+                      what, shown));
     }
   } else if (errno != ENOENT) {
     throw InputError(fmt::format("{} {}: {}", what, shown, std::strerror(errno)));
@@ -64,8 +66,8 @@ void check_output_directory(const std::string& what, const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
-    throw InputError(fmt::format("{} {}: cannot create the directory: {}", what, shown,
-                                 ec.message()));
+    throw InputError(
+        fmt::format("{} {}: cannot create the directory: {}", what, shown, ec.message()));
   }
   check_can_create_in(what, shown, dir);
 }

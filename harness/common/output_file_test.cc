@@ -88,12 +88,14 @@ TEST(OutputFileTest, ConcurrentWritersOfOnePathNeverShareATemporary) {
 TEST(OutputFileTest, UnusableDestinationsAreRefusedBeforeAnyWork) {
   ScratchDir dir;
   EXPECT_THAT(input_error("--json", ""), HasSubstr("--json: the path is empty"));
-  EXPECT_THAT(input_error("--json", "/dev/full"), HasSubstr("--json /dev/full: exists and is not a regular file"));
+  EXPECT_THAT(input_error("--json", "/dev/full"),
+              HasSubstr("--json /dev/full: exists and is not a regular file"));
   EXPECT_THAT(input_error("--junit", dir.path()), HasSubstr("is a directory"));
   EXPECT_THAT(input_error("--junit", dir.file("x/")), HasSubstr("names a directory"));
   EXPECT_THAT(input_error("--json", dir.file("missing/r.json")),
               HasSubstr("missing': No such file or directory"));
-  EXPECT_THAT(input_error("--json", "/proc/r.json"), HasSubstr("cannot create files in directory '/proc'"));
+  EXPECT_THAT(input_error("--json", "/proc/r.json"),
+              HasSubstr("cannot create files in directory '/proc'"));
   EXPECT_NO_THROW(check_output_file("--json", dir.file("r.json")));
   EXPECT_THAT(dir.entries(), IsEmpty()) << "the probe is removed";
   EXPECT_THROW(check_output_directory("--out", "/proc/runs"), InputError);

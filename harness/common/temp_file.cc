@@ -87,8 +87,8 @@ std::string parent_directory(const std::string& path) {
 
 TempFile::TempFile(std::string final_path)
     : final_path_(std::move(final_path)),
-      path_(fmt::format("{}.tmp-{}-{}", final_path_, static_cast<long>(::getpid()),
-                        random_suffix())),
+      path_(
+          fmt::format("{}.tmp-{}-{}", final_path_, static_cast<long>(::getpid()), random_suffix())),
       slot_(register_temp(path_)) {}
 
 TempFile::~TempFile() { remove(); }

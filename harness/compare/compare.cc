@@ -153,9 +153,9 @@ void Walk::compare_group(int step, const std::string& group) {
     // Structure is every step, group and tensor: a group in one record only is a difference,
     // even when it is empty or holds no selected tensor.
     const std::vector<std::string>& names = group_a ? in_a : in_b;
-    step_or_group_difference(step, group,
-                             fmt::format("group only in {} ({} selected tensors)",
-                                         group_a ? "A" : "B", names.size()));
+    step_or_group_difference(
+        step, group,
+        fmt::format("group only in {} ({} selected tensors)", group_a ? "A" : "B", names.size()));
     return;
   }
   std::unordered_set<std::string> set_a(in_a.begin(), in_a.end());

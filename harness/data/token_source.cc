@@ -36,15 +36,20 @@ TextFileSource::TextFileSource(const std::string& path) : path_(path) {
     throw InputError(fmt::format("data: text file '{}': {}", shown, std::strerror(errno)));
   }
   if (!S_ISREG(st.st_mode)) {
-    throw InputError(fmt::format("data: '{}' is not a regular file (a directory, FIFO or device "
-                                 "cannot be a corpus)", shown));
+    throw InputError(
+        fmt::format("data: '{}' is not a regular file (a directory, FIFO or device "
+                    "cannot be a corpus)",
+                    shown));
   }
-  const InputError too_large(fmt::format("data: text file '{}' is larger than the 1 GiB a "
-                                         "byte-level corpus may have here", shown));
+  const InputError too_large(
+      fmt::format("data: text file '{}' is larger than the 1 GiB a "
+                  "byte-level corpus may have here",
+                  shown));
   if (static_cast<uint64_t>(st.st_size) > kMaxBytes) throw too_large;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    throw InputError(fmt::format("data: cannot open text file '{}': {}", shown, std::strerror(errno)));
+    throw InputError(
+        fmt::format("data: cannot open text file '{}': {}", shown, std::strerror(errno)));
   }
   // Read to the end (files in /proc report size 0), at most 1 GiB + 1 byte.
   bytes_.resize(std::max<size_t>(static_cast<size_t>(st.st_size), 1) + 1);
@@ -63,7 +68,8 @@ TextFileSource::TextFileSource(const std::string& path) : path_(path) {
       if (errno == EINTR) continue;
       const int err = errno;
       ::close(fd);
-      throw InputError(fmt::format("data: cannot read text file '{}': {}", shown, std::strerror(err)));
+      throw InputError(
+          fmt::format("data: cannot read text file '{}': {}", shown, std::strerror(err)));
     }
     got += static_cast<size_t>(n);
   }

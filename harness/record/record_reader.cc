@@ -282,15 +282,18 @@ TensorData RecordReader::read(int step, const std::string& group, const std::str
   const std::string object = "/" + Impl::dataset_path(step, group, name);
   // A corrupt or hostile record may declare any shape: refuse what cannot be allocated, with
   // the declared size, instead of failing in the allocator (or the OOM killer).
-  const uint64_t bytes = static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(dtype_size(t.dtype));
+  const uint64_t bytes =
+      static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(dtype_size(t.dtype));
   constexpr uint64_t kAlwaysAllocatable = uint64_t{64} << 20;
   if (bytes > kAlwaysAllocatable) {
     const uint64_t avail = available_memory_bytes();
     if (bytes > avail) {
-      impl_->fail(object, fmt::format("declares shape [{}] of {}: {:.3g} GiB, more than the {:.3g} GiB "
-                                      "of memory available", fmt::join(t.shape, ", "),
-                                      dtype_name(t.dtype), static_cast<double>(bytes) / (1 << 30),
-                                      static_cast<double>(avail) / (1 << 30)));
+      impl_->fail(object,
+                  fmt::format("declares shape [{}] of {}: {:.3g} GiB, more than the {:.3g} GiB "
+                              "of memory available",
+                              fmt::join(t.shape, ", "), dtype_name(t.dtype),
+                              static_cast<double>(bytes) / (1 << 30),
+                              static_cast<double>(avail) / (1 << 30)));
     }
   }
   h5::Dataset ds = impl_->file.root().open_dataset(Impl::dataset_path(step, group, name));

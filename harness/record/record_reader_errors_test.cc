@@ -255,8 +255,8 @@ TEST(RecordReaderErrorsTest, DatasetDeclaringMoreThanTheMemoryIsRefusedBeforeAll
   std::string path = dir.file("r.h5");
   build(path, [](const h5::Group& root) {
     // Never written: HDF5 allocates contiguous storage late, so the file stays small.
-    step_group(root, "grad").create_dataset("w", H5T_IEEE_F32LE,
-                                            h5::DataSpace::simple({hsize_t{1} << 40}));
+    step_group(root, "grad")
+        .create_dataset("w", H5T_IEEE_F32LE, h5::DataSpace::simple({hsize_t{1} << 40}));
   });
   EXPECT_LT(std::filesystem::file_size(path), 64u * 1024);
   RecordReader r(path);
@@ -266,7 +266,7 @@ TEST(RecordReaderErrorsTest, DatasetDeclaringMoreThanTheMemoryIsRefusedBeforeAll
     ADD_FAILURE() << "no error";
   } catch (const RecordError& e) {
     EXPECT_THAT(e.what(), HasSubstr(path + ": /steps/000001/grad/w: declares shape [1099511627776] "
-                                    "of float32: 4.1e+03 GiB, more than the"));
+                                           "of float32: 4.1e+03 GiB, more than the"));
   }
 }
 

@@ -42,7 +42,8 @@ void read_everything(const mtp::record::RecordReader& r) {
         const auto t = r.describe(step, group, name);
         if (t.numel() <= (int64_t{1} << 20)) {
           const auto full = r.read(step, group, name);
-          if (full.bytes.size() != static_cast<size_t>(t.numel()) * mtp::record::dtype_size(t.dtype)) {
+          if (full.bytes.size() !=
+              static_cast<size_t>(t.numel()) * mtp::record::dtype_size(t.dtype)) {
             std::abort();
           }
         }

@@ -254,8 +254,7 @@ TEST(RecordTest, PlantedSymlinkAtTheOldTemporaryNameIsNotFollowed) {
   ScratchDir dir;
   std::string path = dir.file("r.h5");
   std::ofstream(dir.file("victim")) << "precious";
-  std::filesystem::create_symlink(dir.file("victim"),
-                                  path + ".tmp-" + std::to_string(::getpid()));
+  std::filesystem::create_symlink(dir.file("victim"), path + ".tmp-" + std::to_string(::getpid()));
   write_sample(path);
   EXPECT_EQ(testing_util::read_bytes(dir.file("victim")).size(), 8u);
   EXPECT_FALSE(RecordReader(path).steps().empty());
@@ -267,8 +266,8 @@ TEST(RecordTest, PlantedSymlinkAtTheOldTemporaryNameIsNotFollowed) {
 TEST(RecordTest, FullDiskIsAReportedFaultThatLeavesNothingAndDoesNotCrash) {
   struct Case {
     const char* name;
-    rlim_t limit;       // file size limit: where the "disk" fills up
-    size_t elements;    // float32 elements of each of 4 tensors
+    rlim_t limit;     // file size limit: where the "disk" fills up
+    size_t elements;  // float32 elements of each of 4 tensors
     bool fails_in_commit;
   };
   for (const Case& c : {Case{"data write fails", 16 * 1024, 64 * 1024, false},
@@ -282,8 +281,9 @@ TEST(RecordTest, FullDiskIsAReportedFaultThatLeavesNothingAndDoesNotCrash) {
             RecordWriter w(dir.file("r.h5"));
             std::vector<float> v(c.elements, 0.5f);
             for (int i = 0; i < 4; ++i) {
-              w.write(1, "grad", TensorData::from_f32("w" + std::to_string(i),
-                                                      {static_cast<int64_t>(c.elements)}, v));
+              w.write(1, "grad",
+                      TensorData::from_f32("w" + std::to_string(i),
+                                           {static_cast<int64_t>(c.elements)}, v));
             }
             code = 11;
             w.commit();

@@ -550,11 +550,13 @@ void check_expectation_selections(const Scenario& sc) {
     }
     if (!any) {
       const std::string base = "expectation." + e.name;
-      const std::string key = sc.positions.count(base + ".include") ? base + ".include"
+      const std::string key = sc.positions.count(base + ".include")   ? base + ".include"
                               : sc.positions.count(base + ".exclude") ? base + ".exclude"
-                                                                       : base + ".records";
-      throw InputError(fmt::format("{}: expectation \"{}\": include/exclude select no tensor of "
-                                   "records [{}]", sc.position(key), e.name, fmt::join(e.selection.groups, ", ")));
+                                                                      : base + ".records";
+      throw InputError(
+          fmt::format("{}: expectation \"{}\": include/exclude select no tensor of "
+                      "records [{}]",
+                      sc.position(key), e.name, fmt::join(e.selection.groups, ", ")));
     }
   }
 }
@@ -563,14 +565,20 @@ Scenario load_scenario(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     // The system's reason: missing, a symlink loop, a permission.
-    throw InputError(fmt::format("{}: cannot open scenario file: {}", printable(path), std::strerror(errno)));
+    throw InputError(
+        fmt::format("{}: cannot open scenario file: {}", printable(path), std::strerror(errno)));
   }
   if (S_ISDIR(st.st_mode)) {
     throw InputError(fmt::format("{}: is a directory, not a scenario file", printable(path)));
   }
-  if (!S_ISREG(st.st_mode)) throw InputError(fmt::format("{}: is not a regular file", printable(path)));
+  if (!S_ISREG(st.st_mode)) {
+    throw InputError(fmt::format("{}: is not a regular file", printable(path)));
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open scenario file: {}", printable(path), std::strerror(errno)));
+  if (!in) {
+    throw InputError(
+        fmt::format("{}: cannot open scenario file: {}", printable(path), std::strerror(errno)));
+  }
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_scenario(ss.str(), path);

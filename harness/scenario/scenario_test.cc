@@ -107,18 +107,20 @@ TEST(ScenarioTest, DataErrorsNameTheFileLineAndColumnOfThePath) {
   const std::string loop = ::testing::TempDir() + "scenario_loop.txt";
   std::remove(loop.c_str());
   ASSERT_EQ(::symlink(loop.c_str(), loop.c_str()), 0);
-  EXPECT_THAT(error_of(with_path(loop)), HasSubstr("test.toml:30:8: [data].path = \"" + loop +
-                                                   "\": data: text file '" + loop +
-                                                   "': Too many levels of symbolic links"));
+  EXPECT_THAT(error_of(with_path(loop)),
+              HasSubstr("test.toml:30:8: [data].path = \"" + loop + "\": data: text file '" + loop +
+                        "': Too many levels of symbolic links"));
   EXPECT_THAT(error_of(with_path("/proc/self/mem")),
               HasSubstr("test.toml:30:8: [data].path = \"/proc/self/mem\": data: cannot read text "
                         "file '/proc/self/mem': Input/output error"));
   const std::string tiny = ::testing::TempDir() + "scenario_tiny.txt";
   std::ofstream(tiny) << "abc";
-  EXPECT_THAT(error_of(with_path(tiny)), HasSubstr("test.toml:30:8: [data].path = \"" + tiny +
-                                                   "\": data: text:" + tiny + " (3 bytes) has 3 "
-                                                   "tokens, fewer than seq_length + 1 = 9"));
-  EXPECT_THAT(error_of(std::string(kMinimal) + "[data]\nkind = \"text\"\n"), HasSubstr("(no error)"));
+  EXPECT_THAT(error_of(with_path(tiny)),
+              HasSubstr("test.toml:30:8: [data].path = \"" + tiny + "\": data: text:" + tiny +
+                        " (3 bytes) has 3 "
+                        "tokens, fewer than seq_length + 1 = 9"));
+  EXPECT_THAT(error_of(std::string(kMinimal) + "[data]\nkind = \"text\"\n"),
+              HasSubstr("(no error)"));
 }
 
 TEST(ScenarioTest, PositionsOfTablesAndKeysForLaterErrors) {
@@ -128,20 +130,22 @@ TEST(ScenarioTest, PositionsOfTablesAndKeysForLaterErrors) {
   EXPECT_EQ(sc.position("variant.b.schedule"), "test.toml:17:1") << "falls back to the table";
   EXPECT_EQ(sc.position("expectation.ab.exclude"), "test.toml:27:11");
   EXPECT_EQ(sc.position("nothing"), "test.toml");
-  EXPECT_THAT(error_of("[scenario]\nname = \"x\"\n"), HasSubstr("test.toml:1:1: the scenario needs at least one"));
+  EXPECT_THAT(error_of("[scenario]\nname = \"x\"\n"),
+              HasSubstr("test.toml:1:1: the scenario needs at least one"));
 }
 
 TEST(ScenarioTest, SelectionErrorsNameTheExpectationsPatterns) {
   std::string t = kMinimal;
-  Scenario sc = parse_scenario(t.replace(t.find("exclude = [\"embedding.*\"]"), 25,
-                                         "include = [\"nothing.*\"]"),
-                               "test.toml");
+  Scenario sc = parse_scenario(
+      t.replace(t.find("exclude = [\"embedding.*\"]"), 25, "include = [\"nothing.*\"]"),
+      "test.toml");
   try {
     check_expectation_selections(sc);
     FAIL() << "no error";
   } catch (const InputError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("test.toml:27:11: expectation \"ab\": include/exclude select no "
-                                    "tensor"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("test.toml:27:11: expectation \"ab\": include/exclude select no "
+                          "tensor"));
   }
 }
 
