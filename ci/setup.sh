@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build git pkg-config
       libtorch-dev libhdf5-dev hdf5-tools libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
-      libfmt-dev libxxhash-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev)
+      libfmt-dev libxxhash-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
+      clang-14 libclang-rt-14-dev llvm-14)  # ci/sanitize.sh: ASan/UBSan/libFuzzer, symbolizer
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

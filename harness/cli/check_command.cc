@@ -1,11 +1,12 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <set>
 
 #include "harness/cli/commands.h"
+#include "harness/common/output_file.h"
+#include "harness/common/utf8.h"
 #include "harness/data/token_source.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/trainer.h"
@@ -15,37 +16,6 @@
 
 namespace mtp::cli {
 namespace fs = std::filesystem;
-
-namespace {
-
-/// Throws InputError unless `path` can be an output file: a regular file or nothing yet, in an
-/// existing directory. Checked before any variant runs.
-void check_output_path(const std::string& flag, const std::string& path) {
-  std::error_code ec;
-  const fs::path p(path);
-  if (fs::exists(p, ec) && !fs::is_regular_file(p, ec)) {
-    throw InputError(fmt::format("{} {}: exists and is not a regular file", flag, path));
-  }
-  const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  if (!fs::is_directory(parent, ec)) {
-    throw InputError(fmt::format("{} {}: directory {} does not exist", flag, path, parent.string()));
-  }
-  if (p.filename().empty()) throw InputError(fmt::format("{} {}: names no file", flag, path));
-}
-
-/// Writes `text` to `path` atomically (temporary file + rename).
-void write_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw InfraError(fmt::format("cannot write {}", tmp));
-    out << text;
-    if (!out) throw InfraError(fmt::format("error while writing {}", tmp));
-  }
-  fs::rename(tmp, path);
-}
-
-}  // namespace
 
 int run_check(const CheckOptions& opt) {
   scenario::Scenario sc = opt.scenario.empty()
@@ -57,14 +27,15 @@ int run_check(const CheckOptions& opt) {
   }
   apply_training_flags(opt.training, sc.training);
   const std::string out_dir = opt.out_dir.empty() ? "runs/" + sc.name : opt.out_dir;
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (ec) throw InputError(fmt::format("--out: cannot create directory {}: {}", out_dir, ec.message()));
-
+  // Every output, before anything trains: a bad path fails now, not after the last variant.
+  const char* in_json = "the JSON report holds it";
+  require_utf8("scenario", sc.source, in_json);
+  require_utf8("--out", out_dir, in_json);
+  check_output_directory("--out", out_dir);
   const std::string json_path = opt.json_path.empty() ? out_dir + "/report.json" : opt.json_path;
-  check_output_path("--json", json_path);
-  if (!opt.junit_path.empty()) check_output_path("--junit", opt.junit_path);
-  for (const auto& v : sc.variants) check_output_path("record", out_dir + "/" + v.name + ".h5");
+  check_output_file("--json", json_path);
+  if (!opt.junit_path.empty()) check_output_file("--junit", opt.junit_path);
+  for (const auto& v : sc.variants) check_output_file("record", out_dir + "/" + v.name + ".h5");
   scenario::check_expectation_selections(sc);
 
   std::set<std::string> wanted(opt.only_variants.begin(), opt.only_variants.end());
@@ -78,6 +49,9 @@ int run_check(const CheckOptions& opt) {
     try {
       plans.push_back(engine::plan_variant(sc.model, sc.training, v,
                                            *make_implementation(v.implementation)));
+    } catch (const layout::LayoutError& e) {
+      throw InputError(fmt::format("{}: variant \"{}\": {}",
+                                   sc.position("variant." + v.name + ".layout"), v.name, e.what()));
     } catch (const InputError& e) {
       throw InputError(fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name,
                                    e.what()));
@@ -187,8 +161,11 @@ int run_check(const CheckOptions& opt) {
                                records[p.other], args);
     }
   }
-  write_file(json_path, report::to_json(sc, runs, results).dump(2) + "\n");
-  if (!opt.junit_path.empty()) write_file(opt.junit_path, report::to_junit(sc, results));
+  write_file_atomically(json_path,
+                        report::to_json(sc, runs, results)
+                                .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+                            "\n");
+  if (!opt.junit_path.empty()) write_file_atomically(opt.junit_path, report::to_junit(sc, results));
   std::cout << fmt::format("\n# {} expectation(s): {} passed, {} failed{}; report: {}\n",
                            results.size(), results.size() - failed, failed,
                            skipped ? fmt::format(", {} skipped (variants not run)", skipped) : "",

@@ -2,14 +2,32 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "harness/cli/cli_test_util.h"
+#include "harness/common/test_util.h"
+
+extern char** environ;
 
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using mtp::testing_util::FileSizeLimit;
+using mtp::testing_util::ScratchDir;
 
 using mtp::cli_test::run;
 
@@ -80,6 +98,217 @@ TEST(CliTest, CheckOneVariantPairAndCompareItsRecords) {
   EXPECT_EQ(diff.code, 1) << diff.out;
   EXPECT_THAT(diff.out, HasSubstr("first divergence: step 1 grad/embedding.word_embeddings.weight"));
   EXPECT_TRUE(std::filesystem::exists(out + "/report.json"));
+}
+
+// ---- Faults and bad input (issue 11): never a crash, never a wrong 0, nothing half-written ----
+
+/// A small tmpfs mounted on a scratch directory (needs root and mount(2)); skipped otherwise.
+class SmallTmpfs {
+ public:
+  explicit SmallTmpfs(const std::string& size) {
+    mounted_ = ::mount("tmpfs", dir_.path().c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+    if (!mounted_) reason_ = std::string("cannot mount a tmpfs here: ") + std::strerror(errno);
+  }
+  ~SmallTmpfs() {
+    if (mounted_) ::umount2(dir_.path().c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+  const std::string& reason() const { return reason_; }
+  std::string file(const std::string& name) const { return dir_.file(name); }
+  std::vector<std::string> entries() const { return dir_.entries(); }
+  /// Fills the file system so that the next write fails with ENOSPC.
+  void fill() const {
+    std::ofstream out(file("fill"), std::ios::binary);
+    std::string block(4096, 'x');
+    while (out.write(block.data(), static_cast<std::streamsize>(block.size()))) {
+    }
+  }
+
+ private:
+  ScratchDir dir_;
+  bool mounted_ = false;
+  std::string reason_;
+};
+
+/// Entries of `dir` whose names contain `part` (".tmp": temporaries left behind).
+std::vector<std::string> temporaries(const std::string& dir, const std::string& part = ".tmp") {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().filename().string().find(part) != std::string::npos) out.push_back(e.path());
+  }
+  return out;
+}
+
+// Defect 1: check on a full disk ended in SIGSEGV (exit 139) after the ENOSPC message.
+TEST(CliFaultTest, FullDiskWhileWritingARecordFailsCleanly) {
+  ScratchDir dir;
+  {
+    FileSizeLimit full(512 * 1024);  // the record outgrows this; portable, no root needed
+    auto r = run("check scenarios/default.toml --variant ref_p1 --out " + dir.file("o"));
+    EXPECT_EQ(r.code, 3) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("ref_p1.h5: cannot write the record"));
+  }
+  EXPECT_THAT(dir.entries(), ::testing::ElementsAre("o"));
+  EXPECT_THAT(
+      std::filesystem::directory_iterator(dir.file("o")) == std::filesystem::directory_iterator(),
+      true);
+
+  SmallTmpfs fs("5m");  // the issue's reproducer: a real ENOSPC
+  if (!fs.mounted()) GTEST_SKIP() << fs.reason();
+  auto r = run("check scenarios/default.toml --variant ref_p1 --out " + fs.file("o"));
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("No space left on device"));
+  EXPECT_THAT(temporaries(fs.file("o")), IsEmpty());
+  EXPECT_FALSE(std::filesystem::exists(fs.file("o/ref_p1.h5")));
+}
+
+// Defect 2: --json/--junit on a full file system ended as 0-byte files with exit 0.
+TEST(CliFaultTest, ReportsThatCannotBeWrittenFailTheCheckAndLeaveNothing) {
+  ScratchDir dir;
+  SmallTmpfs fs("64k");
+  if (!fs.mounted()) GTEST_SKIP() << fs.reason();
+  fs.fill();
+  for (const std::string flag : {"--json", "--junit"}) {
+    auto r = run("check scenarios/default.toml --variant ref_p1 --out " + dir.path() + " " + flag +
+                 " " + fs.file("report"));
+    EXPECT_EQ(r.code, 3) << flag << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr("report: write failed: No space left on device")) << flag;
+    EXPECT_THAT(fs.entries(), ::testing::ElementsAre("fill")) << flag;
+  }
+}
+
+// Defect 3: compare --json and stdout ignored write errors (exit 0/1 and 0-byte files).
+TEST(CliFaultTest, CompareAndInfoFailWhenTheirOutputCannotBeWritten) {
+  ScratchDir dir;
+  auto made = run("check scenarios/default.toml --variant ref_p1 --out " + dir.path());
+  ASSERT_EQ(made.code, 0) << made.out;
+  const std::string rec = dir.file("ref_p1.h5");
+  auto dev = run("compare " + rec + " " + rec + " --json /dev/full");
+  EXPECT_EQ(dev.code, 2) << dev.out;
+  EXPECT_THAT(dev.out, HasSubstr("--json /dev/full: exists and is not a regular file"));
+  // (run() sends stderr where stdout goes, so only the exit codes are seen here.)
+  EXPECT_EQ(run("info " + rec + " >/dev/full").code, 3);
+  EXPECT_EQ(run("compare " + rec + " " + rec + " >/dev/full").code, 3);
+  EXPECT_EQ(run("info " + rec + " >/dev/null").code, 0);
+  // A record path the JSON result cannot hold is bad input (it was an internal JSON exception).
+  const std::string odd = dir.file("r\xff.h5");
+  std::filesystem::copy_file(rec, odd);
+  auto utf = run("compare '" + odd + "' " + rec + " --json " + dir.file("c.json"));
+  EXPECT_EQ(utf.code, 2) << utf.out;
+  EXPECT_THAT(utf.out, HasSubstr("r\\xff.h5: is not valid UTF-8"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("c.json")));
+
+  SmallTmpfs fs("64k");
+  if (!fs.mounted()) GTEST_SKIP() << fs.reason();
+  fs.fill();
+  auto full = run("compare " + rec + " " + rec + " --json " + fs.file("c.json"));
+  EXPECT_EQ(full.code, 3) << full.out;
+  EXPECT_THAT(fs.entries(), ::testing::ElementsAre("fill"));
+}
+
+// Defect 5: a symlink planted at the old predictable temporary name got its target overwritten.
+TEST(CliFaultTest, PlantedSymlinksAtTemporaryNamesAreNotFollowed) {
+  ScratchDir dir;
+  const std::string victim = dir.file("victim");
+  std::ofstream(victim) << "precious";
+  std::filesystem::create_directory(dir.file("o"));
+  std::filesystem::create_symlink(victim, dir.file("o/report.json.tmp"));
+  auto r = run("check scenarios/default.toml --variant ref_p1 --out " + dir.file("o"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(mtp::testing_util::read_text(victim), "precious");
+  EXPECT_THAT(mtp::testing_util::read_text(dir.file("o/report.json")), HasSubstr("\"verdict\""));
+}
+
+// Defect 6: input at fault gave exit 3 (an internal JSON exception, an iostream exception), and
+// unwritable outputs were found only after all the training.
+TEST(CliFaultTest, InputAtFaultExitsTwoBeforeAnyTraining) {
+  ScratchDir dir;
+  const std::string odd = dir.file("d\xff");
+  auto utf = run("check scenarios/default.toml --variant ref_p1 --out '" + odd + "'");
+  EXPECT_EQ(utf.code, 2) << utf.out;
+  EXPECT_THAT(utf.out, HasSubstr("d\\xff: is not valid UTF-8"));
+  EXPECT_FALSE(std::filesystem::exists(odd));
+
+  std::ofstream(dir.file("mem.toml"))
+      << "[scenario]\nname = \"m\"\n[data]\npath = \"/proc/self/mem\"\n"
+         "[[variant]]\nname = \"a\"\nimplementation = \"reference\"\n";
+  auto mem = run("check " + dir.file("mem.toml") + " --out " + dir.file("o"));
+  EXPECT_EQ(mem.code, 2) << mem.out;
+  EXPECT_THAT(mem.out,
+              HasSubstr("mem.toml:4:8: [data].path = \"/proc/self/mem\": data: cannot read"));
+
+  for (const std::string& bad :
+       std::vector<std::string>{"--json /proc/r.json", "--junit /proc/j.xml", "--json /dev/full",
+                                "--junit " + dir.path()}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = run("check scenarios/default.toml --out " + dir.file("runs") + " " + bad);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
+    EXPECT_THAT(r.out, Not(HasSubstr("ref_p4v2 "))) << bad << ": a variant ran";
+    EXPECT_LT(s, 5.0) << bad;
+  }
+  EXPECT_THAT(std::filesystem::directory_iterator(dir.file("runs")) ==
+                  std::filesystem::directory_iterator(),
+              true)
+      << "no record written";
+  auto out = run("check scenarios/default.toml --out /proc/runs");
+  EXPECT_EQ(out.code, 2) << out.out;
+  EXPECT_THAT(out.out, HasSubstr("--out /proc/runs: cannot create the directory"));
+}
+
+/// Starts the harness with `args` (output discarded); returns its pid.
+pid_t spawn(const std::vector<std::string>& args) {
+  std::vector<char*> argv{const_cast<char*>(MTP_HARNESS_BIN)};
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  EXPECT_EQ(posix_spawn(&pid, MTP_HARNESS_BIN, &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+// Defect 8: SIGTERM/SIGINT left *.h5.tmp-PID files of up to 13 MB behind.
+TEST(CliFaultTest, SignalsRemoveTemporariesAndExitWith128PlusTheSignal) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    ScratchDir dir;
+    const pid_t pid = spawn({"check", "scenarios/default.toml", "--out", dir.path()});
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (temporaries(dir.path(), ".h5.tmp").empty() &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ASSERT_THAT(temporaries(dir.path(), ".h5.tmp"), Not(IsEmpty()))
+        << "no record was being written";
+    ::kill(pid, sig);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+    EXPECT_EQ(WEXITSTATUS(status), 128 + sig);
+    EXPECT_THAT(temporaries(dir.path()), IsEmpty()) << "signal " << sig;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("report.json")));
+  }
+}
+
+// Defect 9: errors without a position; `--out ""` silently meant the default directory.
+TEST(CliFaultTest, EmptyPathsAreErrorsAndDataErrorsNameTheirPosition) {
+  for (const std::string args : {"check --out ''", "check --json ''", "check ''", "info ''",
+                                 "run --variant ref_p1 --out ''"}) {
+    auto r = run(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr("must not be empty")) << args;
+  }
+  ScratchDir dir;
+  std::ofstream(dir.file("s.toml"))
+      << "[scenario]\nname = \"s\"\n[data]\npath = \"\"\n"
+         "[[variant]]\nname = \"a\"\nimplementation = \"reference\"\n";
+  auto r = run("check " + dir.file("s.toml") + " --out " + dir.file("o"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("s.toml:4:8: [data].path = \"\": data: text file '' does not exist"));
 }
 
 }  // namespace

@@ -1,13 +1,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 #include <set>
 #include <variant>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/commands.h"
+#include "harness/common/output_file.h"
+#include "harness/common/utf8.h"
 #include "harness/compare/compare.h"
 #include "harness/scenario/scenario.h"
 
@@ -36,6 +37,11 @@ int run_info(const std::string& path) {
 
 int run_compare(const CompareOptions& opt) {
   const auto cls = compare::CompareClass::parse(opt.cls);
+  if (!opt.json_path.empty()) {
+    check_output_file("--json", opt.json_path);
+    require_utf8("record", opt.a, "the JSON result holds it");
+    require_utf8("record", opt.b, "the JSON result holds it");
+  }
   record::RecordReader a(opt.a);
   record::RecordReader b(opt.b);
   compare::Selection sel;
@@ -85,9 +91,8 @@ int run_compare(const CompareOptions& opt) {
                                {"a_bits", fd.a_bits}, {"b_bits", fd.b_bits},
                                {"mismatches", fd.mismatches}, {"max_ulp", fd.max_ulp}};
     }
-    std::ofstream out(opt.json_path);
-    if (!out) throw InputError(fmt::format("--json: cannot write {}", opt.json_path));
-    out << j.dump(2) << "\n";
+    write_file_atomically(opt.json_path,
+                          j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
   return r.holds() ? kExitOk : kExitMismatch;
 }

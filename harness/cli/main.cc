@@ -4,12 +4,54 @@
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 
+#include <cstdio>
+#include <functional>
 #include <iostream>
 
 #include "harness/cli/commands.h"
 #include "harness/common/error.h"
+#include "harness/common/temp_file.h"
+
+namespace {
+
+/// Runs the chosen subcommand and maps its exceptions to exit codes (harness/common/error.h).
+int run_command(const std::function<int()>& command) {
+  try {
+    return command();
+  } catch (const mtp::InputError& e) {
+    std::cerr << "mtp-harness: error: " << e.what() << "\n";
+    return mtp::kExitUsage;
+  } catch (const mtp::InfraError& e) {
+    std::cerr << "mtp-harness: failure: " << e.what() << "\n";
+    return mtp::kExitInfra;
+  } catch (const c10::Error& e) {
+    std::cerr << "mtp-harness: LibTorch error: " << e.what_without_backtrace() << "\n";
+    return mtp::kExitInfra;
+  } catch (const std::exception& e) {
+    std::cerr << "mtp-harness: internal error: " << e.what() << "\n";
+    return mtp::kExitInfra;
+  }
+}
+
+/// `code`, or kExitInfra in place of a verdict (0 or 1) when standard output could not be
+/// written (a full disk, /dev/full): a result nobody could read is not a success.
+int check_stdout(int code) {
+  std::cout.flush();
+  if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::cerr << "mtp-harness: failure: cannot write standard output (the result is lost)\n";
+    if (code == mtp::kExitOk || code == mtp::kExitMismatch) return mtp::kExitInfra;
+  }
+  return code;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
+  mtp::install_signal_cleanup();  // signals and crashes remove temporaries (SIGTERM: exit 143)
+  // Paths must not be empty ("" would silently mean a default or the current directory).
+  const CLI::Validator non_empty(
+      [](std::string& s) { return s.empty() ? std::string("must not be empty") : std::string(); },
+      "PATH", "non-empty");
   CLI::App app{"mtp-harness: bitwise-determinism harness for pipeline-parallel training with "
                "Multi-Token Prediction (MTP standalone vs MTP with the loss)"};
   app.require_subcommand(1);
@@ -18,10 +60,14 @@ int main(int argc, char** argv) {
   mtp::cli::CheckOptions check;
   auto* c = app.add_subcommand("check", "run every variant of a scenario and check its expectations "
                                         "(exit 0: all hold, 1: one fails, 2: bad input, 3: failure)");
-  c->add_option("scenario", check.scenario, "scenario TOML file (default: the embedded default scenario)");
-  c->add_option("--out", check.out_dir, "directory for the records (default: runs/<scenario>)");
-  c->add_option("--json", check.json_path, "JSON report path (default: <out>/report.json)");
-  c->add_option("--junit", check.junit_path, "also write JUnit XML here");
+  c->add_option("scenario", check.scenario,
+                "scenario TOML file (default: the embedded default scenario)")
+      ->check(non_empty);
+  c->add_option("--out", check.out_dir, "directory for the records (default: runs/<scenario>)")
+      ->check(non_empty);
+  c->add_option("--json", check.json_path, "JSON report path (default: <out>/report.json)")
+      ->check(non_empty);
+  c->add_option("--junit", check.junit_path, "also write JUnit XML here")->check(non_empty);
   c->add_option("--variant", check.only_variants, "run only these variants (repeatable)");
   c->add_flag("-v,--verbose", check.verbose, "print each variant's chunk map");
   c->add_option("--device", check.device, "cpu | cuda (default: the scenario's [training].device)")
@@ -35,9 +81,12 @@ int main(int argc, char** argv) {
   mtp::cli::RunCommandOptions run;
   auto* r = app.add_subcommand("run", "run one variant and write its record; with --launcher, as "
                                       "one pipeline rank of a torchrun/mpirun launch (NCCL)");
-  r->add_option("scenario", run.scenario, "scenario TOML file (default: the embedded default scenario)");
+  r->add_option("scenario", run.scenario,
+                "scenario TOML file (default: the embedded default scenario)")
+      ->check(non_empty);
   r->add_option("--variant", run.variant, "variant name")->required();
-  r->add_option("--out", run.out, "record path (default: runs/<scenario>/<variant>.h5)");
+  r->add_option("--out", run.out, "record path (default: runs/<scenario>/<variant>.h5)")
+      ->check(non_empty);
   r->add_option("--device", run.device, "cpu | cuda (default: the scenario's)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   r->add_option("--launcher", run.launcher, "env (torchrun: RANK, WORLD_SIZE, LOCAL_RANK, "
@@ -60,8 +109,8 @@ int main(int argc, char** argv) {
   mtp::cli::CompareOptions cmp;
   auto* k = app.add_subcommand("compare", "compare two step records (exit 0: equal under the class, "
                                           "1: different, 2: bad input)");
-  k->add_option("a", cmp.a, "first record (.h5)")->required();
-  k->add_option("b", cmp.b, "second record (.h5)")->required();
+  k->add_option("a", cmp.a, "first record (.h5)")->required()->check(non_empty);
+  k->add_option("b", cmp.b, "second record (.h5)")->required()->check(non_empty);
   k->add_option("--class", cmp.cls, "bitwise | ulp:N | tol:RTOL,ATOL | differ")->capture_default_str();
   k->add_option("--records", cmp.records, "records to compare: batch, loss, grad, weight, model_weight, optimizer")
       ->delimiter(',')->capture_default_str();
@@ -70,7 +119,7 @@ int main(int argc, char** argv) {
   k->add_option("--steps", cmp.steps, "all | A | A-B | A- | A,B,...")->capture_default_str();
   k->add_option("--max-rows", cmp.max_rows, "differing tensors to list")->capture_default_str()
       ->check(CLI::Range(1, 1000000));
-  k->add_option("--json", cmp.json_path, "also write the result as JSON");
+  k->add_option("--json", cmp.json_path, "also write the result as JSON")->check(non_empty);
 
   mtp::cli::ReplayOptions rep;
   auto* rp = app.add_subcommand("replay", "re-run a record's steps with this build (its "
@@ -97,7 +146,7 @@ int main(int argc, char** argv) {
 
   std::string info_path;
   auto* inf = app.add_subcommand("info", "print a record's attributes and steps");
-  inf->add_option("record", info_path, "record (.h5)")->required();
+  inf->add_option("record", info_path, "record (.h5)")->required()->check(non_empty);
 
   mtp::cli::LayoutOptions lay;
   auto* l = app.add_subcommand("layout", "validate a pipeline layout string and print its rank map");
@@ -142,7 +191,7 @@ int main(int argc, char** argv) {
     std::cerr << "mtp-harness: error: " << e.what() << " (see mtp-harness --help)\n";
     return mtp::kExitUsage;
   }
-  try {
+  return check_stdout(run_command([&] {
     if (*c) return mtp::cli::run_check(check);
     if (*r) return mtp::cli::run_one(run);
     if (*inf) return mtp::cli::run_info(info_path);
@@ -151,18 +200,6 @@ int main(int argc, char** argv) {
     if (*l) return mtp::cli::run_layout(lay);
     if (*s) return mtp::cli::run_schedule(sch);
     if (*dp) return mtp::cli::run_data_prepare(prep);
-  } catch (const mtp::InputError& e) {
-    std::cerr << "mtp-harness: error: " << e.what() << "\n";
-    return mtp::kExitUsage;
-  } catch (const mtp::InfraError& e) {
-    std::cerr << "mtp-harness: failure: " << e.what() << "\n";
-    return mtp::kExitInfra;
-  } catch (const c10::Error& e) {
-    std::cerr << "mtp-harness: LibTorch error: " << e.what_without_backtrace() << "\n";
-    return mtp::kExitInfra;
-  } catch (const std::exception& e) {
-    std::cerr << "mtp-harness: internal error: " << e.what() << "\n";
-    return mtp::kExitInfra;
-  }
-  return mtp::kExitUsage;
+    return static_cast<int>(mtp::kExitUsage);
+  }));
 }

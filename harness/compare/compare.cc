@@ -150,12 +150,12 @@ void Walk::compare_group(int step, const std::string& group) {
   bool group_a = contains(a_.groups(step), group);
   bool group_b = contains(b_.groups(step), group);
   if (group_a != group_b) {
+    // Structure is every step, group and tensor: a group in one record only is a difference,
+    // even when it is empty or holds no selected tensor.
     const std::vector<std::string>& names = group_a ? in_a : in_b;
-    if (!names.empty()) {
-      step_or_group_difference(step, group,
-                               fmt::format("group only in {} ({} selected tensors)",
-                                           group_a ? "A" : "B", names.size()));
-    }
+    step_or_group_difference(
+        step, group,
+        fmt::format("group only in {} ({} selected tensors)", group_a ? "A" : "B", names.size()));
     return;
   }
   std::unordered_set<std::string> set_a(in_a.begin(), in_a.end());
@@ -202,11 +202,10 @@ CompareResult Walk::run() {
       continue;
     }
     if (in_a != in_b) {
+      // A step in one record only is a difference, even when empty (structure, not values).
       size_t n = selected_count(in_a ? a_ : b_, step);
-      if (n > 0) {
-        step_or_group_difference(
-            step, "", fmt::format("step only in {} ({} selected tensors)", in_a ? "A" : "B", n));
-      }
+      step_or_group_difference(
+          step, "", fmt::format("step only in {} ({} selected tensors)", in_a ? "A" : "B", n));
       continue;
     }
     for (const std::string& group : groups_) {

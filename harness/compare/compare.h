@@ -2,6 +2,9 @@
 //
 // Compares two step records: structure first (steps, groups, names, dtypes, shapes — every
 // difference is reported, never passed silently), then values under a comparison class.
+// Structure means every step of the step selection, every group of the group selection and
+// every tensor the include/exclude patterns select: one present in a single record is a
+// difference, empty or not.
 // bitwise: bit patterns equal (+0 ≠ −0; NaN equals NaN only with the same bits).
 // ulp:N: for floats, |ordered(a) − ordered(b)| ≤ N where ordered() maps the bit pattern to a
 //        monotone integer (so +0 and −0 are 0 ULP apart; any NaN vs non-NaN fails); ints exact.
@@ -77,7 +80,7 @@ struct CompareResult {
   /// check is bitwise and `holds()` is the negation.)
   bool equal = false;
   /// First failure in canonical order, if any: a failing tensor (structural or value), or, for a
-  /// step or group holding selected tensors in only one record, a TensorDiff with `structural`
+  /// step or group present in only one record (empty or not), a TensorDiff with `structural`
   /// set and an empty name (and an empty group for a whole step).
   std::optional<TensorDiff> first_divergence;
   /// Whether the expectation holds: `equal` for bitwise/ulp/tol, `!equal` for differ.

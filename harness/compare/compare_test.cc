@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 
+#include "harness/record/h5.h"
 #include "harness/record/record_test_util.h"
 
 namespace mtp::compare {
@@ -19,6 +20,7 @@ using ::testing::StartsWith;
 using record::RecordReader;
 using record::RecordWriter;
 using record::TensorData;
+namespace h5 = record::h5;
 using record::testing_util::ScratchDir;
 
 /// Changes (or drops, by returning false) one tensor before it is written.
@@ -64,6 +66,14 @@ class CompareTest : public ::testing::Test {
   void make(const Edit& edit_b, const Edit& edit_a = nullptr) {
     write_record(dir_.file("a.h5"), edit_a);
     write_record(dir_.file("b.h5"), edit_b);
+  }
+  /// Changes b.h5 in place through HDF5 (what h5py would do to a record).
+  void edit_b(const std::function<void(const h5::Group& root)>& fn) {
+    h5::ErrorSilencer quiet;
+    h5::File f(H5Fopen(dir_.file("b.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose,
+               h5::Where{dir_.file("b.h5")});
+    ASSERT_TRUE(f.valid());
+    fn(f.root());
   }
   CompareResult compare(const std::string& cls, const Selection& sel = Selection()) {
     RecordReader a(dir_.file("a.h5"));
@@ -272,12 +282,42 @@ TEST_F(CompareTest, MissingStepOrGroup) {
   EXPECT_EQ(r.first_divergence->group, "loss");
   EXPECT_TRUE(r.first_divergence->name.empty());
 
-  // A step missing from B with nothing selected in it is not a difference.
+  // A step missing from B is a difference even when nothing selected is in it.
   make(drop(0, "", ""));
   Selection loss_only;
   loss_only.groups = {"loss"};
-  EXPECT_TRUE(compare("bitwise", loss_only).equal);
+  r = compare("bitwise", loss_only);
+  EXPECT_FALSE(r.equal);
+  EXPECT_THAT(r.structural, ElementsAre("step 0: step only in A (0 selected tensors)"));
   EXPECT_FALSE(compare("bitwise").equal);
+  // ... but not when the step selection leaves it out.
+  loss_only.steps = {1, 2};
+  EXPECT_TRUE(compare("bitwise", loss_only).equal);
+}
+
+// Defect: `compare` said EQUAL when B had an extra, empty step group (h5py
+// create_group('steps/000004')), while `info` listed step 4.
+TEST_F(CompareTest, ExtraEmptyStepOrGroupIsAStructuralDifference) {
+  make(nullptr);
+  edit_b([](const h5::Group& root) { root.open_group("steps").create_group("000004"); });
+  CompareResult r = compare("bitwise");
+  EXPECT_FALSE(r.equal);
+  EXPECT_THAT(r.structural, ElementsAre("step 4: step only in B (0 selected tensors)"));
+  EXPECT_FALSE(compare("ulp:100").holds());
+  EXPECT_TRUE(compare("differ").holds());
+}
+
+TEST_F(CompareTest, ExtraEmptyGroupIsAStructuralDifference) {
+  make(nullptr);
+  edit_b([](const h5::Group& root) {
+    root.open_group("steps").open_group("000000").create_group("grad");
+  });
+  CompareResult r = compare("bitwise");
+  EXPECT_FALSE(r.equal);
+  EXPECT_THAT(r.structural, ElementsAre("step 0 grad: group only in B (0 selected tensors)"));
+  Selection weights;
+  weights.groups = {"weight"};
+  EXPECT_TRUE(compare("bitwise", weights).equal) << "a group outside the selection";
 }
 
 TEST_F(CompareTest, FirstDivergenceIsFirstInCanonicalOrder) {

@@ -1,4 +1,6 @@
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -9,6 +11,8 @@
 
 namespace mtp::data {
 namespace {
+
+using ::testing::HasSubstr;
 
 std::string write_temp(const std::string& name, const std::string& content) {
   std::string path = testing::TempDir() + name;
@@ -81,6 +85,32 @@ TEST(DataTest, ClearErrors) {
   DataConfig bad;
   bad.kind = "parquet";
   EXPECT_THROW(open_token_source(bad), InputError);
+}
+
+// Defect: a symlink loop was reported as "does not exist", and /proc/self/mem (a regular file
+// that cannot be read) ended in an iostream exception (exit 3). Both are bad input that names
+// the file and the system's reason.
+TEST(DataTest, UnusableCorpusErrorsNameTheFileAndTheReason) {
+  auto error_of = [](const std::string& path) {
+    try {
+      TextFileSource src(path);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::string loop = testing::TempDir() + "loop.txt";
+  std::remove(loop.c_str());
+  ASSERT_EQ(::symlink(loop.c_str(), loop.c_str()), 0);
+  EXPECT_THAT(error_of(loop), HasSubstr("'" + loop + "': Too many levels of symbolic links"));
+  EXPECT_THAT(error_of("/nonexistent/file.txt"),
+              HasSubstr("'/nonexistent/file.txt' does not exist"));
+  EXPECT_THAT(error_of("/proc/self/mem"),
+              HasSubstr("cannot read text file '/proc/self/mem': Input/output error"));
+  EXPECT_THAT(error_of("/dev/null"), HasSubstr("'/dev/null' is not a regular file"));
+  EXPECT_THAT(error_of(write_temp("empty.txt", "")), HasSubstr("is empty"));
+  // Files in /proc report size 0 but are read to the end.
+  EXPECT_GT(TextFileSource("/proc/self/status").size(), 10);
 }
 
 TEST(DataTest, DefaultCorpusIsThere) {

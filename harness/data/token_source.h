@@ -71,7 +71,9 @@ std::unique_ptr<TokenSource> open_token_source(const DataConfig& cfg);
 /// Every byte of a file as one token (ids 0..255).
 class TextFileSource : public TokenSource {
  public:
-  /// Reads the whole file. Throws InputError when it cannot be read or is empty.
+  /// Reads the whole file. Throws InputError naming the path and the system's reason when it is
+  /// missing (or a symlink loop, ...), not a regular file, unreadable (/proc/self/mem), empty or
+  /// over 1 GiB.
   explicit TextFileSource(const std::string& path);
   SampleOrder sample_order() const override { return SampleOrder::kWindows; }
   int64_t size() const override { return static_cast<int64_t>(bytes_.size()); }

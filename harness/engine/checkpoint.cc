@@ -55,8 +55,6 @@ void require_weight_dtype(const record::RecordReader& rec, int step, const Initi
 
 }  // namespace
 
-std::string exp_avg_name(const std::string& param) { return param + ".exp_avg"; }
-std::string exp_avg_sq_name(const std::string& param) { return param + ".exp_avg_sq"; }
 
 size_t OptimizerCheckpoint::index_of(const std::string& name) const {
   const auto it = std::find(names.begin(), names.end(), name);

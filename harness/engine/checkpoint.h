@@ -34,12 +34,12 @@
 
 namespace mtp::engine {
 
-/// The record group of the optimizer state, and the name of its step count.
-inline constexpr const char* kOptimizerGroup = "optimizer";
-inline constexpr const char* kOptimizerStepName = "step";
-/// "<param>.exp_avg" / "<param>.exp_avg_sq": the datasets of a parameter's moments.
-std::string exp_avg_name(const std::string& param);
-std::string exp_avg_sq_name(const std::string& param);
+// The optimizer group's names (kOptimizerGroup, kOptimizerStepName, exp_avg_name,
+// exp_avg_sq_name) live in harness/record/record.h, which scenarios read too.
+using record::exp_avg_name;
+using record::exp_avg_sq_name;
+using record::kOptimizerGroup;
+using record::kOptimizerStepName;
 
 /// Adam's state of every parameter of a model at one step (canonical order, CPU tensors of the
 /// training dtype, each of its parameter's shape).

@@ -2,7 +2,7 @@
 // its own record gives, in every later step, the bits of the uninterrupted run — batch, losses,
 // every grad, every weight and the optimizer state — for the reference and the candidate, with
 // DP = 2 and both optimizers (the distributed one gathers its shards to save and takes its
-// shard to resume). Also: the saved state of plain and distributed Adam is the same bits, and
+// shard to resume), in fp32 and in bf16 (fp32 masters and moments resumed as recorded). Also: the saved state of plain and distributed Adam is the same bits, and
 // the weights of a run started from a record (init_from) are those of the record's step.
 #include <gtest/gtest.h>
 
@@ -44,6 +44,7 @@ struct Case {
   config::Implementation impl;
   const char* layout;
   config::Optimizer optimizer;
+  config::DType dtype = config::DType::kFloat32;
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
@@ -55,6 +56,7 @@ class ResumeTest : public ::testing::TestWithParam<Case>, public Runs {
     training_.steps = 3;
     training_.num_microbatches = 2;
     training_.save_optimizer_state = true;
+    training_.dtype = GetParam().dtype;
     variant_.name = GetParam().name;
     variant_.implementation = GetParam().impl;
     variant_.layout = GetParam().layout;
@@ -88,9 +90,19 @@ TEST_P(ResumeTest, ResumedAtEachStepIsBitwiseTheUninterruptedRun) {
   const std::string full = run(training_, "full.h5");
   const record::RecordReader f(full);
   ASSERT_EQ(f.steps(), (std::vector<int>{0, 1, 2, 3}));
-  EXPECT_EQ(f.groups(0), (std::vector<std::string>{"weight"}));  // zero state is not recorded
-  EXPECT_EQ(f.groups(2),
-            (std::vector<std::string>{"batch", "loss", "grad", "weight", "optimizer"}));
+  const bool bf16 = GetParam().dtype == config::DType::kBFloat16;
+  // Step 0: weights only (zero optimizer state is not recorded).
+  EXPECT_EQ(f.groups(0), bf16 ? (std::vector<std::string>{"weight", "model_weight"})
+                              : (std::vector<std::string>{"weight"}));
+  // bf16: "weight" holds the fp32 masters, "model_weight" the bf16 parameters; a resumed run
+  // must take the masters as recorded, not re-made from the bf16 parameters.
+  const std::vector<std::string> start_groups =
+      bf16 ? std::vector<std::string>{"weight", "model_weight", "optimizer"}
+           : std::vector<std::string>{"weight", "optimizer"};
+  EXPECT_EQ(f.groups(2), bf16 ? (std::vector<std::string>{"batch", "loss", "grad", "weight",
+                                                         "model_weight", "optimizer"})
+                              : (std::vector<std::string>{"batch", "loss", "grad", "weight",
+                                                         "optimizer"}));
   for (int k : {1, 2}) {
     config::TrainingConfig t = training_;
     t.resume_from = config::RecordRef{full, k};
@@ -100,9 +112,9 @@ TEST_P(ResumeTest, ResumedAtEachStepIsBitwiseTheUninterruptedRun) {
     for (int s = k + 1; s <= 3; ++s) want.push_back(s);
     ASSERT_EQ(r.steps(), want);
     // The starting point as the run saw it, then every later step.
-    expect_same_step(f, r, k, {"weight", "optimizer"}, "resumed at " + std::to_string(k));
+    expect_same_step(f, r, k, start_groups, "resumed at " + std::to_string(k));
     for (int s = k + 1; s <= 3; ++s) {
-      expect_same_step(f, r, s, record::record_groups(), "resumed at " + std::to_string(k));
+      expect_same_step(f, r, s, f.groups(s), "resumed at " + std::to_string(k));
     }
     const record::AttrMap attrs = r.attrs();
     EXPECT_EQ(std::get<std::string>(attrs.at("resumed_from")), full);
@@ -120,7 +132,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"cand_adam", config::Implementation::kCandidate, "Et*3|t*3|t*2mm|L",
                            config::Optimizer::kAdam},
                       Case{"cand_dist", config::Implementation::kCandidate, "Et*3|t*3|t*2mm|L",
-                           config::Optimizer::kDistributedAdam}),
+                           config::Optimizer::kDistributedAdam},
+                      Case{"ref_adam_bf16", config::Implementation::kReference,
+                           "Et*2|t*2|t*2|t*2mmL", config::Optimizer::kAdam,
+                           config::DType::kBFloat16},
+                      Case{"cand_dist_bf16", config::Implementation::kCandidate,
+                           "Et*3|t*3|t*2mm|L", config::Optimizer::kDistributedAdam,
+                           config::DType::kBFloat16}),
     case_name);
 
 /// Runs of the reference at P = 2, DP = 2 for the start-state tests.

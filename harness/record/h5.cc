@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "harness/record/record.h"
@@ -46,6 +47,8 @@ herr_t collect_attr_name(hid_t, const char* name, const H5A_info_t*, void* data)
 // ---- errors ----
 
 ErrorSilencer::ErrorSilencer() {
+  static const bool no_exit_cleanup = H5dont_atexit() >= 0;  // before HDF5 initialises
+  (void)no_exit_cleanup;
   thread_local bool default_printer_off = false;
   if (!default_printer_off) {
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
@@ -77,6 +80,7 @@ void fail(const Where& where, const std::string& what) {
   std::string msg = where.path.empty() ? fmt::format("{}: {}", where.file, what)
                                        : fmt::format("{}: {}: {}", where.file, where.path, what);
   if (!detail.empty()) {
+    std::replace(detail.begin(), detail.end(), '\n', ' ');  // HDF5's I/O errors embed ctime()
     msg += fmt::format(" (HDF5: {})", detail);
   }
   throw RecordError(msg);
@@ -422,7 +426,7 @@ void Dataset::read(hid_t mem_type, void* buf) const {
 File File::create(const std::string& path) {
   PropList fcpl = PropList::file_create();
   PropList fapl = PropList::file_access(/*create=*/true);
-  hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.id(), fapl.id());
+  hid_t f = H5Fcreate(path.c_str(), H5F_ACC_EXCL, fcpl.id(), fapl.id());
   return File(check(f, Where{path, ""}, "cannot create HDF5 file"), H5Fclose, Where{path, "/"});
 }
 

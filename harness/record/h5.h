@@ -31,6 +31,11 @@ namespace mtp::record::h5 {
 /// HDF5's built-in printer off for good: record/ reports every failure through RecordError, and
 /// HDF5 1.10.8 leaks internal state after a metadata checksum error, which makes it print
 /// "HDF5: infinite loop closing library" at exit whenever printing is on.
+/// The first guard of the process (before HDF5 initialises) also calls H5dont_atexit(): when
+/// H5Fclose fails (a full disk while flushing), HDF5 1.10 keeps the file's id but has freed
+/// part of the file, and its exit-time cleanup closes it again and crashes (SIGSEGV after the
+/// error was reported). Every handle of record/ is closed by its owner, so nothing needs that
+/// cleanup.
 class ErrorSilencer {
  public:
   ErrorSilencer();
@@ -199,7 +204,8 @@ class Dataset : public Object {
 class File : public Handle {
  public:
   using Handle::Handle;
-  /// Creates (truncating) `path` for writing.
+  /// Creates `path` for writing, exclusively: fails when anything (a file, a symlink) exists
+  /// under that name, so no existing file is truncated and no link is followed.
   static File create(const std::string& path);
   /// Opens `path` read-only.
   static File open_read(const std::string& path);

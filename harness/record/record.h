@@ -14,9 +14,11 @@
 // the model's parameters), so readers list names in that order. Object timestamps are off, so
 // the same content gives the same bytes.
 //
-// Writing is atomic: RecordWriter writes "<path>.tmp-<pid>" and renames it to <path> in commit();
-// a writer destroyed without commit() removes its temporary file, so no half-written record is
-// ever left under the final name.
+// Writing is atomic: RecordWriter writes a unique temporary "<path>.tmp-<pid>-<random>",
+// created exclusively beside <path> (harness/common/temp_file.h: no link is followed, two
+// writers never share it, a signal removes it), and renames it to <path> in commit(); a writer
+// destroyed without commit(), or failing to write (disk full), removes its temporary, so no
+// half-written record is ever left under the final name.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +40,13 @@ class RecordError : public InputError {
   explicit RecordError(const std::string& msg) : InputError(msg) {}
 };
 
+/// A record that could not be written: an I/O fault (disk full, write error) while writing or
+/// committing. The writer has removed its temporary and refuses further work.
+class RecordWriteError : public InfraError {
+ public:
+  explicit RecordWriteError(const std::string& msg) : InfraError(msg) {}
+};
+
 /// The groups of a step, in canonical order. "weight" holds the weights the optimizer updates
 /// (the fp32 master weights of a bf16 run); "model_weight" (bf16 runs only) the model's own
 /// bf16 weights, re-cast from the masters after each step.
@@ -47,6 +56,13 @@ inline const std::vector<std::string>& record_groups() {
   return g;
 }
 
+/// The optimizer group (engine/checkpoint.h), the name of its step count, and the datasets of a
+/// parameter's Adam moments: "<param>.exp_avg", "<param>.exp_avg_sq".
+inline constexpr const char* kOptimizerGroup = "optimizer";
+inline constexpr const char* kOptimizerStepName = "step";
+inline std::string exp_avg_name(const std::string& param) { return param + ".exp_avg"; }
+inline std::string exp_avg_sq_name(const std::string& param) { return param + ".exp_avg_sq"; }
+
 using AttrValue = std::variant<int64_t, double, std::string>;
 using AttrMap = std::map<std::string, AttrValue>;
 
@@ -55,20 +71,24 @@ std::string step_group_name(int step);
 
 class RecordWriter {
  public:
-  /// Creates "<path>.tmp-<pid>" (parent directory must exist: RecordError otherwise).
+  /// Creates the temporary beside `path` (the parent directory must exist and the temporary
+  /// be creatable: RecordError otherwise).
   explicit RecordWriter(const std::string& path);
   ~RecordWriter();  ///< removes the temporary file unless commit() succeeded
   RecordWriter(const RecordWriter&) = delete;
   RecordWriter& operator=(const RecordWriter&) = delete;
 
-  /// Sets a root attribute (int64, double or string).
+  /// Sets a root attribute (int64, double or string). RecordWriteError on an I/O fault.
   void set_attr(const std::string& key, const AttrValue& value);
-  /// Sets an attribute on /steps/NNNNNN (created if needed).
+  /// Sets an attribute on /steps/NNNNNN (created if needed). RecordWriteError on an I/O fault.
   void set_step_attr(int step, const std::string& key, const AttrValue& value);
   /// Writes dataset /steps/NNNNNN/<group>/<t.name>. `group` ∈ record_groups(); a name written
-  /// twice, a name containing '/' or an inconsistent byte count throws RecordError.
+  /// twice, a name containing '/' or an inconsistent byte count throws RecordError; an I/O
+  /// fault throws RecordWriteError.
   void write(int step, const std::string& group, const TensorData& t);
-  /// Flushes, closes and renames the file to its final path. Throws RecordError on failure.
+  /// Flushes, closes, syncs and renames the file to its final path. Throws RecordWriteError or
+  /// InfraError on an I/O fault (nothing is left under either name), RecordError when already
+  /// committed.
   void commit();
 
  private:
@@ -79,8 +99,8 @@ class RecordWriter {
 class RecordReader {
  public:
   /// Opens `path` read-only and checks the schema (a /steps group whose children are 6-digit step
-  /// names, each with only known groups). Throws RecordError naming the file and what is wrong
-  /// (missing file, not HDF5, truncated, wrong layout).
+  /// names, each with only known groups, holding datasets with UTF-8 names). Throws RecordError
+  /// naming the file and what is wrong (missing file, not HDF5, truncated, wrong layout).
   explicit RecordReader(const std::string& path);
   ~RecordReader();
   RecordReader(RecordReader&&) noexcept;
@@ -98,7 +118,8 @@ class RecordReader {
   std::vector<std::string> names(int step, const std::string& group) const;
   /// dtype and shape without reading the data.
   TensorData describe(int step, const std::string& group, const std::string& name) const;
-  /// Reads one dataset. Throws RecordError if it does not exist or cannot be read.
+  /// Reads one dataset. Throws RecordError if it does not exist, cannot be read, or declares
+  /// more bytes than the memory available (a corrupt shape is an input error, not bad_alloc).
   TensorData read(int step, const std::string& group, const std::string& name) const;
 
  private:

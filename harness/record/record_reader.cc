@@ -7,10 +7,15 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "harness/common/system_memory.h"
+#include "harness/common/utf8.h"
 
 #include "harness/record/h5.h"
 #include "harness/record/h5_attr.h"
@@ -142,6 +147,10 @@ TensorData RecordReader::Impl::describe_dataset(const h5::Dataset& ds,
 GroupIndex RecordReader::Impl::index_group(const h5::Group& g) const {
   GroupIndex gi;
   for (const h5::Link& link : g.links()) {
+    if (!is_valid_utf8(link.name)) {
+      // Names go into JSON reports, which hold only UTF-8.
+      fail(printable(g.where().child(link.name).path), "dataset name is not valid UTF-8");
+    }
     require(g, link, H5I_DATASET);
     h5::Dataset ds = g.open_dataset(link.name);
     gi.descs.emplace(link.name, describe_dataset(ds, link.name));
@@ -270,8 +279,29 @@ TensorData RecordReader::describe(int step, const std::string& group,
 TensorData RecordReader::read(int step, const std::string& group, const std::string& name) const {
   h5::ErrorSilencer quiet;
   TensorData t = impl_->desc(step, group, name);
+  const std::string object = "/" + Impl::dataset_path(step, group, name);
+  // A corrupt or hostile record may declare any shape: refuse what cannot be allocated, with
+  // the declared size, instead of failing in the allocator (or the OOM killer).
+  const uint64_t bytes =
+      static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(dtype_size(t.dtype));
+  constexpr uint64_t kAlwaysAllocatable = uint64_t{64} << 20;
+  if (bytes > kAlwaysAllocatable) {
+    const uint64_t avail = available_memory_bytes();
+    if (bytes > avail) {
+      impl_->fail(object,
+                  fmt::format("declares shape [{}] of {}: {:.3g} GiB, more than the {:.3g} GiB "
+                              "of memory available",
+                              fmt::join(t.shape, ", "), dtype_name(t.dtype),
+                              static_cast<double>(bytes) / (1 << 30),
+                              static_cast<double>(avail) / (1 << 30)));
+    }
+  }
   h5::Dataset ds = impl_->file.root().open_dataset(Impl::dataset_path(step, group, name));
-  t.bytes.resize(static_cast<size_t>(t.numel()) * static_cast<size_t>(dtype_size(t.dtype)));
+  try {
+    t.bytes.resize(static_cast<size_t>(bytes));
+  } catch (const std::bad_alloc&) {
+    impl_->fail(object, fmt::format("cannot allocate the {} bytes it declares", bytes));
+  }
   if (!t.bytes.empty()) {
     ds.read(memory_type(t.dtype), t.bytes.data());
   }

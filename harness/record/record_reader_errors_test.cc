@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
 
 #include "harness/record/h5.h"
@@ -236,6 +237,37 @@ TEST(RecordReaderErrorsTest, NullDataspace) {
     step_group(root, "grad").create_dataset("w", H5T_IEEE_F32LE, null_space);
   });
   expect_open_error(path, "null dataspace");
+}
+
+TEST(RecordReaderErrorsTest, NonUtf8DatasetNameIsRejected) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  build(path, [](const h5::Group& root) {
+    add_dataset(step_group(root, "grad"), "w\xff", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT);
+  });
+  expect_open_error(path, "/steps/000001/grad/w\\xff: dataset name is not valid UTF-8");
+}
+
+// Defect: a record declaring a 2^40-element dataset ended in std::bad_alloc (exit 3). The
+// declared size is checked against the memory available before allocating: bad input, exit 2.
+TEST(RecordReaderErrorsTest, DatasetDeclaringMoreThanTheMemoryIsRefusedBeforeAllocating) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  build(path, [](const h5::Group& root) {
+    // Never written: HDF5 allocates contiguous storage late, so the file stays small.
+    step_group(root, "grad")
+        .create_dataset("w", H5T_IEEE_F32LE, h5::DataSpace::simple({hsize_t{1} << 40}));
+  });
+  EXPECT_LT(std::filesystem::file_size(path), 64u * 1024);
+  RecordReader r(path);
+  EXPECT_EQ(r.describe(1, "grad", "w").numel(), int64_t{1} << 40);
+  try {
+    r.read(1, "grad", "w");
+    ADD_FAILURE() << "no error";
+  } catch (const RecordError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(path + ": /steps/000001/grad/w: declares shape [1099511627776] "
+                                           "of float32: 4.1e+03 GiB, more than the"));
+  }
 }
 
 TEST(RecordReaderErrorsTest, UnsupportedAttributeTypeFailsOnlyWhenRead) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "harness/record/record_test_util.h"
@@ -16,8 +17,11 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::MatchesRegex;
 using testing_util::read_bytes;
 using testing_util::ScratchDir;
+using ::mtp::testing_util::FileSizeLimit;
 
 /// A tensor of `dtype` whose bytes are 0, 1, 2, ... (any bit pattern is a valid element).
 TensorData pattern(const std::string& name, DType dtype, std::vector<int64_t> shape) {
@@ -217,16 +221,81 @@ TEST(RecordTest, SameContentGivesTheSameBytes) {
 TEST(RecordTest, CommitRenamesTheTemporaryFile) {
   ScratchDir dir;
   std::string path = dir.file("r.h5");
-  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   RecordWriter w(path);
   w.write(1, "loss", TensorData::from_f32("lm", {}, {1.0f}));
-  EXPECT_THAT(dir.entries(), ElementsAre("r.h5.tmp-" + std::to_string(::getpid())));
+  ASSERT_EQ(dir.entries().size(), 1u);
+  EXPECT_THAT(dir.entries()[0],
+              MatchesRegex("r\\.h5\\.tmp-" + std::to_string(::getpid()) + "-[0-9a-f]{12}"));
   w.commit();
   EXPECT_THAT(dir.entries(), ElementsAre("r.h5"));
-  EXPECT_FALSE(std::filesystem::exists(tmp));
   // A committed writer refuses further work.
   EXPECT_THROW(w.write(1, "loss", TensorData::from_f32("x", {}, {1.0f})), RecordError);
   EXPECT_THROW(w.commit(), RecordError);
+}
+
+TEST(RecordTest, TwoWritersOfOnePathNeverShareATemporary) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  {
+    RecordWriter a(path);
+    RecordWriter b(path);
+    a.write(1, "loss", TensorData::from_f32("lm", {}, {1.0f}));
+    b.write(2, "loss", TensorData::from_f32("lm", {}, {2.0f}));
+    EXPECT_EQ(dir.entries().size(), 2u);
+    a.commit();
+    EXPECT_THAT(RecordReader(path).steps(), ElementsAre(1));
+    b.commit();
+  }
+  EXPECT_THAT(RecordReader(path).steps(), ElementsAre(2));
+  EXPECT_THAT(dir.entries(), ElementsAre("r.h5"));
+}
+
+TEST(RecordTest, PlantedSymlinkAtTheOldTemporaryNameIsNotFollowed) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  std::ofstream(dir.file("victim")) << "precious";
+  std::filesystem::create_symlink(dir.file("victim"), path + ".tmp-" + std::to_string(::getpid()));
+  write_sample(path);
+  EXPECT_EQ(testing_util::read_bytes(dir.file("victim")).size(), 8u);
+  EXPECT_FALSE(RecordReader(path).steps().empty());
+}
+
+// Defect: a full disk made HDF5's close fail in commit(), and HDF5 closed the file again at exit
+// and crashed (SIGSEGV after the error was reported). Each case runs in a child process, which
+// must report the fault, leave no file, and exit normally.
+TEST(RecordTest, FullDiskIsAReportedFaultThatLeavesNothingAndDoesNotCrash) {
+  struct Case {
+    const char* name;
+    rlim_t limit;     // file size limit: where the "disk" fills up
+    size_t elements;  // float32 elements of each of 4 tensors
+    bool fails_in_commit;
+  };
+  for (const Case& c : {Case{"data write fails", 16 * 1024, 64 * 1024, false},
+                        Case{"flush at close fails", 4 * 1024, 256, true}}) {
+    ScratchDir dir;
+    EXPECT_EXIT(
+        {
+          FileSizeLimit full(c.limit);
+          int code = 10;
+          try {
+            RecordWriter w(dir.file("r.h5"));
+            std::vector<float> v(c.elements, 0.5f);
+            for (int i = 0; i < 4; ++i) {
+              w.write(1, "grad",
+                      TensorData::from_f32("w" + std::to_string(i),
+                                           {static_cast<int64_t>(c.elements)}, v));
+            }
+            code = 11;
+            w.commit();
+            code = 12;
+          } catch (const RecordWriteError&) {
+          }
+          std::exit(dir.entries().empty() ? code : 13);
+        },
+        ::testing::ExitedWithCode(c.fails_in_commit ? 11 : 10), "")
+        << c.name;
+    EXPECT_THAT(dir.entries(), IsEmpty()) << c.name;
+  }
 }
 
 TEST(RecordTest, CommitReplacesAnExistingRecord) {

@@ -1,16 +1,13 @@
-// RecordWriter: writes "<path>.tmp-<pid>" and renames it in commit() (record.h).
+// RecordWriter: writes a unique temporary beside the record and renames it in commit()
+// (record.h, harness/common/temp_file.h).
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <limits>
 
 #include <fmt/format.h>
 
+#include "harness/common/temp_file.h"
 #include "harness/record/h5.h"
 #include "harness/record/h5_attr.h"
 #include "harness/record/h5_dtype.h"
@@ -20,44 +17,41 @@
 namespace mtp::record {
 namespace {
 
-std::string parent_dir(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) {
-    return ".";
-  }
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 /// Opens child group `name` of `parent`, creating it if needed.
 h5::Group ensure_group(const h5::Group& parent, const std::string& name) {
   return parent.has(name) ? parent.open_group(name) : parent.create_group(name);
-}
-
-/// Flushes the file's data to disk so the rename publishes complete content.
-void sync_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) {
-    throw RecordError(fmt::format("{}: cannot reopen to sync: {}", path, std::strerror(errno)));
-  }
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  if (rc != 0) {
-    throw RecordError(fmt::format("{}: fsync failed: {}", path, std::strerror(err)));
-  }
 }
 
 }  // namespace
 
 struct RecordWriter::Impl {
   std::string path;
-  std::string tmp_path;
+  std::unique_ptr<TempFile> tmp;
   h5::File file;     // declared before `steps`, so `steps` closes first
   h5::Group steps;
   bool committed = false;
 
   [[noreturn]] void fail(const std::string& what) const {
     throw RecordError(fmt::format("{}: {}", path, what));
+  }
+
+  /// Closes every handle (errors ignored) and removes the temporary.
+  void abandon() {
+    steps = h5::Group();
+    file = h5::File();
+    if (tmp) tmp->remove();
+  }
+
+  /// Runs HDF5 calls `f` on the open temporary. Their failure is an I/O fault (disk full, write
+  /// error), not bad input: the temporary is abandoned and RecordWriteError thrown.
+  template <typename F>
+  auto io(F&& f) -> decltype(f()) {
+    try {
+      return f();
+    } catch (const RecordError& e) {
+      abandon();
+      throw RecordWriteError(fmt::format("{}: cannot write the record: {}", path, e.what()));
+    }
   }
 
   void require_open() const {
@@ -78,14 +72,15 @@ struct RecordWriter::Impl {
 RecordWriter::RecordWriter(const std::string& path) : impl_(std::make_unique<Impl>()) {
   h5::ErrorSilencer quiet;
   impl_->path = path;
-  impl_->tmp_path = fmt::format("{}.tmp-{}", path, static_cast<long>(::getpid()));
-  std::string dir = parent_dir(path);
+  std::string dir = parent_directory(path);
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     impl_->fail(fmt::format("parent directory '{}' does not exist", dir));
   }
-  impl_->file = h5::File::create(impl_->tmp_path);
-  impl_->steps = impl_->file.root().create_group("steps");
+  impl_->tmp = std::make_unique<TempFile>(path);
+  impl_->file = h5::File::create(impl_->tmp->path());  // exclusive: no link is followed
+  impl_->tmp->created();
+  impl_->io([&] { impl_->steps = impl_->file.root().create_group("steps"); });
 }
 
 RecordWriter::~RecordWriter() {
@@ -93,22 +88,20 @@ RecordWriter::~RecordWriter() {
     return;
   }
   h5::ErrorSilencer quiet;
-  impl_->steps = h5::Group();
-  impl_->file = h5::File();
-  std::remove(impl_->tmp_path.c_str());
+  impl_->abandon();
 }
 
 void RecordWriter::set_attr(const std::string& key, const AttrValue& value) {
   h5::ErrorSilencer quiet;
   impl_->require_open();
-  write_attr(impl_->file.root(), key, value);
+  impl_->io([&] { write_attr(impl_->file.root(), key, value); });
 }
 
 void RecordWriter::set_step_attr(int step, const std::string& key, const AttrValue& value) {
   h5::ErrorSilencer quiet;
   impl_->require_open();
   impl_->require_step(step, fmt::format("step attribute '{}'", key));
-  write_attr(impl_->step_group(step), key, value);
+  impl_->io([&] { write_attr(impl_->step_group(step), key, value); });
 }
 
 void RecordWriter::write(int step, const std::string& group, const TensorData& t) {
@@ -141,28 +134,28 @@ void RecordWriter::write(int step, const std::string& group, const TensorData& t
                             t.bytes.size(), numel, dtype_name(t.dtype), want));
   }
 
-  h5::Group g = ensure_group(impl_->step_group(step), group);
-  if (g.has(t.name)) {
+  h5::Group g = impl_->io([&] { return ensure_group(impl_->step_group(step), group); });
+  if (impl_->io([&] { return g.has(t.name); })) {
     impl_->fail(fmt::format("{}: written twice", where));
   }
-  h5::DataSpace space = t.shape.empty() ? h5::DataSpace::scalar() : h5::DataSpace::simple(dims);
-  h5::Dataset ds = g.create_dataset(t.name, file_type(t.dtype), space);
-  write_attr(ds, kDTypeAttr, std::string(dtype_name(t.dtype)));
-  if (numel > 0) {
-    ds.write(memory_type(t.dtype), t.bytes.data());
-  }
+  impl_->io([&] {
+    h5::DataSpace space = t.shape.empty() ? h5::DataSpace::scalar() : h5::DataSpace::simple(dims);
+    h5::Dataset ds = g.create_dataset(t.name, file_type(t.dtype), space);
+    write_attr(ds, kDTypeAttr, std::string(dtype_name(t.dtype)));
+    if (numel > 0) {
+      ds.write(memory_type(t.dtype), t.bytes.data());
+    }
+  });
 }
 
 void RecordWriter::commit() {
   h5::ErrorSilencer quiet;
   impl_->require_open();
-  impl_->steps.close();
-  impl_->file.close();  // flushes
-  sync_file(impl_->tmp_path);
-  if (std::rename(impl_->tmp_path.c_str(), impl_->path.c_str()) != 0) {
-    impl_->fail(fmt::format("cannot rename '{}' to the final name: {}", impl_->tmp_path,
-                            std::strerror(errno)));
-  }
+  impl_->io([&] {
+    impl_->steps.close();
+    impl_->file.close();  // flushes
+  });
+  impl_->tmp->commit();  // fsync, rename, directory sync; InfraError (temporary removed)
   impl_->committed = true;
 }
 

@@ -171,10 +171,10 @@ TEST(RecordRunTest, MissingAndBadAttributesAreNamed) {
   EXPECT_THAT(error_of(write_record("badtype.h5", c, 8, a)),
               HasSubstr("attribute 'hidden_size' must be an integer"));
   a = harness_attrs(c);
-  a["dtype"] = std::string("bfloat16");
-  EXPECT_THAT(error_of(write_record("bf16.h5", c, 8, a)),
-              HasSubstr("attribute 'dtype': dtype = \"bfloat16\": accepted \"float32\", "
-                        "\"float64\""));
+  a["dtype"] = std::string("float16");
+  EXPECT_THAT(error_of(write_record("fp16.h5", c, 8, a)),
+              HasSubstr("attribute 'dtype': dtype = \"float16\": accepted \"float32\", "
+                        "\"float64\", \"bfloat16\""));
 }
 
 TEST(RecordRunTest, SizesAreDerivedFromWeightsAndBatchWhenAbsent) {

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
-#include <filesystem>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -11,6 +14,7 @@
 
 #include "harness/common/error.h"
 #include "harness/common/glob.h"
+#include "harness/common/utf8.h"
 #include "harness/config/param_specs.h"
 #include "harness/data/microbatch.h"
 #include "harness/layout/layout.h"
@@ -26,12 +30,14 @@ class Ctx {
   [[noreturn]] void fail(const toml::node* node, const std::string& what) const {
     fail_at(node != nullptr ? node->source() : toml::source_region{}, what);
   }
+  /// `what` at `where`; a missing table or key (no region) is reported at the file's start.
   [[noreturn]] void fail_at(const toml::source_region& where, const std::string& what) const {
-    if (where.begin) {
-      throw InputError(fmt::format("{}:{}:{}: {}", source_, where.begin.line, where.begin.column,
-                                   what));
-    }
-    throw InputError(fmt::format("{}: {}", source_, what));
+    throw InputError(fmt::format("{}: {}", at(where), what));
+  }
+  /// "<source>:<line>:<column>" of `where` (1:1 when it has no position).
+  std::string at(const toml::source_region& where) const {
+    if (where.begin) return fmt::format("{}:{}:{}", source_, where.begin.line, where.begin.column);
+    return fmt::format("{}:1:1", source_);
   }
   const std::string& source() const { return source_; }
 
@@ -289,6 +295,49 @@ void parse_data(const Ctx& ctx, const toml::table& t, data::DataConfig& d, int64
   }
 }
 
+/// Opens the corpus [data] names and checks it against the model (a sequence of seq_length + 1
+/// tokens, the vocabulary): errors point at [data].path or [data].path_prefix (or the [data]
+/// table, or the file's start when the default corpus is at fault).
+void check_data(const Ctx& ctx, const toml::table& root, const Scenario& sc) {
+  try {
+    auto source = data::open_token_source(sc.data);
+    data::MicrobatchBuilder(*source, sc.data, sc.model.micro_batch_size, sc.model.seq_length,
+                            sc.model.vocab_size);
+  } catch (const InputError& e) {
+    const toml::table* t = root.get("data") != nullptr ? root.get("data")->as_table() : nullptr;
+    if (t == nullptr) {
+      ctx.fail(nullptr, fmt::format("[data] (not given: the default corpus \"{}\"): {}",
+                                    sc.data.path, e.what()));
+    }
+    const bool megatron = sc.data.kind == "megatron";
+    const char* key = megatron ? "path_prefix" : "path";
+    const std::string& value = megatron ? sc.data.path_prefix : sc.data.path;
+    const toml::node* at = t->get(key) != nullptr ? t->get(key) : t;
+    ctx.fail(at, fmt::format("[data].{} = \"{}\": {}", key, printable(value), e.what()));
+  }
+}
+
+/// Records where every table and key was written (Scenario::positions): tables by name, the
+/// [[variant]] and [[expectation]] tables by their `name`, keys at their values.
+void record_positions(const Ctx& ctx, const toml::table& root, Scenario& sc) {
+  auto put_table = [&](const std::string& base, const toml::node& table) {
+    sc.positions[base] = ctx.at(table.source());
+    for (const auto& [key, node] : *table.as_table()) {
+      sc.positions[base + "." + std::string(key.str())] = ctx.at(node.source());
+    }
+  };
+  for (const auto& [key, node] : root) {
+    const std::string name(key.str());
+    if (node.is_table()) put_table(name, node);
+    if (!node.is_array_of_tables()) continue;
+    for (const auto& element : *node.as_array()) {
+      if (auto id = element.as_table()->get_as<std::string>("name")) {
+        put_table(name + "." + id->get(), element);
+      }
+    }
+  }
+}
+
 config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t index) {
   config::VariantSpec v;
   std::string w = fmt::format("[[variant]] #{}", index + 1);
@@ -518,6 +567,15 @@ std::set<int> parse_step_spec(const std::string& spec, int max_step) {
   return out;
 }
 
+std::string Scenario::position(const std::string& key) const {
+  for (std::string k = key;;) {
+    if (auto it = positions.find(k); it != positions.end()) return it->second;
+    const size_t dot = k.rfind('.');
+    if (dot == std::string::npos) return source;
+    k.resize(dot);
+  }
+}
+
 const config::VariantSpec& Scenario::variant(const std::string& n) const {
   for (const auto& v : variants) {
     if (v.name == n) return v;
@@ -526,10 +584,7 @@ const config::VariantSpec& Scenario::variant(const std::string& n) const {
 }
 
 std::string Scenario::variant_location(const std::string& n) const {
-  for (size_t i = 0; i < variants.size() && i < variant_locations.size(); ++i) {
-    if (variants[i].name == n) return variant_locations[i];
-  }
-  return source;
+  return position("variant." + n);
 }
 
 Scenario parse_scenario(const std::string& text, const std::string& source) {
@@ -556,6 +611,7 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
   else sc.model.validate();
   if (const toml::table* t = get_table(ctx, root, "training")) parse_training(ctx, *t, sc.training);
   if (const toml::table* t = get_table(ctx, root, "data")) parse_data(ctx, *t, sc.data, sc.model.vocab_size);
+  check_data(ctx, root, sc);
 
   const toml::node* vn = root.get("variant");
   if (vn == nullptr || !vn->is_array_of_tables() || vn->as_array()->empty()) {
@@ -573,9 +629,6 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
       const toml::table& vt = *node.as_table();
       ctx.fail(vt.get("dp") ? vt.get("dp") : &node, e.what());
     }
-    const auto where = node.source().begin;
-    sc.variant_locations.push_back(where ? fmt::format("{}:{}:{}", source, where.line, where.column)
-                                         : source);
     sc.variants.push_back(std::move(v));
   }
   if (const toml::node* en = root.get("expectation")) {
@@ -588,6 +641,7 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
       sc.expectations.push_back(std::move(e));
     }
   }
+  record_positions(ctx, root, sc);
   return sc;
 }
 
@@ -602,11 +656,18 @@ void check_expectation_selections(const Scenario& sc) {
         for (int64_t k = 1; k <= sc.model.mtp_num_layers; ++k) names.push_back(fmt::format("mtp_{}", k));
         names.push_back("total");
       }
-      if (g == "grad" || g == "weight" || g == "model_weight") {
-        // Every variant's parameters (an untie_embeddings override adds or drops the head).
+      if (g == "grad" || g == "weight" || g == "model_weight" || g == "optimizer") {
+        // Every variant's parameters (an untie_embeddings override adds or drops the head); the
+        // optimizer group holds "step" and <name>.exp_avg, <name>.exp_avg_sq.
+        if (g == record::kOptimizerGroup) names.push_back(record::kOptimizerStepName);
         for (const auto& vname : e.variants) {
           for (const auto& spec : config::parameter_specs(config::variant_model(sc.model, sc.variant(vname)))) {
-            names.push_back(spec.name);
+            if (g != "optimizer") {
+              names.push_back(spec.name);
+              continue;
+            }
+            names.push_back(record::exp_avg_name(spec.name));
+            names.push_back(record::exp_avg_sq_name(spec.name));
           }
         }
       }
@@ -616,22 +677,36 @@ void check_expectation_selections(const Scenario& sc) {
       any = any || (glob_match_any(e.selection.include, n) && !glob_match_any(e.selection.exclude, n));
     }
     if (!any) {
-      throw InputError(fmt::format("{}: expectation \"{}\": include/exclude select no tensor of "
-                                   "records [{}]", sc.source, e.name, fmt::join(e.selection.groups, ", ")));
+      const std::string base = "expectation." + e.name;
+      const std::string key = sc.positions.count(base + ".include")   ? base + ".include"
+                              : sc.positions.count(base + ".exclude") ? base + ".exclude"
+                                                                      : base + ".records";
+      throw InputError(
+          fmt::format("{}: expectation \"{}\": include/exclude select no tensor of "
+                      "records [{}]",
+                      sc.position(key), e.name, fmt::join(e.selection.groups, ", ")));
     }
   }
 }
 
 Scenario load_scenario(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw InputError(fmt::format("{}: is a directory, not a scenario file", path));
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    // The system's reason: missing, a symlink loop, a permission.
+    throw InputError(
+        fmt::format("{}: cannot open scenario file: {}", printable(path), std::strerror(errno)));
   }
-  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
-    throw InputError(fmt::format("{}: is not a regular file", path));
+  if (S_ISDIR(st.st_mode)) {
+    throw InputError(fmt::format("{}: is a directory, not a scenario file", printable(path)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw InputError(fmt::format("{}: is not a regular file", printable(path)));
   }
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open scenario file", path));
+  if (!in) {
+    throw InputError(
+        fmt::format("{}: cannot open scenario file: {}", printable(path), std::strerror(errno)));
+  }
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_scenario(ss.str(), path);

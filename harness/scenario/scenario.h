@@ -6,6 +6,7 @@
 // silently fall back to a default).
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -39,12 +40,17 @@ struct Scenario {
   data::DataConfig data;
   std::vector<config::VariantSpec> variants;
   std::vector<Expectation> expectations;
-  /// "<source>:<line>:<column>" of each variant's [[variant]] table, in variant order (the prefix
-  /// of errors found when the variant is planned or run).
-  std::vector<std::string> variant_locations;
+  /// Where each table and key was written, "<source>:<line>:<column>", by dotted path: "data",
+  /// "data.path", "model.hidden_size", "variant.<name>" (its table), "variant.<name>.layout",
+  /// "expectation.<name>.include". Filled by parse_scenario.
+  std::map<std::string, std::string> positions;
   /// The variant called `name`; throws InputError naming the scenario when absent.
   const config::VariantSpec& variant(const std::string& name) const;
-  /// The location of variant `name` ("<source>:<line>:<column>"), or `source` when unknown.
+  /// "<source>:<line>:<column>" of `key` (a dotted path as in `positions`), else of the closest
+  /// enclosing table that was written ("variant.<name>" for "variant.<name>.layout"), else
+  /// "<source>". Errors found after parsing start with it.
+  std::string position(const std::string& key) const;
+  /// position("variant.<name>"): the prefix of errors found when the variant is planned or run.
   std::string variant_location(const std::string& name) const;
 };
 
@@ -52,12 +58,15 @@ struct Scenario {
 /// max_step) or comma-separated parts of those. Throws InputError quoting the spec.
 std::set<int> parse_step_spec(const std::string& spec, int max_step);
 
-/// Parses scenario text; `source` names it in errors. Throws InputError
-/// ("<source>:<line>:<col>: <what is wrong>").
+/// Parses scenario text; `source` names it in errors. Also opens the corpus [data] names and
+/// checks it against the model (it exists, is a readable regular file, holds a sequence, fits
+/// the vocabulary), so a data mistake is reported at its key before anything runs. Throws
+/// InputError ("<source>:<line>:<col>: <what is wrong>").
 Scenario parse_scenario(const std::string& text, const std::string& source);
 
 /// Checks, before anything runs, that every expectation's include/exclude patterns select at
-/// least one tensor of the records it names. Throws InputError naming the expectation.
+/// least one tensor of the records it names. Throws InputError naming the expectation and the
+/// position of its patterns.
 void check_expectation_selections(const Scenario& sc);
 
 /// Reads and parses a scenario file. Throws InputError when it cannot be read or parsed.

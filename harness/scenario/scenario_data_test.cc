@@ -25,11 +25,12 @@ std::string error_of(const std::string& data) {
 
 TEST(ScenarioDataTest, ParsesAMegatronDataset) {
   const Scenario sc = parse_scenario(
-      with_data("kind = \"megatron\"\npath_prefix = \"scenarios/data/x\"\neod_token = 299\n"
+      with_data("kind = \"megatron\"\npath_prefix = \"scenarios/data/gpl3_blocks\"\n"
+                "eod_token = 299\n"
                 "eod_mask_loss = true\nedge_batches = [\"first_label_only\", \"data\"]"),
       "d.toml");
   EXPECT_EQ(sc.data.kind, "megatron");
-  EXPECT_EQ(sc.data.path_prefix, "scenarios/data/x");
+  EXPECT_EQ(sc.data.path_prefix, "scenarios/data/gpl3_blocks");
   EXPECT_EQ(sc.data.eod_token, 299);
   EXPECT_TRUE(sc.data.eod_mask_loss);
   EXPECT_EQ(sc.data.edge_batches, (std::vector<std::string>{"first_label_only", "data"}));
@@ -42,6 +43,10 @@ TEST(ScenarioDataTest, ErrorsNameLineColumnAndRule) {
   EXPECT_THAT(error_of("kind = \"megatron\"\npath_prefix = \"p\"\npath = \"x\""),
               HasSubstr("d.toml:8:8: [data].path is for kind \"text\""));
   EXPECT_THAT(error_of("path_prefix = \"p\""), HasSubstr("path_prefix is for kind \"megatron\""));
+  // The dataset is opened while parsing: a missing one is an error at path_prefix.
+  EXPECT_THAT(error_of("kind = \"megatron\"\npath_prefix = \"scenarios/data/nope\""),
+              HasSubstr("d.toml:7:15: [data].path_prefix = \"scenarios/data/nope\": data: "
+                        "Megatron index 'scenarios/data/nope.idx' does not exist"));
   EXPECT_THAT(error_of("eod_token = 300"),
               HasSubstr("[data].eod_token = 300 is not a token id (vocab_size = 300)"));
   EXPECT_THAT(error_of("eod_token = -1"), HasSubstr("[data].eod_token = -1 must be >= 0"));

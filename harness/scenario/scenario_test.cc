@@ -2,6 +2,10 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 
 namespace mtp::scenario {
 namespace {
@@ -89,6 +93,60 @@ TEST(ScenarioTest, ErrorsNameFileLineColumnAndRule) {
   EXPECT_THAT(error_of(std::string(kMinimal).replace(t.find("num_attention_heads = 2"), 23,
                                                      "num_attention_heads = 3")),
               HasSubstr("hidden_size = 8 must be divisible by num_attention_heads = 3"));
+}
+
+// Defect: data errors named no scenario file ("data: text file '' does not exist"), others no
+// line, and a symlink loop read "does not exist". Every data error now names file:line:column
+// of [data].path and the system's reason.
+TEST(ScenarioTest, DataErrorsNameTheFileLineAndColumnOfThePath) {
+  auto with_path = [](const std::string& path) {
+    return std::string(kMinimal) + "[data]\npath = \"" + path + "\"\n";
+  };
+  EXPECT_THAT(error_of(with_path("")),
+              HasSubstr("test.toml:30:8: [data].path = \"\": data: text file '' does not exist"));
+  const std::string loop = ::testing::TempDir() + "scenario_loop.txt";
+  std::remove(loop.c_str());
+  ASSERT_EQ(::symlink(loop.c_str(), loop.c_str()), 0);
+  EXPECT_THAT(error_of(with_path(loop)),
+              HasSubstr("test.toml:30:8: [data].path = \"" + loop + "\": data: text file '" + loop +
+                        "': Too many levels of symbolic links"));
+  EXPECT_THAT(error_of(with_path("/proc/self/mem")),
+              HasSubstr("test.toml:30:8: [data].path = \"/proc/self/mem\": data: cannot read text "
+                        "file '/proc/self/mem': Input/output error"));
+  const std::string tiny = ::testing::TempDir() + "scenario_tiny.txt";
+  std::ofstream(tiny) << "abc";
+  EXPECT_THAT(error_of(with_path(tiny)),
+              HasSubstr("test.toml:30:8: [data].path = \"" + tiny + "\": data: text:" + tiny +
+                        " (3 bytes) has 3 "
+                        "tokens, fewer than seq_length + 1 = 9"));
+  EXPECT_THAT(error_of(std::string(kMinimal) + "[data]\nkind = \"text\"\n"),
+              HasSubstr("(no error)"));
+}
+
+TEST(ScenarioTest, PositionsOfTablesAndKeysForLaterErrors) {
+  Scenario sc = parse_scenario(kMinimal, "test.toml");
+  EXPECT_EQ(sc.position("model.hidden_size"), "test.toml:6:15");
+  EXPECT_EQ(sc.position("variant.b.layout"), "test.toml:20:10");
+  EXPECT_EQ(sc.position("variant.b.schedule"), "test.toml:17:1") << "falls back to the table";
+  EXPECT_EQ(sc.position("expectation.ab.exclude"), "test.toml:27:11");
+  EXPECT_EQ(sc.position("nothing"), "test.toml");
+  EXPECT_THAT(error_of("[scenario]\nname = \"x\"\n"),
+              HasSubstr("test.toml:1:1: the scenario needs at least one"));
+}
+
+TEST(ScenarioTest, SelectionErrorsNameTheExpectationsPatterns) {
+  std::string t = kMinimal;
+  Scenario sc = parse_scenario(
+      t.replace(t.find("exclude = [\"embedding.*\"]"), 25, "include = [\"nothing.*\"]"),
+      "test.toml");
+  try {
+    check_expectation_selections(sc);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(),
+                HasSubstr("test.toml:27:11: expectation \"ab\": include/exclude select no "
+                          "tensor"));
+  }
 }
 
 TEST(ScenarioTest, StepSpecs) {

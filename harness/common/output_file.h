@@ -1,0 +1,35 @@
+// File: harness/common/output_file.h
+//
+// Output files that never lie: every output is checked before any work is done
+// (check_output_file, check_output_directory) and written through a TempFile (temp_file.h):
+// unique temporary created exclusively in the destination directory, every byte written and
+// checked, fsync'ed, closed, renamed. A failure leaves nothing under the final name.
+//
+// Example:
+//   check_output_file("--json", json_path);          // before training: exit 2 on a bad path
+//   ...
+//   write_file_atomically(json_path, report.dump(2));  // InfraError on a full disk
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace mtp {
+
+/// Throws InputError "<what> <path>: <problem>" unless an output file can be written at `path`:
+/// not empty, not naming a directory or an existing file that is not a regular file (a device
+/// such as /dev/full, a FIFO, a socket), and in an existing directory where this process can
+/// create files (checked by creating and removing a temporary there, so permissions and
+/// read-only file systems are caught before any work is done).
+void check_output_file(const std::string& what, const std::string& path);
+
+/// Creates `dir` (and its parents) when missing and checks, as check_output_file does, that
+/// files can be created in it. Throws InputError "<what> <dir>: <problem>".
+void check_output_directory(const std::string& what, const std::string& dir);
+
+/// Writes `content` to `path` through a TempFile: every byte written, fsync, close (each
+/// checked), rename. Throws InfraError naming the path and the system error on any failure;
+/// nothing is then left under either name.
+void write_file_atomically(const std::string& path, std::string_view content);
+
+}  // namespace mtp

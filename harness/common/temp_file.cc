@@ -1,0 +1,169 @@
+// TempFile and the signal cleanup of registered temporaries (temp_file.h).
+
+#include "harness/common/temp_file.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "harness/common/error.h"
+
+namespace mtp {
+namespace {
+
+// The registry of live temporaries: fixed slots, so that the signal handler reads it without
+// locks or allocation (only atomics, unlink and _exit are used there).
+constexpr int kSlots = 64;
+constexpr size_t kMaxPath = 4096;  // PATH_MAX: open() takes no longer path
+enum SlotState : int { kFree = 0, kBusy = 1, kReady = 2 };
+struct Slot {
+  std::atomic<int> state{kFree};
+  char path[kMaxPath];
+};
+Slot g_slots[kSlots];
+
+/// Registers `path` for removal on a signal; returns the slot. Throws InternalError when full.
+int register_temp(const std::string& path) {
+  MTP_INTERNAL_ASSERT(path.size() < kMaxPath, fmt::format("temporary path too long: {}", path));
+  for (int i = 0; i < kSlots; ++i) {
+    int expected = kFree;
+    if (g_slots[i].state.compare_exchange_strong(expected, kBusy)) {
+      std::memcpy(g_slots[i].path, path.c_str(), path.size() + 1);
+      g_slots[i].state.store(kReady, std::memory_order_release);
+      return i;
+    }
+  }
+  MTP_INTERNAL_ASSERT(false, fmt::format("more than {} temporary files at once", kSlots));
+  return -1;
+}
+
+void unregister_temp(int slot) { g_slots[slot].state.store(kFree, std::memory_order_release); }
+
+void remove_temps() {
+  for (Slot& s : g_slots) {
+    if (s.state.load(std::memory_order_acquire) == kReady) ::unlink(s.path);
+  }
+}
+
+extern "C" void remove_temps_and_exit(int sig) {
+  remove_temps();
+  ::_exit(128 + sig);
+}
+
+/// A crash (abort, segfault, ...): remove the temporaries, then die of the same signal as before
+/// (the handler was installed with SA_RESETHAND, so the default action runs: status, core dump).
+extern "C" void remove_temps_and_reraise(int sig) {
+  remove_temps();
+  ::raise(sig);
+}
+
+/// 12 random hex digits.
+std::string random_suffix() {
+  std::random_device rd;
+  const uint64_t r = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return fmt::format("{:012x}", r & 0xffffffffffffULL);
+}
+
+[[noreturn]] void fail(const std::string& final_path, const std::string& what, int err) {
+  throw InfraError(fmt::format("{}: {}: {}", final_path, what, std::strerror(err)));
+}
+
+}  // namespace
+
+std::string parent_directory(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+TempFile::TempFile(std::string final_path)
+    : final_path_(std::move(final_path)),
+      path_(
+          fmt::format("{}.tmp-{}-{}", final_path_, static_cast<long>(::getpid()), random_suffix())),
+      slot_(register_temp(path_)) {}
+
+TempFile::~TempFile() { remove(); }
+
+int TempFile::open_exclusive() {
+  MTP_INTERNAL_ASSERT(slot_ >= 0 && !created_, "temporary created twice");
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    create_error_ = errno;
+    remove();  // unregisters: what is under that name is not ours
+    fail(final_path_, fmt::format("cannot create the temporary '{}'", path_), create_error_);
+  }
+  created_ = true;
+  return fd;
+}
+
+void TempFile::created() {
+  MTP_INTERNAL_ASSERT(slot_ >= 0 && !created_, "temporary created twice");
+  created_ = true;
+}
+
+void TempFile::commit() {
+  MTP_INTERNAL_ASSERT(slot_ >= 0 && created_, "commit of a temporary that was not created");
+  auto failed = [&](const std::string& what) {
+    const int err = errno;
+    remove();
+    fail(final_path_, what, err);
+  };
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) failed(fmt::format("cannot reopen '{}' to sync it", path_));
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+    failed(fmt::format("cannot sync '{}'", path_));
+  }
+  ::close(fd);
+  if (::rename(path_.c_str(), final_path_.c_str()) != 0) {
+    failed(fmt::format("cannot rename '{}' to the final name", path_));
+  }
+  created_ = false;  // it is the final file now
+  unregister_temp(slot_);
+  slot_ = -1;
+  // The rename itself reaches the disk with the directory (file systems that cannot sync a
+  // directory say EINVAL; the file's own data is synced already).
+  const std::string dir = parent_directory(final_path_);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    const int rc = ::fsync(dfd);
+    const int err = errno;
+    ::close(dfd);
+    if (rc != 0 && err != EINVAL) {
+      ::unlink(final_path_.c_str());
+      fail(final_path_, fmt::format("cannot sync directory '{}'", dir), err);
+    }
+  }
+}
+
+void TempFile::remove() noexcept {
+  if (created_) ::unlink(path_.c_str());
+  created_ = false;
+  if (slot_ >= 0) unregister_temp(slot_);
+  slot_ = -1;
+}
+
+void install_signal_cleanup() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&sa.sa_mask, sig);
+  sa.sa_handler = remove_temps_and_exit;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  sa.sa_handler = remove_temps_and_reraise;
+  sa.sa_flags = SA_RESETHAND;
+  for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::sigaction(sig, &sa, nullptr);
+}
+
+}  // namespace mtp
