@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <set>
 
 #include "harness/cli/commands.h"
@@ -58,6 +59,17 @@ int run_check(const CheckOptions& opt) {
     }
   }
   data::open_token_source(sc.data);
+  // Memory and disk for every variant, before the first one trains (all ranks of a variant run
+  // in this process; records of every variant share the output directory's file system).
+  uint64_t disk_budget = free_disk_bytes(out_dir);
+  std::map<std::string, std::string> estimates;
+  for (const auto& plan : plans) {
+    const std::string& name = plan.variant.name;
+    const engine::ResourceEstimate est = require_variant_resources(
+        plan, *make_implementation(plan.variant.implementation), opt.max_memory, true, 0,
+        disk_budget, fmt::format("{}: variant \"{}\"", sc.variant_location(name), name));
+    estimates[name] = est.describe();
+  }
 
   std::cout << fmt::format("# mtp-harness check: scenario \"{}\" ({})\n", sc.name, sc.source);
   if (!sc.description.empty()) std::cout << "# " << sc.description << "\n";
@@ -119,6 +131,7 @@ int run_check(const CheckOptions& opt) {
                              run.mtp_standalone ? "yes" : "no",
                              run.wall_seconds, run.final_total_loss, run.record_bytes);
     if (opt.verbose) {
+      std::cout << "      estimate: " << estimates[v.name] << "\n";
       for (const auto& line : rr.chunk_map) std::cout << "      " << line << "\n";
     }
     std::cout.flush();

@@ -4,6 +4,7 @@
 // throws InputError / InfraError / RecordError for main() to report.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +12,8 @@
 #include "harness/config/enums.h"
 #include "harness/config/run_config.h"
 #include "harness/engine/chunk.h"
+#include "harness/engine/plan.h"
+#include "harness/engine/resource_estimate.h"
 
 namespace mtp::cli {
 
@@ -29,6 +32,21 @@ struct TrainingFlags {
 /// parse_record_ref rejects; --init-from with --resume).
 void apply_training_flags(const TrainingFlags& flags, config::TrainingConfig& training);
 
+/// Refuses, before anything is allocated, a variant whose estimated memory
+/// (engine::estimate_resources) exceeds `max_memory` bytes (--max-memory; 0 = what the device
+/// has: CPU MemAvailable and cgroup room, or cudaMemGetInfo's free bytes of `device_index`), or
+/// whose record exceeds what is left of `disk_budget` (free bytes of the output directory;
+/// decreased by the record's estimate, so several variants are checked together).
+/// `all_ranks_here`: every rank of the variant runs in this process. `where` starts the error.
+/// Throws InputError (exit 2) with the estimate. Returns the estimate.
+engine::ResourceEstimate require_variant_resources(const engine::RunPlan& plan,
+                                                   const engine::Implementation& impl,
+                                                   uint64_t max_memory, bool all_ranks_here,
+                                                   int device_index, uint64_t& disk_budget,
+                                                   const std::string& where);
+/// Free bytes of the file system holding `dir` (its nearest existing ancestor); 0 when unknown.
+uint64_t free_disk_bytes(const std::string& dir);
+
 struct CheckOptions {
   std::string scenario;        ///< path; "" = the embedded default scenario
   std::string out_dir;         ///< "" = runs/<scenario name>
@@ -38,6 +56,7 @@ struct CheckOptions {
   bool verbose = false;
   std::string device;          ///< "" = the scenario's [training].device
   TrainingFlags training;
+  uint64_t max_memory = 0;     ///< --max-memory bytes; 0 = what the device has
 };
 /// Runs every variant of the scenario, evaluates every expectation, prints the verdict table and
 /// writes the JSON (and JUnit) report. 0 = all hold, 1 = one fails.
@@ -52,6 +71,7 @@ struct RunCommandOptions {
   /// this process is one rank; "threads": one thread per rank, rank r on GPU r, NCCL.
   std::string launcher;
   int port = 29555;            ///< TCPStore port of --launcher threads
+  uint64_t max_memory = 0;     ///< --max-memory bytes; 0 = what the device has
   int timeout_s = 300;         ///< receive timeout
   TrainingFlags training;
 };

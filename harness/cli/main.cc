@@ -77,6 +77,10 @@ int main(int argc, char** argv) {
                 "step 0; overrides [training].init_from)");
   c->add_flag("--save-optimizer-state", check.training.save_optimizer_state,
               "record every step's optimizer state (resumable with run --resume)");
+  c->add_option("--max-memory", check.max_memory,
+                "refuse a variant whose estimated memory exceeds this (e.g. 16G; default: what "
+                "the device has)")
+      ->transform(CLI::AsSizeValue(false));
 
   mtp::cli::RunCommandOptions run;
   auto* r = app.add_subcommand("run", "run one variant and write its record; with --launcher, as "
@@ -105,6 +109,10 @@ int main(int argc, char** argv) {
                 "recorded with --save-optimizer-state): REC.h5:STEP");
   r->add_flag("--save-optimizer-state", run.training.save_optimizer_state,
               "record every step's optimizer state (resumable with --resume)");
+  r->add_option("--max-memory", run.max_memory,
+                "refuse when the estimated memory exceeds this (e.g. 16G; default: what the "
+                "device has)")
+      ->transform(CLI::AsSizeValue(false));
 
   mtp::cli::CompareOptions cmp;
   auto* k = app.add_subcommand("compare", "compare two step records (exit 0: equal under the class, "

@@ -105,6 +105,17 @@ int run_one(const RunCommandOptions& opt) {
     throw InputError(fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name,
                                  e.what()));
   }
+  {
+    // One process holds every rank (no launcher) or one rank per process / GPU.
+    uint64_t disk_budget = free_disk_bytes(
+        std::filesystem::path(opt.out.empty() ? "runs" : opt.out).parent_path().string());
+    const int device = opt.launcher == "env" || opt.launcher == "mpi"
+                           ? gpu::launch_env_from_environment(opt.launcher).local_rank
+                           : 0;
+    require_variant_resources(plan, *impl, opt.max_memory, opt.launcher.empty(), device,
+                              disk_budget,
+                              fmt::format("{}: variant \"{}\"", sc.variant_location(v.name), v.name));
+  }
   engine::RunOptions ro;
   ro.scenario_name = sc.name;
   ro.recv_timeout = std::chrono::milliseconds(int64_t{opt.timeout_s} * 1000);

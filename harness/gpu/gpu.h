@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,6 +23,10 @@ bool cuda_build();
 /// cuda_runtime, cublas_version, nccl_version. Throws InputError without CUDA, InfraError when
 /// the CUDA runtime fails.
 std::map<std::string, std::string> gpu_fingerprint(int device);
+
+/// Free bytes of CUDA `device` now (cudaMemGetInfo). Throws InputError without CUDA, InfraError
+/// when the CUDA runtime fails.
+uint64_t device_free_memory_bytes(int device);
 
 /// Makes `device` the calling thread's current CUDA device.
 void set_current_device(int device);

@@ -38,6 +38,19 @@ std::map<std::string, std::string> gpu_fingerprint(int device) {
   };
 }
 
+uint64_t device_free_memory_bytes(int device) {
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess) throw InfraError("cudaGetDevice failed");
+  size_t free_bytes = 0, total = 0;
+  cudaError_t e = cudaSetDevice(device);
+  if (e == cudaSuccess) e = cudaMemGetInfo(&free_bytes, &total);
+  cudaSetDevice(previous);
+  if (e != cudaSuccess) {
+    throw InfraError(fmt::format("cudaMemGetInfo on device {}: {}", device, cudaGetErrorString(e)));
+  }
+  return free_bytes;
+}
+
 void set_current_device(int device) {
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
 }

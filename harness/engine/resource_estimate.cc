@@ -1,0 +1,208 @@
+#include "harness/engine/resource_estimate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "harness/common/error.h"
+#include "harness/config/param_specs.h"
+#include "harness/engine/chunk.h"
+
+namespace mtp::engine {
+namespace {
+
+uint64_t dtype_bytes(config::DType d) {
+  switch (d) {
+    case config::DType::kFloat64: return 8;
+    case config::DType::kBFloat16: return 2;
+    case config::DType::kFloat32: break;
+  }
+  return 4;
+}
+
+/// Main grads and masters: fp32 for bf16, else the training dtype (engine/dtypes.h main_type).
+uint64_t main_bytes(config::DType d) { return d == config::DType::kBFloat16 ? 4 : dtype_bytes(d); }
+
+/// Saved activations of one decoder (or MTP) layer for one microbatch, in bytes.
+uint64_t layer_bytes(const config::ModelConfig& m, bool moe, bool flash, uint64_t e) {
+  const uint64_t s = static_cast<uint64_t>(m.seq_length);
+  const uint64_t b = static_cast<uint64_t>(m.micro_batch_size);
+  const uint64_t h = static_cast<uint64_t>(m.hidden_size);
+  const uint64_t a = static_cast<uint64_t>(m.num_attention_heads);
+  uint64_t ffn = static_cast<uint64_t>(m.ffn_hidden_size);
+  uint64_t router = 0;
+  if (moe) {
+    ffn = static_cast<uint64_t>(m.moe_router_topk * m.moe_expert_ffn_hidden_size() +
+                                m.moe_shared_expert_intermediate_size);
+    router = static_cast<uint64_t>(m.num_moe_experts) * s * b * 4;
+  }
+  const uint64_t score_bytes = std::max<uint64_t>(e, 4);
+  const uint64_t attention = flash ? a * s * b * 4 : 2 * a * s * s * b * score_bytes;
+  return (13 * h + 3 * ffn) * s * b * e + attention + router;
+}
+
+/// One output head (LM or an MTP depth): logits, their fp32 cast and log-softmax, final norm.
+uint64_t head_bytes(const config::ModelConfig& m, uint64_t e) {
+  const uint64_t sb = static_cast<uint64_t>(m.seq_length * m.micro_batch_size);
+  return sb * static_cast<uint64_t>(m.vocab_size) * (e + 8) +
+         2 * sb * static_cast<uint64_t>(m.hidden_size) * e;
+}
+
+/// Saved activations of model chunk `stage` for one microbatch, in bytes.
+uint64_t stage_activation_bytes(const RunPlan& plan, const layout::StagePlan& st) {
+  const config::ModelConfig& m = plan.model;
+  const uint64_t e = dtype_bytes(plan.training.dtype);
+  const bool flash = m.attention_backend == config::AttentionBackend::kFlash;
+  const uint64_t sbh = static_cast<uint64_t>(m.seq_length * m.micro_batch_size * m.hidden_size);
+  uint64_t bytes = 0;
+  if (st.has_embedding) bytes += sbh * e;
+  for (int layer : st.decoder_layers) bytes += layer_bytes(m, m.is_moe_layer(layer), flash, e);
+  for (size_t k = 0; k < st.mtp_depths.size(); ++k) {
+    bytes += 6 * sbh * e + layer_bytes(m, m.mtp_layer_is_moe(), flash, e) + head_bytes(m, e);
+  }
+  if (st.has_loss) bytes += head_bytes(m, e);
+  return bytes;
+}
+
+/// The most activation bytes pipeline rank `p` holds at any point of its op order.
+uint64_t peak_activation_bytes(const RunPlan& plan, int p) {
+  const int V = plan.layout.virtual_size;
+  std::vector<uint64_t> per_mb(V);
+  for (int v = 0; v < V; ++v) per_mb[v] = stage_activation_bytes(plan, plan.layout.at(p, v));
+  std::vector<int64_t> in_flight(V, 0);
+  uint64_t now = 0, peak = 0;
+  for (const schedule::Op& op : schedule::rank_ops(plan.schedule, p)) {
+    const int v = op.chunk;
+    if (op.type == schedule::OpType::kForward) {
+      ++in_flight[v];
+      now += per_mb[v];
+    } else {
+      --in_flight[v];
+      now -= per_mb[v];
+    }
+    peak = std::max(peak, now);
+  }
+  return peak;
+}
+
+}  // namespace
+
+uint64_t ResourceEstimate::memory_bytes() const {
+  return weight_bytes + grad_bytes + optimizer_bytes + activation_bytes +
+         (staging_on_device ? staging_bytes : 0);
+}
+
+std::string format_bytes(uint64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.1f} GiB", b / (1024.0 * 1024 * 1024));
+  if (b >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
+  if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
+  return fmt::format("{} B", bytes);
+}
+
+std::string ResourceEstimate::describe() const {
+  return fmt::format("{} of memory (weights {}, grads {}, optimizer {}, activations {}, {}staging "
+                     "{}; {} parameters); record {}",
+                     format_bytes(memory_bytes()), format_bytes(weight_bytes),
+                     format_bytes(grad_bytes), format_bytes(optimizer_bytes),
+                     format_bytes(activation_bytes), staging_on_device ? "" : "host ",
+                     format_bytes(staging_bytes), parameters, format_bytes(record_bytes));
+}
+
+ResourceEstimate estimate_resources(const RunPlan& plan, const Implementation& impl) {
+  const config::ModelConfig& m = plan.model;
+  const config::DType dtype = plan.training.dtype;
+  const uint64_t e = dtype_bytes(dtype);
+  const uint64_t me = main_bytes(dtype);
+  const bool bf16 = dtype == config::DType::kBFloat16;
+  const bool distributed = plan.variant.optimizer == config::Optimizer::kDistributedAdam;
+  const int P = plan.layout.pipeline_size;
+  const int DP = plan.data_parallel_size();
+
+  std::map<std::string, uint64_t> numel;
+  ResourceEstimate est;
+  for (const auto& spec : config::parameter_specs(m)) {
+    uint64_t n = 1;
+    for (int64_t d : spec.shape) n *= static_cast<uint64_t>(d);
+    numel[spec.name] = n;
+    est.parameters += n;
+  }
+  est.per_rank_bytes.assign(static_cast<size_t>(plan.world_size()), 0);
+  for (int p = 0; p < P; ++p) {
+    uint64_t copies = 0;  // parameters of every chunk of pipeline rank p
+    for (int v = 0; v < plan.layout.virtual_size; ++v) {
+      const int stage = plan.layout.at(p, v).stage_index;
+      for (const auto& name : impl.stage_param_names(plan.layout, stage, m)) {
+        const auto it = numel.find(name);
+        MTP_INTERNAL_ASSERT(it != numel.end(), fmt::format("no parameter spec for {}", name));
+        copies += it->second;
+      }
+    }
+    const uint64_t weights = copies * e;
+    const uint64_t grads = copies * (me + e);
+    uint64_t optimizer = 2 * copies * me / (distributed ? static_cast<uint64_t>(DP) : 1);
+    if (distributed) {
+      optimizer += copies * (me + e);  // full flat masters and the parameters' all-gather buffer
+    } else if (bf16) {
+      optimizer += copies * me;        // masters
+    }
+    const uint64_t activations = peak_activation_bytes(plan, p);
+    for (int d = 0; d < DP; ++d) {
+      est.weight_bytes += weights;
+      est.grad_bytes += grads;
+      est.optimizer_bytes += optimizer;
+      est.activation_bytes += activations;
+      est.per_rank_bytes[static_cast<size_t>(d + DP * p)] =
+          weights + grads + optimizer + activations;
+    }
+  }
+  est.staging_bytes = est.parameters * (8 + 2 * me);
+  est.staging_on_device = plan.training.device == config::Device::kCpu;
+  if (est.staging_on_device && !est.per_rank_bytes.empty()) {
+    est.per_rank_bytes[0] += est.staging_bytes;  // the recording rank
+  }
+  // Record: step 0 weights, then per step the batch, losses, grads and weights (and bf16 model
+  // weights, and the optimizer state when saved).
+  const uint64_t tokens = static_cast<uint64_t>(DP) * static_cast<uint64_t>(plan.num_microbatches) *
+                          static_cast<uint64_t>(m.micro_batch_size * m.seq_length);
+  // HDF5 spends about kDatasetOverheadBytes per dataset (object header, link, attributes):
+  // measured on records of the tiny test model, where it is 18% of the file.
+  constexpr uint64_t kDatasetOverheadBytes = 390;
+  const uint64_t tensors = config::parameter_specs(m).size();
+  const uint64_t weight_sets = bf16 ? 2 : 1;
+  const uint64_t weights_once =
+      est.parameters * (me + (bf16 ? e : 0)) + weight_sets * tensors * kDatasetOverheadBytes;
+  uint64_t per_step = tokens * 3 * 8 + est.parameters * me + weights_once +
+                      (3 + static_cast<uint64_t>(m.mtp_num_layers) + 2 + tensors) *
+                          kDatasetOverheadBytes;
+  if (plan.training.save_optimizer_state) {
+    per_step += 2 * est.parameters * me + (2 * tensors + 1) * kDatasetOverheadBytes;
+  }
+  est.record_bytes = weights_once + static_cast<uint64_t>(plan.training.steps) * per_step;
+  return est;
+}
+
+void require_resources(const ResourceEstimate& estimate, bool all_ranks_share_memory,
+                       uint64_t memory_limit, const std::string& memory_name,
+                       uint64_t disk_free, const std::string& where) {
+  const uint64_t need =
+      all_ranks_share_memory
+          ? estimate.memory_bytes()
+          : *std::max_element(estimate.per_rank_bytes.begin(), estimate.per_rank_bytes.end());
+  if (memory_limit > 0 && need > memory_limit) {
+    throw InputError(fmt::format(
+        "{}: needs about {} of memory{} but {} is {}: estimate {} (reduce hidden_size, "
+        "seq_length, micro_batch_size or the number of layers, or raise --max-memory)",
+        where, format_bytes(need), all_ranks_share_memory ? " (all ranks in this process)" : "",
+        memory_name, format_bytes(memory_limit), estimate.describe()));
+  }
+  if (disk_free > 0 && estimate.record_bytes > disk_free) {
+    throw InputError(fmt::format("{}: its record needs about {} but the output directory has {} "
+                                 "free: estimate {}",
+                                 where, format_bytes(estimate.record_bytes),
+                                 format_bytes(disk_free), estimate.describe()));
+  }
+}
+
+}  // namespace mtp::engine
