@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The sanitizer and fuzz job. Builds the torch-free libraries that read untrusted input (layout
-# strings, HDF5 records, corpora: harness/common, layout, schedule, record, compare, data) with
+# strings, HDF5 records, corpora, scenarios: harness/common, layout, schedule, config, record,
+# compare, data, scenario) with
 # clang, AddressSanitizer and UndefinedBehaviorSanitizer into build-san/, runs their tests, then
 # runs each libFuzzer target for FUZZ_SECONDS (default 60) from its checked-in seed corpus
 # (<folder>/fuzz_corpus/<target>/). A finding (crash, sanitizer report, uncaught exception,
@@ -20,7 +21,8 @@ cmake --build build-san -j "$(nproc)"
 ctest --test-dir build-san --output-on-failure -j "$(nproc)" --timeout 600
 
 mkdir -p build-san/fuzz-findings
-for target in harness/layout/layout_fuzzer harness/record/record_reader_fuzzer; do
+for target in harness/layout/layout_fuzzer harness/record/record_reader_fuzzer \
+              harness/scenario/scenario_fuzzer; do
   name=$(basename "$target")
   seeds=$(dirname "$target")/fuzz_corpus/$name
   work=build-san/fuzz/$name  # inputs found in this run; the checked-in seeds stay as they are

@@ -2,6 +2,8 @@
 // shape, so listing and describe() need no further I/O (record.h).
 
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -74,6 +76,8 @@ struct RecordReader::Impl {
   }
 
   void open();
+  void index();  // reads /steps and every group's dataset list
+  void probe_in_child(int version) const;  // index() in a child; a crash is bad input
   void require(const h5::Group& parent, const h5::Link& link, H5I_type_t want) const;
   GroupIndex index_group(const h5::Group& g) const;
   TensorData describe_dataset(const h5::Dataset& ds, const std::string& name) const;
@@ -159,6 +163,26 @@ GroupIndex RecordReader::Impl::index_group(const h5::Group& g) const {
   return gi;
 }
 
+namespace {
+
+/// The superblock version of the HDF5 file at `path` (the byte after the signature, which sits
+/// at offset 0, 512, 1024, 2048, …), or −1 when no signature is found in the first 64 KiB.
+int superblock_version(const std::string& path) {
+  static constexpr unsigned char kSignature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return -1;
+  int version = -1;
+  for (long offset = 0; offset <= 65536 && version < 0; offset = offset == 0 ? 512 : 2 * offset) {
+    unsigned char buf[9];
+    if (std::fseek(f, offset, SEEK_SET) != 0 || std::fread(buf, 1, 9, f) != 9) break;
+    if (std::memcmp(buf, kSignature, 8) == 0) version = buf[8];
+  }
+  std::fclose(f);
+  return version;
+}
+
+}  // namespace
+
 void RecordReader::Impl::open() {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
@@ -184,6 +208,48 @@ void RecordReader::Impl::open() {
     std::string detail = h5::take_error_message();
     fail("", fmt::format("not a readable HDF5 file (HDF5: {})", detail));
   }
+  // Files of the earliest HDF5 format carry no metadata checksums, and HDF5 1.10.8 can crash
+  // (SIGSEGV in H5F__accum_read) on corrupt metadata of such a file (fuzz finding
+  // testdata/hdf5_1_10_8_earliest_format_segv.h5). Their metadata is indexed in a child process
+  // first, so a crash becomes bad input. Records RecordWriter writes (superblock 2, checksummed
+  // metadata) are indexed directly: HDF5 rejects their corruption itself.
+  if (const int version = superblock_version(path); version >= 0 && version < 2) {
+    probe_in_child(version);
+  }
+  index();
+}
+
+void RecordReader::Impl::probe_in_child(int version) const {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) fail("", fmt::format("cannot fork to check the file: {}", std::strerror(errno)));
+  if (pid == 0) {
+    try {
+      Impl probe;
+      probe.path = path;
+      probe.index();
+    } catch (...) {
+      // An error is reported again, with its message, when the parent indexes the file.
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) fail("", fmt::format("waitpid: {}", std::strerror(errno)));
+  }
+  if (WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0)) {
+    const std::string how = WIFSIGNALED(status)
+                                ? fmt::format("signal {}, {}", WTERMSIG(status),
+                                              ::strsignal(WTERMSIG(status)))
+                                : fmt::format("exit {}", WEXITSTATUS(status));
+    fail("", fmt::format("corrupt HDF5 metadata: the HDF5 library crashed ({}) reading this file "
+                         "of the earliest HDF5 format (superblock version {}, no metadata "
+                         "checksums); rewrite it with h5py's libver=\"latest\" or regenerate it",
+                         how, version));
+  }
+}
+
+void RecordReader::Impl::index() {
   file = h5::File::open_read(path);  // HDF5 names truncation and checksum errors itself
 
   h5::Group root = file.root();
@@ -213,7 +279,7 @@ void RecordReader::Impl::open() {
       int gi = group_index(group_link.name);
       if (gi < 0) {
         fail(step_group.where().child(group_link.name).path,
-             "unknown group (a step holds only batch, loss, grad and weight)");
+             fmt::format("unknown group (a step holds only {})", fmt::join(record_groups(), ", ")));
       }
       require(step_group, group_link, H5I_GROUP);
       si.groups[static_cast<size_t>(gi)] = index_group(step_group.open_group(group_link.name));

@@ -54,6 +54,19 @@ void expect_open_error(const std::string& path, const std::string& part) {
   }
 }
 
+// Fuzz finding: HDF5 1.10.8 crashes (SIGSEGV) listing a group of this corrupt file of the
+// earliest format (superblock 0, no metadata checksums). It is bad input, not a crash.
+TEST(RecordReaderErrorsTest, CorruptEarliestFormatFileThatCrashesHdf5IsBadInput) {
+  expect_open_error("harness/record/testdata/hdf5_1_10_8_earliest_format_segv.h5",
+                    "corrupt HDF5 metadata: the HDF5 library crashed (signal");
+}
+
+// The Megatron oracle is of the earliest format too, and intact: the probe passes it.
+TEST(RecordReaderErrorsTest, IntactEarliestFormatFileOpens) {
+  RecordReader r("golden/oracle/megatron_selftest_fused.h5");
+  EXPECT_EQ(r.steps(), (std::vector<int>{0, 1}));
+}
+
 TEST(RecordReaderErrorsTest, MissingFile) {
   ScratchDir dir;
   expect_open_error(dir.file("nope.h5"), "No such file or directory");
