@@ -28,10 +28,11 @@
 // path instead spells out max / exp / sum / log, see RESULTS.md).
 //
 // Time (manual, per op = one forward + backward, or one backward, or one copy): each iteration
-// runs `reps` ops (10 on CUDA, 1 on the CPU) between two device syncs (testing/benchmark_util.h) and reports
-// the elapsed host time divided by reps. One untimed op warms up first. Embedding backward reruns
-// the backward of one retained graph (the table's grad is reset before each), so its forward is
-// not timed; RMSNorm and cross entropy build a fresh graph each op.
+// runs `reps` ops (10 on CUDA, 1 on the CPU) between two device syncs
+// (testing/benchmark_util.h) and reports the elapsed host time divided by reps. One untimed op
+// warms up first. Embedding backward reruns the backward of one retained graph (the table's grad
+// is reset before each), so its forward is not timed; RMSNorm, cross entropy and attention build
+// a fresh graph each op.
 //
 // Counters:
 //   bytes_per_second   algorithmic bytes per op / time per op (SetBytesProcessed)

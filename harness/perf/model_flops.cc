@@ -20,7 +20,9 @@ StepFlops model_flops_per_step(const config::ModelConfig& cfg, int64_t samples) 
   const double s = static_cast<double>(cfg.seq_length);
   const double B = static_cast<double>(samples);
   double dense_layers = 0.0, moe_layers = 0.0;
-  for (int64_t i = 0; i < cfg.num_layers; ++i) (cfg.is_moe_layer(i) ? moe_layers : dense_layers) += 1.0;
+  for (int64_t i = 0; i < cfg.num_layers; ++i) {
+    (cfg.is_moe_layer(i) ? moe_layers : dense_layers) += 1.0;
+  }
   (cfg.mtp_layer_is_moe() ? moe_layers : dense_layers) += D;
   const double attention_layers = static_cast<double>(cfg.num_layers) + D;
   const double k = cfg.num_moe_experts > 0 ? static_cast<double>(cfg.moe_router_topk) : 0.0;
