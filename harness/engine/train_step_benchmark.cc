@@ -238,7 +238,7 @@ mtp::data::DataConfig bench_data(const fs::path& dir) {
 }
 
 /// The initial weights of `size` (float64, on the CPU), made once per size and process: the
-/// small model's 1.8·10⁸ values take seconds, and every repetition of every setting needs them.
+/// small model's 1.85·10⁸ values take seconds, and every repetition of every setting needs them.
 const mtp::engine::InitialWeights& initial_weights(const mtp::config::ModelConfig& cfg,
                                                    const ModelSize& size) {
   static std::mutex mu;
