@@ -147,11 +147,10 @@ double reference_copy_GBps(Dev d) {
   return gbps;
 }
 
-/// time_op: one untimed op, then per iteration reps_for(dev) calls of `op` between two syncs;
-/// iteration time = elapsed / reps. Sets bytes processed, achieved_GBps and (unless this is the
-/// copy itself) copy_bw_fraction from `bytes_per_op`.
+/// timed_loop: one untimed op, then per iteration reps_for(dev) calls of `op` between two
+/// syncs; iteration time = elapsed / reps. Returns the sum of the iteration times (seconds).
 template <typename Op>
-void time_op(benchmark::State& state, Dev dev, double bytes_per_op, bool with_fraction, Op&& op) {
+double timed_loop(benchmark::State& state, Dev dev, Op&& op) {
   DeviceTimer timer(bench_device(dev));
   const int reps = reps_for(dev);
   op();
@@ -164,6 +163,14 @@ void time_op(benchmark::State& state, Dev dev, double bytes_per_op, bool with_fr
     state.SetIterationTime(t);
     seconds += t;
   }
+  return seconds;
+}
+
+/// time_op: timed_loop, then bytes processed, achieved_GBps and (unless this is the copy
+/// itself) copy_bw_fraction from `bytes_per_op`.
+template <typename Op>
+void time_op(benchmark::State& state, Dev dev, double bytes_per_op, bool with_fraction, Op&& op) {
+  const double seconds = timed_loop(state, dev, op);
   const double bytes = bytes_per_op * static_cast<double>(state.iterations());
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
   const double gbps = bytes / seconds / 1e9;
@@ -333,25 +340,13 @@ void BM_Attention(benchmark::State& state, AttentionBackend backend, Dev dev,
     at::Tensor v = at::randn({b, heads, s, hn}, opts).requires_grad_(true);
     at::Tensor dout = at::randn({b, heads, s, hn}, opts);
     const double scale = 1.0 / std::sqrt(static_cast<double>(hn));
-    DeviceTimer timer(bench_device(dev));
-    const int reps = reps_for(dev);
-    auto op = [&] {
+    const double seconds = timed_loop(state, dev, [&] {
       for (at::Tensor* t : {&q, &k, &v}) t->mutable_grad().reset();
       at::Tensor out = backend == AttentionBackend::kFlash
                            ? mtp::kernels::flash_causal_attention(q, k, v, scale)
                            : unfused_causal_attention(q, k, v, scale);
       out.backward(dout);
-    };
-    op();
-    timer.Sync();
-    double seconds = 0.0;
-    for (auto _ : state) {
-      timer.Start();
-      for (int i = 0; i < reps; ++i) op();
-      const double t = timer.Stop() / reps;
-      state.SetIterationTime(t);
-      seconds += t;
-    }
+    });
     const double flops = 6.0 * static_cast<double>(b * heads * hn) * static_cast<double>(s * s);
     state.counters["TFLOPs"] = flops * static_cast<double>(state.iterations()) / seconds / 1e12;
   } catch (const std::exception& e) {

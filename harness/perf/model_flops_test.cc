@@ -8,22 +8,27 @@
 namespace mtp::perf {
 namespace {
 
+/// A dense multi-head-attention model of `layers` layers and D = `depths` MTP depths.
+config::ModelConfig dense_model(int64_t layers, int64_t hidden, int64_t ffn, int64_t heads,
+                                int64_t vocab, int64_t seq, int64_t depths) {
+  config::ModelConfig cfg;
+  cfg.num_layers = layers;
+  cfg.hidden_size = hidden;
+  cfg.ffn_hidden_size = ffn;
+  cfg.num_attention_heads = heads;
+  cfg.num_query_groups = heads;
+  cfg.vocab_size = vocab;
+  cfg.seq_length = seq;
+  cfg.mtp_num_layers = depths;
+  return cfg;
+}
+
 TEST(ModelFlopsTest, IssueSmallConfig) {
   // 8 layers, H 1024, F 2816, 16 heads (MHA), V 32768, s 2048, D 1; one step of M 8 × b 1.
-  config::ModelConfig cfg;
-  cfg.num_layers = 8;
-  cfg.hidden_size = 1024;
-  cfg.ffn_hidden_size = 2816;
-  cfg.num_attention_heads = 16;
-  cfg.num_query_groups = 16;
-  cfg.vocab_size = 32768;
-  cfg.seq_length = 2048;
-  cfg.micro_batch_size = 1;
-  cfg.mtp_num_layers = 1;
   // Per token: MLP 1024·3·2816·9 = 77856768; projections (1024·48·64 + 1024·1024)·9 = 37748736;
   // MTP 3072 + 2·1024² = 2100224; logits 1024·32768·2 = 67108864; sum 184814592.
   // × 6 × 16384 tokens = 18168013651968. Attention 6·1024·9·8·2048² = 1855425871872.
-  const StepFlops f = model_flops_per_step(cfg, 8);
+  const StepFlops f = model_flops_per_step(dense_model(8, 1024, 2816, 16, 32768, 2048, 1), 8);
   EXPECT_EQ(f.token_linear, 18168013651968.0);
   EXPECT_EQ(f.attention, 1855425871872.0);
   EXPECT_EQ(f.total, 20023439523840.0);
@@ -31,20 +36,10 @@ TEST(ModelFlopsTest, IssueSmallConfig) {
 
 TEST(ModelFlopsTest, IssueTinyConfig) {
   // 8 layers, H 64, F 256, 4 heads, V 256, s 32, D 2; one step of M 8 × b 2 = 16 samples.
-  config::ModelConfig cfg;
-  cfg.num_layers = 8;
-  cfg.hidden_size = 64;
-  cfg.ffn_hidden_size = 256;
-  cfg.num_attention_heads = 4;
-  cfg.num_query_groups = 4;
-  cfg.vocab_size = 256;
-  cfg.seq_length = 32;
-  cfg.micro_batch_size = 2;
-  cfg.mtp_num_layers = 2;
   // Per token: MLP 64·768·10 = 491520; projections (64·12·16 + 64·64)·10 = 163840; MTP
   // 2·(192 + 8192) = 16768; logits 64·256·3 = 49152; sum 721280, × 6 × 512 = 2215772160.
   // Attention 6·64·10·16·32² = 62914560.
-  const StepFlops f = model_flops_per_step(cfg, 16);
+  const StepFlops f = model_flops_per_step(dense_model(8, 64, 256, 4, 256, 32, 2), 16);
   EXPECT_EQ(f.token_linear, 2215772160.0);
   EXPECT_EQ(f.attention, 62914560.0);
 }
@@ -52,15 +47,8 @@ TEST(ModelFlopsTest, IssueTinyConfig) {
 TEST(ModelFlopsTest, MoeAndGqaLayersByHand) {
   // N 2 (layer 0 dense, layer 1 MoE), D 1 (MoE like the last layer), H 8, 2 heads of 4 in one
   // query group, F 16, 4 experts, top-2, F_moe 4, shared expert 6, V 10, s 4, 3 samples.
-  config::ModelConfig cfg;
-  cfg.num_layers = 2;
-  cfg.hidden_size = 8;
-  cfg.ffn_hidden_size = 16;
-  cfg.num_attention_heads = 2;
+  config::ModelConfig cfg = dense_model(2, 8, 16, 2, 10, 4, 1);
   cfg.num_query_groups = 1;
-  cfg.vocab_size = 10;
-  cfg.seq_length = 4;
-  cfg.mtp_num_layers = 1;
   cfg.num_moe_experts = 4;
   cfg.moe_router_topk = 2;
   cfg.moe_ffn_hidden_size = 4;

@@ -42,6 +42,19 @@ std::string format_time(double ns) {
   return fmt::format("{:.4g} ns", ns);
 }
 
+/// The row of a benchmark in one file only: kMissing (baseline only) or kNew (contender only).
+PerfRow one_sided_row(const BenchmarkSeries& s, bool in_baseline) {
+  PerfRow row;
+  row.name = s.name;
+  row.verdict = in_baseline ? Verdict::kMissing : Verdict::kNew;
+  (in_baseline ? row.baseline_repetitions : row.contender_repetitions) = s.real_time_ns.size();
+  row.baseline_median_ns = in_baseline ? median(s.real_time_ns) : kNaN;
+  row.contender_median_ns = in_baseline ? kNaN : median(s.real_time_ns);
+  row.change = kNaN;
+  row.note = in_baseline ? "not in the contender" : "not in the baseline";
+  return row;
+}
+
 /// Compares one benchmark present in both files.
 PerfRow compare_series(const BenchmarkSeries& b, const BenchmarkSeries& c,
                        const PerfCompareOptions& opt) {
@@ -132,14 +145,7 @@ PerfComparison compare_perf(const BenchmarkFile& baseline, const BenchmarkFile& 
   for (const BenchmarkSeries& b : baseline.benchmarks) {
     const auto it = by_name.find(b.name);
     if (it == by_name.end()) {
-      PerfRow row;
-      row.name = b.name;
-      row.verdict = Verdict::kMissing;
-      row.baseline_repetitions = b.real_time_ns.size();
-      row.baseline_median_ns = median(b.real_time_ns);
-      row.contender_median_ns = row.change = kNaN;
-      row.note = "not in the contender";
-      out.rows.push_back(row);
+      out.rows.push_back(one_sided_row(b, /*in_baseline=*/true));
       continue;
     }
     PerfRow row = compare_series(b, *it->second, options);
@@ -151,15 +157,7 @@ PerfComparison compare_perf(const BenchmarkFile& baseline, const BenchmarkFile& 
     by_name.erase(it);
   }
   for (const BenchmarkSeries& c : contender.benchmarks) {
-    if (by_name.count(c.name) == 0) continue;  // matched above
-    PerfRow row;
-    row.name = c.name;
-    row.verdict = Verdict::kNew;
-    row.contender_repetitions = c.real_time_ns.size();
-    row.contender_median_ns = median(c.real_time_ns);
-    row.baseline_median_ns = row.change = kNaN;
-    row.note = "not in the baseline";
-    out.rows.push_back(row);
+    if (by_name.count(c.name) != 0) out.rows.push_back(one_sided_row(c, /*in_baseline=*/false));
   }
   for (const auto& [n1, n2] : untestable) {
     out.warnings.push_back(fmt::format(
