@@ -368,14 +368,17 @@ void BM_PipelineStep(benchmark::State& state, Setting setting) {
     mtp::transport::InProcessOptions topt;
     topt.timeout = std::chrono::milliseconds(600000);
     auto transport = mtp::transport::make_in_process_transport(layout.pipeline_size, topt);
-    MainGrads main_grads(chunks);
+    std::unique_ptr<MainGrads> main_grads;  // bf16 only
     mtp::engine::ExecutionOptions exec;
-    if (bf16) exec.after_backward = [&main_grads](int stage) { main_grads.accumulate(stage); };
+    if (bf16) {
+      main_grads = std::make_unique<MainGrads>(chunks);
+      exec.after_backward = [&main_grads](int stage) { main_grads->accumulate(stage); };
+    }
     auto reset_grads = [&] {
       for (const auto& c : chunks) {
         for (const auto& entry : c->params().entries()) entry.second.mutable_grad().reset();
       }
-      if (bf16) main_grads.zero();
+      if (main_grads) main_grads->zero();
     };
     DeviceTimer timer(device);
     mtp::engine::run_pipeline_step(chunks, layout, plan.schedule, mbs, *transport, exec);
