@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one command for the GPU machine (see ../shared/device/README.md): unpack the carried
 # Debian packages, configure against the CUDA LibTorch, build, run every test (GPU ones too),
-# run the scenarios on the GPU, the two-process NCCL runs and the benchmarks, and write logs and
-# results to OUT_DIR (summary.txt plus results.tar.gz).
+# run the scenarios on the GPU, the two-process NCCL runs and the benchmarks (compared with the
+# perf baseline golden/perf/h200.json by `mtp-harness perf compare`), and write logs and results
+# to OUT_DIR (summary.txt, the benchmark JSON, results.tar.gz).
 # Usage: ci/gpu.sh OUT_DIR        (needs .device-debs/ from ../shared/device/fetch-debs.sh)
 #   MTP_GPU_PARTS: which parts to run after the build, comma-separated, default all of
 #   tests,scenarios,p2,bench (the build always runs).
@@ -99,16 +100,40 @@ else
   say "only $ngpu GPU: the two-process NCCL runs were not run"
 fi
 fi
-# 5. Benchmarks (Google Benchmark; CUDA rows). BM_TrainStep (whole steps with the record) is left
-#    to manual runs: it writes ~8 GB records per variant; BM_PipelineStep times forward+backward.
+# 5. Benchmarks (Google Benchmark, CUDA rows) with repetitions into JSON, then `perf compare`
+#    against the committed baseline golden/perf/h200.json (golden/perf/RESULTS.md, "Perf
+#    baselines"). About 4 minutes on one H200: kernels_benchmark's CUDA rows at 0.05 s per
+#    repetition; of train_step_benchmark the BM_PipelineStep rows below (the small model in
+#    bf16 with flash and unfused attention at P = 1 and P4 V2, the candidate, LibTorch kernels,
+#    fp32; the tiny model in fp32 and bf16 + flash). BM_TrainStep (whole steps with the HDF5
+#    record, ~2 GB per small-model step) and the full matrix are left to manual runs.
+#    MTP_BENCH_REPETITIONS (default 5: the smallest p-value of 5 vs 5 is 0.012 < alpha 0.05; 3
+#    could never flag a regression) and MTP_BENCH_TRAIN_FILTER override the choices.
 if want bench; then
 gpu_ctx="gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1),driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
-step bench_kernels $build/kernels_benchmark --benchmark_filter=/cuda/ --benchmark_min_time=0.2 \
+reps=${MTP_BENCH_REPETITIONS:-5}
+train_filter=${MTP_BENCH_TRAIN_FILTER:-'BM_PipelineStep/(small/(p1|p4v2)/bf16/(unfused|flash)/reference/harness|small/p4v2/bf16/flash/(candidate/harness|reference/torch)|small/p4v2/fp32/unfused/reference/harness|tiny/(p1|p4v2)/(fp32/unfused|bf16/flash)/reference/harness)/cuda/'}
+step bench_kernels timeout 300 $build/kernels_benchmark --benchmark_filter=/cuda/ \
+  --benchmark_min_time=0.05 --benchmark_repetitions=$reps --benchmark_display_aggregates_only=true \
   --benchmark_context="$gpu_ctx" --benchmark_out=$work/kernels_benchmark.json --benchmark_out_format=json
-grep -E "^BM_" "$log/bench_kernels.log" >> "$summary"
-step bench_pipeline_step $build/train_step_benchmark --benchmark_filter='BM_PipelineStep/.*/cuda/' \
-  --benchmark_context="$gpu_ctx" --benchmark_out=$work/train_step_benchmark.json --benchmark_out_format=json
-grep -E "^BM_" "$log/bench_pipeline_step.log" >> "$summary"
+grep -E "^BM_.*_median" "$log/bench_kernels.log" >> "$summary"
+step bench_train_step env TMPDIR=/tmp timeout 420 $build/train_step_benchmark \
+  --benchmark_filter="$train_filter" --benchmark_repetitions=$reps \
+  --benchmark_display_aggregates_only=true --benchmark_context="$gpu_ctx" \
+  --benchmark_out=$work/train_step_benchmark.json --benchmark_out_format=json
+grep -E "^BM_.*_median" "$log/bench_train_step.log" >> "$summary"
+# One file for both programs (what a baseline holds), then the comparison.
+if step perf_merge $B perf merge $work/kernels_benchmark.json $work/train_step_benchmark.json \
+     --out $work/bench.json; then
+  if [ -f golden/perf/h200.json ]; then
+    step perf_compare $B perf compare golden/perf/h200.json $work/bench.json \
+      --json $work/perf_compare.json
+    cat "$log/perf_compare.log" >> "$summary"
+  else
+    cp $work/bench.json $work/h200.json
+    say "no baseline golden/perf/h200.json: this run's h200.json (in OUT_DIR) is the candidate baseline; commit it as golden/perf/h200.json"
+  fi
+fi
 fi
 [ -f $R/default_a/ref_p4v2.h5 ] && $B info $R/default_a/ref_p4v2.h5 2>&1 | grep -E "^(gpu_|cuda_|cublas|nccl|torch_version|device|deterministic|CUBLAS|NCCL)" > "$log/fingerprint.log"
 [ -f $R/p2_nccl/ref_p2v2.h5 ] && $B info $R/p2_nccl/ref_p2v2.h5 2>&1 | grep -E "^(execution|nccl_version|gpu_name)" >> "$log/fingerprint.log"

@@ -8,11 +8,19 @@
 //   BM_EmbeddingBackward/<variant>/<dev>/<dtype>/T:_/H:_/V:_  grad_table [V, H] from grad_out [T,H]
 //   BM_RmsNorm/<variant>/<dev>/<dtype>/N:_/H:_                forward + backward of [N, H]
 //   BM_CrossEntropy/<variant>/<dev>/<dtype>/N:_/V:_           forward + backward of [N, V] logits
+//   BM_Attention/<backend>/<dev>/<dtype>/b:_/heads:_/s:_/hn:_ forward + backward of causal
+//                                                             attention, q, k, v [b, heads, s, hn]
 //
 // Variants:
 //   harness              mtp::kernels autograd ops (fixed reduction orders, no atomics)
 //   torch_deterministic  the LibTorch formulation with deterministic algorithms on
 //   torch_default        the same LibTorch ops with deterministic algorithms off
+//
+// Attention backends (the model's attention_backend; deterministic algorithms on for both):
+//   unfused  the model's composite (harness/model/layers.cc): q·kᵀ in the input dtype, scaled,
+//            masked (−10000 above the diagonal) and softmaxed in fp32, cast back, times v
+//   flash    mtp::kernels::flash_causal_attention (LibTorch's flash kernel; bf16 on CUDA with
+//            LibTorch >= 2 only, skipped with the reason elsewhere)
 //
 // The LibTorch formulations: embedding = index_select (the model's "torch" path; its backward is
 // index_add_ into zeros); RMSNorm = x · rsqrt(mean(x²) + eps) · w (the model's op); cross entropy =
@@ -20,16 +28,20 @@
 // path instead spells out max / exp / sum / log, see RESULTS.md).
 //
 // Time (manual, per op = one forward + backward, or one backward, or one copy): each iteration
-// runs `reps` ops (10 on CUDA, 1 on the CPU) between two device syncs (bench_common.h) and reports
-// the elapsed host time divided by reps. One untimed op warms up first. Embedding backward reruns
-// the backward of one retained graph (the table's grad is reset before each), so its forward is
-// not timed; RMSNorm and cross entropy build a fresh graph each op.
+// runs `reps` ops (10 on CUDA, 1 on the CPU) between two device syncs
+// (testing/benchmark_util.h) and reports the elapsed host time divided by reps. One untimed op
+// warms up first. Embedding backward reruns the backward of one retained graph (the table's grad
+// is reset before each), so its forward is not timed; RMSNorm, cross entropy and attention build
+// a fresh graph each op.
 //
 // Counters:
 //   bytes_per_second   algorithmic bytes per op / time per op (SetBytesProcessed)
 //   achieved_GBps      the same, in 10^9 B/s
 //   copy_bw_fraction   achieved_GBps / this device's copy bandwidth (read + write bytes of
 //                      BM_CopyBandwidth's copy, measured once per process)
+//   TFLOPs             (BM_Attention) 6·b·heads·hn·s² per forward + backward / time / 10¹²: the
+//                      causal attention term of Megatron's model FLOPs (harness/perf/model_flops.h;
+//                      q·kᵀ and p·v, half the scores masked, forward + 2 for the backward)
 // Algorithmic bytes (e = element size): embedding backward T·H·e + 8T (read grad_out, ids) +
 // V·H·e (write the table's grad); RMSNorm 5·N·H·e (forward reads x, writes y; backward reads dy
 // and x, writes dx; w, rstd and dw are negligible); cross entropy 3·N·V·e (forward reads the
@@ -38,6 +50,7 @@
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstdint>
 #include <exception>
 #include <map>
@@ -134,11 +147,10 @@ double reference_copy_GBps(Dev d) {
   return gbps;
 }
 
-/// time_op: one untimed op, then per iteration reps_for(dev) calls of `op` between two syncs;
-/// iteration time = elapsed / reps. Sets bytes processed, achieved_GBps and (unless this is the
-/// copy itself) copy_bw_fraction from `bytes_per_op`.
+/// timed_loop: one untimed op, then per iteration reps_for(dev) calls of `op` between two
+/// syncs; iteration time = elapsed / reps. Returns the sum of the iteration times (seconds).
 template <typename Op>
-void time_op(benchmark::State& state, Dev dev, double bytes_per_op, bool with_fraction, Op&& op) {
+double timed_loop(benchmark::State& state, Dev dev, Op&& op) {
   DeviceTimer timer(bench_device(dev));
   const int reps = reps_for(dev);
   op();
@@ -151,6 +163,14 @@ void time_op(benchmark::State& state, Dev dev, double bytes_per_op, bool with_fr
     state.SetIterationTime(t);
     seconds += t;
   }
+  return seconds;
+}
+
+/// time_op: timed_loop, then bytes processed, achieved_GBps and (unless this is the copy
+/// itself) copy_bw_fraction from `bytes_per_op`.
+template <typename Op>
+void time_op(benchmark::State& state, Dev dev, double bytes_per_op, bool with_fraction, Op&& op) {
+  const double seconds = timed_loop(state, dev, op);
   const double bytes = bytes_per_op * static_cast<double>(state.iterations());
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
   const double gbps = bytes / seconds / 1e9;
@@ -279,22 +299,80 @@ void BM_CrossEntropy(benchmark::State& state, Variant v, Dev dev, at::ScalarType
   }
 }
 
+/// AttentionBackend: which causal attention BM_Attention times.
+enum class AttentionBackend { kUnfused, kFlash };
+
+const char* attention_name(AttentionBackend a) {
+  return a == AttentionBackend::kFlash ? "flash" : "unfused";
+}
+
+/// The model's unfused causal attention (harness/model/layers.cc self_attention after the
+/// projections): q, k, v [b, heads, s, hn] → [b, heads, s, hn].
+at::Tensor unfused_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                    double scale) {
+  const int64_t s = q.size(2);
+  auto scores = at::matmul(q, k.transpose(-2, -1)).to(at::kFloat) * scale;
+  auto future = at::ones({s, s}, q.options().dtype(at::kBool)).triu(1);
+  auto probs = at::softmax(scores.masked_fill(future, -10000.0), -1).to(q.scalar_type());
+  return at::matmul(probs, v);
+}
+
+/// BM_Attention: forward and backward (dq, dk, dv) of causal attention over q, k, v [b, heads,
+/// s, hn] with scale 1/sqrt(hn), deterministic algorithms on. Time per forward + backward.
+void BM_Attention(benchmark::State& state, AttentionBackend backend, Dev dev,
+                  at::ScalarType dtype) {
+  if (auto why = mtp::bench::device_unavailable(dev)) {
+    state.SkipWithError(why->c_str());
+    return;
+  }
+  if (backend == AttentionBackend::kFlash &&
+      (dev != Dev::kCuda || dtype != at::kBFloat16 || !mtp::kernels::flash_attention_available())) {
+    state.SkipWithError("flash attention needs bf16 on CUDA and a CUDA LibTorch >= 2");
+    return;
+  }
+  try {
+    const int64_t b = state.range(0), heads = state.range(1), s = state.range(2),
+                  hn = state.range(3);
+    DeterministicScope det(true);
+    const auto opts = options_for(dev, dtype);
+    at::Tensor q = at::randn({b, heads, s, hn}, opts).requires_grad_(true);
+    at::Tensor k = at::randn({b, heads, s, hn}, opts).requires_grad_(true);
+    at::Tensor v = at::randn({b, heads, s, hn}, opts).requires_grad_(true);
+    at::Tensor dout = at::randn({b, heads, s, hn}, opts);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hn));
+    const double seconds = timed_loop(state, dev, [&] {
+      for (at::Tensor* t : {&q, &k, &v}) t->mutable_grad().reset();
+      at::Tensor out = backend == AttentionBackend::kFlash
+                           ? mtp::kernels::flash_causal_attention(q, k, v, scale)
+                           : unfused_causal_attention(q, k, v, scale);
+      out.backward(dout);
+    });
+    const double flops = 6.0 * static_cast<double>(b * heads * hn) * static_cast<double>(s * s);
+    state.counters["TFLOPs"] = flops * static_cast<double>(state.iterations()) / seconds / 1e12;
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
 /// Sizes: small on the CPU (the whole CPU run takes well under a minute), training sizes on CUDA
-/// (T = N = 8192 tokens; H = 4096; V = 32768 and Llama-3's 128256).
+/// (T = N = 8192 tokens; H = 4096; V = 32768 and Llama-3's 128256; attention of the small
+/// model of issue 8: 16 heads of 64, s = 2048, one sample and 8).
 struct Sizes {
   std::vector<std::vector<int64_t>> embedding;  ///< {T, H, V}
   std::vector<std::vector<int64_t>> rms_norm;   ///< {N, H}
   std::vector<std::vector<int64_t>> cross_entropy;  ///< {N, V}
+  std::vector<std::vector<int64_t>> attention;      ///< {b, heads, s, hn}
   std::vector<at::ScalarType> dtypes;
 };
 
 Sizes sizes_for(Dev d) {
   if (d == Dev::kCpu) {
-    return {{{2048, 256, 8192}}, {{2048, 1024}}, {{1024, 8192}}, {at::kFloat}};
+    return {{{2048, 256, 8192}}, {{2048, 1024}}, {{1024, 8192}}, {{1, 4, 256, 64}}, {at::kFloat}};
   }
   return {{{8192, 4096, 32768}, {8192, 4096, 128256}},
           {{8192, 1024}, {8192, 4096}},
           {{8192, 32768}, {8192, 128256}},
+          {{1, 16, 2048, 64}, {8, 16, 2048, 64}},  // issue 8's small model: one, and M = 8
           {at::kFloat, at::kBFloat16}};
 }
 
@@ -334,6 +412,22 @@ void register_benchmarks() {
                 ->UseManualTime()
                 ->Unit(benchmark::kMicrosecond);
           }
+        }
+      }
+    }
+    for (const auto& args : sizes.attention) {
+      for (at::ScalarType dtype : sizes.dtypes) {
+        for (AttentionBackend a : {AttentionBackend::kUnfused, AttentionBackend::kFlash}) {
+          if (a == AttentionBackend::kFlash && (dev != Dev::kCuda || dtype != at::kBFloat16)) {
+            continue;  // flash exists for bf16 on CUDA only
+          }
+          const std::string name = std::string("BM_Attention/") + attention_name(a) + "/" + d +
+                                   "/" + dtype_name(dtype);
+          benchmark::RegisterBenchmark(name.c_str(), BM_Attention, a, dev, dtype)
+              ->ArgNames({"b", "heads", "s", "hn"})
+              ->Args(args)
+              ->UseManualTime()
+              ->Unit(benchmark::kMicrosecond);
         }
       }
     }

@@ -52,7 +52,8 @@ bool flash_attention_available();
 /// diagonal, which gives the probabilities of Megatron's −10000 fill in fp32: exactly 0).
 /// Differentiable in q, k, v through LibTorch's flash backward, which LibTorch runs in its
 /// deterministic mode when deterministic algorithms are on; the GPU test battery
-/// (ops_cuda_test.cc) checks bitwise repeatability, batch invariance and an fp64 reference.
+/// (ops_cuda_test.cc) checks bitwise repeatability, batch invariance, an fp64 reference and
+/// that poisoned (NaN) free memory does not reach the outputs.
 /// Not bitwise equal to the unfused composite (another summation order). c10::Error for another
 /// dtype or device, mismatched shapes, or a LibTorch without it.
 at::Tensor flash_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -2,10 +2,27 @@
 // values and gradients bitwise equal for fp32 and bf16 (within 1e-12 for fp64). Named *_CUDA;
 // skips unless mtp_kernels was built with CUDA kernels and a CUDA device is present (CTest label
 // gpu).
+//
+// Then the battery of flash_causal_attention (LibTorch's flash kernel, the model's
+// attention_backend = "flash"), with deterministic algorithms on as the harness runs: forward
+// and q/k/v gradients bitwise repeatable on fresh identical inputs, batch invariance (a sample's
+// output and gradients in a batch equal the sample computed alone, bitwise), agreement with a
+// float64 CPU reference within a tolerance derived from bf16's epsilon, and poisoned memory
+// (LibTorch allocates the outputs: NaN left in the allocator's free blocks must not reach them).
+// Named *_CUDA; they skip unless LibTorch >= 2 has CUDA and a device is present. Two CPU tests
+// check the float64 reference against autograd and the tolerance against a bf16 model of the
+// kernel's roundings.
 #include <gtest/gtest.h>
 
+#include <torch/version.h>
+
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <functional>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -96,6 +113,373 @@ TEST(KernelOpsCudaTest, OpsMatchCpuOps_CUDA) {
                     [](const std::vector<at::Tensor>& in) {
                       return masked_cross_entropy(in[0], in[1], in[2]);
                     });
+  }
+}
+
+// --- flash attention ---------------------------------------------------------------------------
+
+#define MTP_SKIP_WITHOUT_FLASH()                                                        \
+  do {                                                                                  \
+    if (!flash_attention_available()) {                                                 \
+      GTEST_SKIP() << "flash attention needs a CUDA LibTorch >= 2 (this is LibTorch "    \
+                   << TORCH_VERSION << (at::hasCUDA() ? "" : ", no CUDA device") << ")"; \
+    }                                                                                   \
+  } while (0)
+
+/// DeterministicGuard: deterministic algorithms on (error mode, as the harness runs) for its
+/// lifetime; with LibTorch >= 2.1 also fill_uninitialized_memory set to `fill` (LibTorch then
+/// fills the outputs it allocates with NaN before the kernel writes them). Restored afterwards.
+class DeterministicGuard {
+ public:
+  explicit DeterministicGuard(bool fill = true)
+      : algorithms_(at::globalContext().deterministicAlgorithms()),
+        warn_only_(at::globalContext().deterministicAlgorithmsWarnOnly()) {
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+    fill_ = at::globalContext().deterministicFillUninitializedMemory();
+    at::globalContext().setDeterministicFillUninitializedMemory(fill);
+#else
+    (void)fill;
+#endif
+  }
+  ~DeterministicGuard() {
+    at::globalContext().setDeterministicAlgorithms(algorithms_, warn_only_);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+    at::globalContext().setDeterministicFillUninitializedMemory(fill_);
+#endif
+  }
+  DeterministicGuard(const DeterministicGuard&) = delete;
+  DeterministicGuard& operator=(const DeterministicGuard&) = delete;
+
+ private:
+  bool algorithms_, warn_only_;
+  bool fill_ = true;
+};
+
+/// AttentionShape: q, k, v [b, heads, s, hn].
+struct AttentionShape {
+  int64_t b, heads, s, hn;
+  std::string str() const {
+    return "b=" + std::to_string(b) + " heads=" + std::to_string(heads) +
+           " s=" + std::to_string(s) + " hn=" + std::to_string(hn);
+  }
+};
+
+/// AttentionInputs: q, k, v and the output gradient dout, bf16 [b, heads, s, hn] on the CPU,
+/// N(0, 1) from a fixed seed.
+struct AttentionInputs {
+  at::Tensor q, k, v, dout;
+  /// Sample `i` alone: [1, heads, s, hn] slices (the same values).
+  AttentionInputs sample(int64_t i) const {
+    return {q.narrow(0, i, 1).contiguous(), k.narrow(0, i, 1).contiguous(),
+            v.narrow(0, i, 1).contiguous(), dout.narrow(0, i, 1).contiguous()};
+  }
+};
+
+AttentionInputs attention_inputs(const AttentionShape& sh, uint64_t seed) {
+  at::manual_seed(seed);
+  auto make = [&] { return at::randn({sh.b, sh.heads, sh.s, sh.hn}).to(at::kBFloat16); };
+  AttentionInputs in;
+  in.q = make();
+  in.k = make();
+  in.v = make();
+  in.dout = make();
+  return in;
+}
+
+/// The model's softmax scale 1/sqrt(hn) for q [b, heads, s, hn].
+double attention_scale(const at::Tensor& q) {
+  return 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+}
+
+/// AttentionResult: the output and the q, k, v gradients of one run, on the CPU.
+struct AttentionResult {
+  at::Tensor out, dq, dk, dv;
+};
+
+/// run_flash: fresh CUDA copies of the inputs (leaves), flash_causal_attention with scale
+/// 1/sqrt(hn), backward of Σ out·dout; everything copied back to the CPU.
+AttentionResult run_flash(const AttentionInputs& in) {
+  at::Tensor q = in.q.cuda().requires_grad_(true);
+  at::Tensor k = in.k.cuda().requires_grad_(true);
+  at::Tensor v = in.v.cuda().requires_grad_(true);
+  const at::Tensor out = flash_causal_attention(q, k, v, attention_scale(in.q));
+  out.backward(in.dout.cuda());
+  return {out.detach().cpu(), q.grad().cpu(), k.grad().cpu(), v.grad().cpu()};
+}
+
+/// Bit patterns of a bf16 tensor, widened to int32 (for comparisons and messages).
+at::Tensor bf16_bits(const at::Tensor& t) {
+  return t.contiguous().view(at::kShort).to(at::kInt).bitwise_and(0xffff);
+}
+
+/// bitwise_same: the same shape and the same bits; on failure the count of differing elements
+/// and the first one's position, both values and both bit patterns.
+::testing::AssertionResult bitwise_same(const std::string& what, const at::Tensor& a,
+                                        const at::Tensor& b) {
+  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) {
+    return ::testing::AssertionFailure() << what << ": " << a.sizes() << " " << a.scalar_type()
+                                         << " vs " << b.sizes() << " " << b.scalar_type();
+  }
+  const at::Tensor ab = bf16_bits(a).reshape({-1}), bb = bf16_bits(b).reshape({-1});
+  const at::Tensor differ = ab.ne(bb);
+  const int64_t n = differ.sum().item<int64_t>();
+  if (n == 0) return ::testing::AssertionSuccess();
+  const int64_t i = differ.nonzero()[0][0].item<int64_t>();
+  std::ostringstream os;
+  os << what << ": " << n << " of " << a.numel() << " elements differ (bitwise); first at flat "
+     << i << " of " << a.sizes() << ": " << std::setprecision(9)
+     << a.reshape({-1})[i].item<float>() << " (0x" << std::hex << ab[i].item<int>() << ") vs "
+     << std::dec << b.reshape({-1})[i].item<float>() << " (0x" << std::hex << bb[i].item<int>()
+     << ")";
+  return ::testing::AssertionFailure() << os.str();
+}
+
+void expect_same_result(const std::string& what, const AttentionResult& a,
+                        const AttentionResult& b) {
+  EXPECT_TRUE(bitwise_same(what + " out", a.out, b.out));
+  EXPECT_TRUE(bitwise_same(what + " dq", a.dq, b.dq));
+  EXPECT_TRUE(bitwise_same(what + " dk", a.dk, b.dk));
+  EXPECT_TRUE(bitwise_same(what + " dv", a.dv, b.dv));
+}
+
+// --- the float64 reference and its tolerance ---------------------------------------------------
+//
+// Reference: the bf16 inputs widened exactly to float64, on the CPU, straight from the formulas
+// (causal mask −∞ above the diagonal, c = 1/sqrt(hn)):
+//   S = c·QKᵀ, P = softmax(S), O = PV;  dP = dO·Vᵀ, D = rowsum(dO∘O), dS = P∘(dP − D),
+//   dQ = c·dS·K, dK = c·dSᵀ·Q, dV = Pᵀ·dO.
+// Tolerance, elementwise |got − ref| ≤ ε·B with ε = 2⁻⁷ (bf16's machine epsilon, twice its unit
+// roundoff u = 2⁻⁸). B adds the magnitudes that the kernel's bf16 roundings scale; its fp32
+// sums, exponentials and rescalings err ~2⁻²² relative and are covered by the factor ε/u = 2:
+//   O:  the output's rounding u|O| and P rounded to bf16 before PV: u·Σⱼ Pᵢⱼ|Vⱼ|
+//       → B_O = |O| + P|V|
+//   dV: rounding u|dV| and P in bf16 in Pᵀ·dO → B_dV = |dV| + Pᵀ|dO|
+//   dQ: rounding u|dQ|; dS rounded to bf16 before dS·K: c·|dS||K|; D computed from the
+//       bf16-rounded O: |ΔDᵢ| ≤ u·Σ_d |dOᵢd|(|Oᵢd| + (P|V|)ᵢd) =: u·Eᵢ, entering as Pᵢⱼ·ΔDᵢ
+//       → B_dQ = |dQ| + c·(|dS| + P∘E)|K|
+//   dK: likewise with the transposes → B_dK = |dK| + c·(|dS| + P∘E)ᵀ|Q|
+
+constexpr double kBf16Epsilon = 0.0078125;  // 2^-7
+
+/// AttentionReference: float64 values and the bounds B of the file comment above.
+struct AttentionReference {
+  at::Tensor out, dq, dk, dv;
+  at::Tensor b_out, b_dq, b_dk, b_dv;
+};
+
+at::Tensor causal_mask(int64_t s) {
+  return at::ones({s, s}, at::TensorOptions().dtype(at::kBool)).triu(1);
+}
+
+AttentionReference attention_reference(const AttentionInputs& in) {
+  const at::Tensor q = in.q.to(at::kDouble), k = in.k.to(at::kDouble), v = in.v.to(at::kDouble),
+                   dout = in.dout.to(at::kDouble);
+  const double c = attention_scale(in.q);
+  const at::Tensor scores = (at::matmul(q, k.transpose(-2, -1)) * c)
+                                .masked_fill(causal_mask(q.size(2)), -INFINITY);
+  const at::Tensor p = at::softmax(scores, -1);
+  AttentionReference r;
+  r.out = at::matmul(p, v);
+  const at::Tensor dp = at::matmul(dout, v.transpose(-2, -1));
+  const at::Tensor d = (dout * r.out).sum(-1, /*keepdim=*/true);
+  const at::Tensor ds = p * (dp - d);
+  r.dq = at::matmul(ds, k) * c;
+  r.dk = at::matmul(ds.transpose(-2, -1), q) * c;
+  r.dv = at::matmul(p.transpose(-2, -1), dout);
+  const at::Tensor pv_abs = at::matmul(p, v.abs());
+  r.b_out = r.out.abs() + pv_abs;
+  r.b_dv = r.dv.abs() + at::matmul(p.transpose(-2, -1), dout.abs());
+  const at::Tensor e = (dout.abs() * (r.out.abs() + pv_abs)).sum(-1, /*keepdim=*/true);
+  const at::Tensor ds_bound = ds.abs() + p * e;
+  r.b_dq = r.dq.abs() + at::matmul(ds_bound, k.abs()) * c;
+  r.b_dk = r.dk.abs() + at::matmul(ds_bound.transpose(-2, -1), q.abs()) * c;
+  return r;
+}
+
+/// within_bound: |got − ref| ≤ kBf16Epsilon·bound everywhere (got widened exactly); on failure
+/// the count and the worst element. `worst_ratio` receives max |got − ref| / (ε·bound).
+::testing::AssertionResult within_bound(const std::string& what, const at::Tensor& got,
+                                        const at::Tensor& ref, const at::Tensor& bound,
+                                        double* worst_ratio) {
+  if (got.sizes() != ref.sizes()) {
+    return ::testing::AssertionFailure() << what << ": " << got.sizes() << " vs " << ref.sizes();
+  }
+  const at::Tensor err = (got.to(at::kDouble) - ref).abs().reshape({-1});
+  const at::Tensor tol = (bound * kBf16Epsilon).reshape({-1});
+  const at::Tensor ratio = err / tol;
+  const int64_t worst = ratio.argmax().item<int64_t>();
+  *worst_ratio = ratio[worst].item<double>();
+  const int64_t bad = err.gt(tol).sum().item<int64_t>() + err.isnan().sum().item<int64_t>();
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << what << ": " << bad << " of " << err.numel() << " elements beyond 2^-7 x bound; worst "
+         << "at flat " << worst << ": got " << std::setprecision(17)
+         << got.to(at::kDouble).reshape({-1})[worst].item<double>() << ", reference "
+         << ref.reshape({-1})[worst].item<double>() << ", bound "
+         << tol[worst].item<double>() << " (error/bound " << *worst_ratio << ")";
+}
+
+/// Checks out, dq, dk, dv against the reference; prints the worst error/bound ratio of each.
+void expect_within_reference(const std::string& what, const AttentionResult& got,
+                             const AttentionReference& ref) {
+  const std::pair<const char*, std::array<at::Tensor, 3>> parts[] = {
+      {"out", {got.out, ref.out, ref.b_out}},
+      {"dq", {got.dq, ref.dq, ref.b_dq}},
+      {"dk", {got.dk, ref.dk, ref.b_dk}},
+      {"dv", {got.dv, ref.dv, ref.b_dv}}};
+  for (const auto& [name, t] : parts) {
+    double ratio = 0.0;
+    EXPECT_TRUE(within_bound(what + " " + name, t[0], t[1], t[2], &ratio));
+    std::cout << "  " << what << " " << name << ": max error / (2^-7 x bound) = " << ratio
+              << "\n";
+  }
+}
+
+/// The unfused composite of harness/model/layers.cc in `dtype` on the CPU with autograd:
+/// out and q/k/v gradients of Σ out·dout.
+AttentionResult composite_autograd(const AttentionInputs& in, at::ScalarType dtype) {
+  at::Tensor q = in.q.to(dtype).requires_grad_(true);
+  at::Tensor k = in.k.to(dtype).requires_grad_(true);
+  at::Tensor v = in.v.to(dtype).requires_grad_(true);
+  const at::Tensor scores = (at::matmul(q, k.transpose(-2, -1)) * attention_scale(in.q))
+                                .masked_fill(causal_mask(q.size(2)), -INFINITY);
+  const at::Tensor out = at::matmul(at::softmax(scores, -1), v);
+  out.backward(in.dout.to(dtype));
+  return {out.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+TEST(FlashAttentionReferenceTest, FormulasMatchAutogradInFloat64) {
+  // The reference's hand-written gradients against LibTorch's autograd of the same composite.
+  const AttentionInputs in = attention_inputs({2, 3, 37, 16}, 5);
+  const AttentionReference r = attention_reference(in);
+  const AttentionResult a = composite_autograd(in, at::kDouble);
+  EXPECT_TRUE(at::allclose(r.out, a.out, 1e-12, 1e-12));
+  EXPECT_TRUE(at::allclose(r.dq, a.dq, 1e-12, 1e-12));
+  EXPECT_TRUE(at::allclose(r.dk, a.dk, 1e-12, 1e-12));
+  EXPECT_TRUE(at::allclose(r.dv, a.dv, 1e-12, 1e-12));
+}
+
+TEST(FlashAttentionReferenceTest, ToleranceCoversABf16ModelOfTheKernel) {
+  // The flash kernel's roundings, modelled on the CPU in fp32: P and dS rounded to bf16 before
+  // their GEMMs, O, dQ, dK, dV rounded to bf16, D from the rounded O. Such a kernel must pass
+  // the tolerance the GPU test applies, and its error must be of the tolerance's order (not
+  // far below it: the bound is not loose by orders of magnitude).
+  const AttentionInputs in = attention_inputs({2, 4, 256, 64}, 6);
+  const at::Tensor q = in.q.to(at::kFloat), k = in.k.to(at::kFloat), v = in.v.to(at::kFloat),
+                   dout = in.dout.to(at::kFloat);
+  const double c = attention_scale(in.q);
+  auto bf16 = [](const at::Tensor& t) { return t.to(at::kBFloat16).to(at::kFloat); };
+  const at::Tensor p = at::softmax((at::matmul(q, k.transpose(-2, -1)) * c)
+                                       .masked_fill(causal_mask(q.size(2)), -INFINITY),
+                                   -1);
+  AttentionResult m;
+  m.out = bf16(at::matmul(bf16(p), v));
+  const at::Tensor d = (dout * m.out).sum(-1, /*keepdim=*/true);
+  const at::Tensor ds = bf16(p * (at::matmul(dout, v.transpose(-2, -1)) - d));
+  m.dq = bf16(at::matmul(ds, k) * c);
+  m.dk = bf16(at::matmul(ds.transpose(-2, -1), q) * c);
+  m.dv = bf16(at::matmul(bf16(p).transpose(-2, -1), dout));
+  const AttentionReference r = attention_reference(in);
+  const std::pair<const char*, std::array<at::Tensor, 3>> parts[] = {
+      {"out", {m.out, r.out, r.b_out}},
+      {"dq", {m.dq, r.dq, r.b_dq}},
+      {"dk", {m.dk, r.dk, r.b_dk}},
+      {"dv", {m.dv, r.dv, r.b_dv}}};
+  for (const auto& [name, t] : parts) {
+    double ratio = 0.0;
+    EXPECT_TRUE(within_bound(std::string("bf16 model ") + name, t[0], t[1], t[2], &ratio));
+    EXPECT_GT(ratio, 0.05) << name << ": the bound is far looser than bf16 rounding";
+    std::cout << "  bf16 model " << name << ": max error / (2^-7 x bound) = " << ratio << "\n";
+  }
+}
+
+TEST(FlashAttentionCudaTest, BitwiseRepeatableOnFreshInputs_CUDA) {
+  MTP_SKIP_WITHOUT_FLASH();
+  DeterministicGuard det;
+  // The small model's microbatch (b 1, 16 heads of 64, s 2048), the tiny one's (b 2, 4 heads of
+  // 16, s 32), and an odd shape.
+  for (const AttentionShape& sh : {AttentionShape{1, 16, 2048, 64}, AttentionShape{2, 4, 32, 16},
+                                   AttentionShape{3, 5, 300, 64}}) {
+    SCOPED_TRACE(sh.str());
+    const AttentionInputs in = attention_inputs(sh, 1);
+    const AttentionResult first = run_flash(in);
+    for (int rep = 1; rep < 5; ++rep) {
+      // Fresh host tensors with the same values, then fresh device copies in run_flash.
+      const AttentionInputs again = attention_inputs(sh, 1);
+      expect_same_result("repeat " + std::to_string(rep), run_flash(again), first);
+    }
+  }
+}
+
+TEST(FlashAttentionCudaTest, SampleInABatchEqualsTheSampleAlone_CUDA) {
+  MTP_SKIP_WITHOUT_FLASH();
+  DeterministicGuard det;
+  const std::pair<AttentionShape, std::vector<int64_t>> cases[] = {
+      {{8, 16, 2048, 64}, {0, 3, 7}},  // the small model's 8 microbatches as one batch
+      {{2, 4, 32, 16}, {0, 1}},        // the tiny model's microbatch
+      {{4, 4, 128, 64}, {0, 2, 3}}};
+  for (const auto& [sh, rows] : cases) {
+    SCOPED_TRACE(sh.str());
+    const AttentionInputs in = attention_inputs(sh, 2);
+    const AttentionResult all = run_flash(in);
+    for (int64_t i : rows) {
+      const AttentionResult one = run_flash(in.sample(i));
+      const AttentionResult row{all.out.narrow(0, i, 1), all.dq.narrow(0, i, 1),
+                                all.dk.narrow(0, i, 1), all.dv.narrow(0, i, 1)};
+      expect_same_result("sample " + std::to_string(i) + " of " + std::to_string(sh.b), row,
+                         one);
+    }
+  }
+}
+
+TEST(FlashAttentionCudaTest, MatchesFloat64ReferenceWithinBf16Tolerance_CUDA) {
+  MTP_SKIP_WITHOUT_FLASH();
+  DeterministicGuard det;
+  for (const AttentionShape& sh : {AttentionShape{2, 4, 256, 64}, AttentionShape{1, 3, 200, 16},
+                                   AttentionShape{1, 4, 1024, 64}}) {
+    SCOPED_TRACE(sh.str());
+    const AttentionInputs in = attention_inputs(sh, 3);
+    expect_within_reference(sh.str(), run_flash(in), attention_reference(in));
+  }
+}
+
+/// poison_allocator: fills free memory of the CUDA caching allocator with `byte`: a large
+/// block of `bytes` and 512 blocks of 256 KiB (its small-allocation pool) are allocated, filled
+/// and freed, so that the next allocations (the op's outputs and workspaces) reuse them.
+void poison_allocator(unsigned char byte, int64_t bytes) {
+  const auto opts = at::TensorOptions().dtype(at::kByte).device(at::kCUDA);
+  std::vector<at::Tensor> blocks{at::empty({bytes}, opts)};
+  for (int i = 0; i < 512; ++i) blocks.push_back(at::empty({256 << 10}, opts));
+  for (at::Tensor& t : blocks) t.fill_(static_cast<int64_t>(byte));
+}
+
+TEST(FlashAttentionCudaTest, PoisonedMemoryDoesNotLeak_CUDA) {
+  MTP_SKIP_WITHOUT_FLASH();
+  // LibTorch's own NaN fill of new outputs off, so that what the outputs start from is the
+  // allocator's free memory: NaN (0xff) in one run, zeros in the other.
+  DeterministicGuard det(/*fill=*/false);
+  for (const AttentionShape& sh :
+       {AttentionShape{1, 16, 2048, 64}, AttentionShape{3, 5, 300, 64}}) {
+    SCOPED_TRACE(sh.str());
+    const AttentionInputs in = attention_inputs(sh, 4);
+    // Check that the poison reaches new allocations (else this test could not fail).
+    poison_allocator(0xff, int64_t{512} << 20);
+    EXPECT_TRUE(at::empty({sh.b, sh.heads, sh.s, sh.hn}, at::TensorOptions()
+                                                             .dtype(at::kBFloat16)
+                                                             .device(at::kCUDA))
+                    .isnan()
+                    .any()
+                    .item<bool>())
+        << "the allocator did not hand out poisoned memory";
+    poison_allocator(0xff, int64_t{512} << 20);
+    const AttentionResult poisoned = run_flash(in);
+    poison_allocator(0x00, int64_t{512} << 20);
+    const AttentionResult clean = run_flash(in);
+    for (const at::Tensor& t : {poisoned.out, poisoned.dq, poisoned.dk, poisoned.dv}) {
+      EXPECT_FALSE(t.isnan().any().item<bool>()) << "NaN from poisoned memory in an output";
+    }
+    expect_same_result("poisoned vs clean", poisoned, clean);
   }
 }
 

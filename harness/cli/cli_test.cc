@@ -154,11 +154,13 @@ TEST(CliFaultTest, FullDiskWhileWritingARecordFailsCleanly) {
       std::filesystem::directory_iterator(dir.file("o")) == std::filesystem::directory_iterator(),
       true);
 
-  SmallTmpfs fs("5m");  // the issue's reproducer: a real ENOSPC
+  // The issue's reproducer, a 5 MiB file system: now refused before training from the record
+  // estimate (issue 11 item 7), exit 2; the write-failure path is the FileSizeLimit case above.
+  SmallTmpfs fs("5m");
   if (!fs.mounted()) GTEST_SKIP() << fs.reason();
   auto r = run("check scenarios/default.toml --variant ref_p1 --out " + fs.file("o"));
-  EXPECT_EQ(r.code, 3) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("No space left on device"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("its record needs about 12.5 MiB but the output directory has"));
   EXPECT_THAT(temporaries(fs.file("o")), IsEmpty());
   EXPECT_FALSE(std::filesystem::exists(fs.file("o/ref_p1.h5")));
 }

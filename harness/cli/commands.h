@@ -136,4 +136,26 @@ struct ScheduleOptions {
 /// Prints every rank's op order. 0 on success.
 int run_schedule(const ScheduleOptions& opt);
 
+struct PerfCompareCommandOptions {
+  std::string baseline;   ///< Google Benchmark JSON (with --benchmark_repetitions)
+  std::string contender;  ///< the same, from the run under test
+  double threshold = 0.05;  ///< fraction the median must be slower by (perf::PerfCompareOptions)
+  double alpha = 0.05;      ///< significance level of the U test
+  std::string json_path;    ///< "" = no JSON
+  bool allow_fingerprint_mismatch = false;  ///< compare results of different GPUs / drivers
+};
+/// Compares a contender's benchmark JSON with a baseline's (harness/perf/perf_compare.h) and
+/// prints the table. 0 = no regression, 1 = a regression or a failed contender run. Throws
+/// InputError (exit 2) for unreadable or malformed files, bad options, or files whose GPU
+/// fingerprints (context keys gpu, driver) differ unless allow_fingerprint_mismatch.
+int run_perf_compare(const PerfCompareCommandOptions& opt);
+
+struct PerfMergeOptions {
+  std::vector<std::string> inputs;  ///< Google Benchmark JSON files, measured on one machine
+  std::string out;                  ///< the merged file
+};
+/// Writes one Google Benchmark JSON file holding every input's benchmarks
+/// (perf::merge_benchmark_json). 0 on success; InputError for bad input.
+int run_perf_merge(const PerfMergeOptions& opt);
+
 }  // namespace mtp::cli

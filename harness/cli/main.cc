@@ -182,12 +182,37 @@ int main(int argc, char** argv) {
                                         "blank-line-separated block)")->capture_default_str()
       ->check(CLI::IsMember({"file", "blank-lines"}));
 
+  mtp::cli::PerfCompareCommandOptions pc;
+  mtp::cli::PerfMergeOptions pm;
+  auto* pf = app.add_subcommand("perf", "perf baselines (Google Benchmark JSON)");
+  pf->require_subcommand(1);
+  auto* pfc = pf->add_subcommand("compare", "compare a contender's benchmark results with a "
+                                            "baseline's (exit 0: no regression, 1: a "
+                                            "significant regression beyond the threshold or a "
+                                            "failed run, 2: bad input)");
+  pfc->add_option("baseline", pc.baseline, "baseline JSON, e.g. golden/perf/h200.json")->required();
+  pfc->add_option("contender", pc.contender, "contender JSON (same benchmarks, with "
+                                             "--benchmark_repetitions)")->required();
+  pfc->add_option("--threshold", pc.threshold, "a regression slows the median real time by more "
+                                               "than this fraction")->capture_default_str();
+  pfc->add_option("--alpha", pc.alpha, "significance level of the two-sided Mann-Whitney U "
+                                       "test")->capture_default_str();
+  pfc->add_option("--json", pc.json_path, "also write the comparison as JSON");
+  pfc->add_flag("--allow-fingerprint-mismatch", pc.allow_fingerprint_mismatch,
+                "compare results measured on another GPU or driver (context keys gpu, driver)");
+  auto* pfm = pf->add_subcommand("merge", "merge Google Benchmark JSON files measured on one "
+                                          "machine into one file (one baseline for several "
+                                          "benchmark programs)");
+  pfm->add_option("inputs", pm.inputs, "JSON files")->required()->expected(1, -1);
+  pfm->add_option("--out", pm.out, "the merged file")->required();
+
   if (argc > 1 && argv[1][0] != '-') {
     const std::string sub = argv[1];
     if (sub != "check" && sub != "compare" && sub != "layout" && sub != "schedule" && sub != "run" && sub != "info" &&
-        sub != "data" && sub != "replay") {
+        sub != "data" && sub != "replay" && sub != "perf") {
       std::cerr << "mtp-harness: error: unknown subcommand '" << sub
-                << "' (subcommands: check, run, compare, replay, info, layout, schedule, data; see "
+                << "' (subcommands: check, run, compare, replay, info, layout, schedule, data, "
+                   "perf; see "
                    "--help)\n";
       return mtp::kExitUsage;
     }
@@ -208,6 +233,8 @@ int main(int argc, char** argv) {
     if (*l) return mtp::cli::run_layout(lay);
     if (*s) return mtp::cli::run_schedule(sch);
     if (*dp) return mtp::cli::run_data_prepare(prep);
+    if (*pfc) return mtp::cli::run_perf_compare(pc);
+    if (*pfm) return mtp::cli::run_perf_merge(pm);
     return static_cast<int>(mtp::kExitUsage);
   }));
 }

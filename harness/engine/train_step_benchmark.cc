@@ -1,36 +1,62 @@
 // File: harness/engine/train_step_benchmark.cc
 //
-// Training-step throughput of the two MTP placements and of the two kernel sets, with all P = 4
-// pipeline ranks as threads of this process (in-process transport; on CUDA all on GPU 0).
+// Training-step throughput and MFU of the two MTP placements, the two kernel sets, fp32 and
+// bf16 and the two attention backends, with every pipeline rank as a thread of this process
+// (in-process transport; on CUDA all ranks on GPU 0). Issue 8's configurations:
 //
-//   BM_PipelineStep/<placement>/<kernels>/<dev>/H:_/s:_/M:_
+//   small  8 layers, H 1024, F 2816, 16 heads (MHA), V 32768, s 2048, b 1, M 8, D 1, untied
+//          (16384 tokens per step); CUDA only
+//   tiny   8 layers, H 64, F 256, 4 heads, V 256, s 32, b 2, M 8, D 2, untied (512 tokens per
+//          step); CPU and CUDA (the only size on the CPU, so that the CPU run stays short)
+//
+// Benchmarks (names spell every axis; the device comes last, then "manual_time"):
+//
+//   BM_PipelineStep/<size>/<pipeline>/<dtype>/<attention>/<placement>/<kernels>/<dev>
 //       One step's forward and backward passes: run_pipeline_step() over the M microbatches
-//       through the interleaved schedule (P = 4, V = 2), grads accumulated into the chunks'
-//       parameters. The model, the microbatches and the transport are built once, untimed; one
-//       untimed step warms up. Excludes the embedding-group grad sum, the optimizer and the
-//       record, i.e. what differs between placements and kernel sets.
-//   BM_TrainStep/<placement>/<kernels>/<dev>/H:_/s:_/M:_/extra_steps:k
+//       through the variant's schedule, grads accumulated as the trainer does (fp32: into
+//       .grad; bf16: each chunk's bf16 .grad added into fp32 main grads after every backward
+//       call, LocalModel::accumulate_main_grads). The model, the microbatches and the transport
+//       are built once per repetition, untimed (the initial weights once per size); one untimed
+//       step warms up. Excludes the embedding-group grad sum, the optimizer and the record, i.e.
+//       it is what differs between placements, kernel sets and attention backends.
+//   BM_TrainStep/<size>/<pipeline>/<dtype>/<attention>/<placement>/<kernels>/<dev>/extra_steps:k
 //       One optimizer step end to end through run_variant(): (RunResult.wall_seconds of a
 //       steps = 1 + k run − that of a steps = 1 run) / k, for the same variant. Setup (initial
 //       weights, chunks, record header and step-0 weights) and step 1 cancel out; what remains is
 //       the mean of k steady-state steps: forward and backward, embedding-group grad sum, Adam,
 //       and writing the step's batch, losses, grads and weights to the HDF5 record (the record
-//       cannot be switched off; it is written under $TMPDIR and deleted). k = 3 divides the
-//       run-to-run noise of the setup by 3. One iteration (two runs).
+//       cannot be switched off; it is written under $TMPDIR and deleted: ~2 GB per small-model
+//       step, so the small rows are for manual runs). k = 3 divides the run-to-run noise of the
+//       setup by 3. One iteration (two runs).
 //
-// Placements (ModelConfig D = 1):
-//   reference  MTP with the loss, layout "E|t*3|(t|)*5mL", P = 4, V = 2
-//   candidate  MTP in a standalone stage, layout "E|t*3|(t|)*4tm|L", P = 4, V = 2
-// Kernels: "torch" (LibTorch ops) or "harness" (kernels/ops.h), ModelConfig::kernels.
-// Sizes: tiny on the CPU (H 64, 8 layers, 4 heads, F 128, V 256, s 32, b 1, M 8);
-// large on CUDA (H 1024, 8 layers, 16 heads, F 4096, V 32768, s 2048, b 1, M 8). float32.
+// Axes:
+//   pipeline   p1: P = 1, no pipelining; p4v2: P = 4, V = 2, interleaved 1F1B
+//   dtype      fp32 | bf16 (Megatron --bf16: bf16 parameters and activations, fp32 main grads)
+//   attention  unfused (the composite, softmax in fp32) | flash (LibTorch's flash kernel; bf16
+//              on CUDA with LibTorch >= 2 only, registered for CUDA and bf16 only)
+//   placement  reference: MTP with the loss, "E|t*3|(t|)*5mL" (p4v2), "Et*8mL" (p1)
+//              candidate: MTP in a standalone stage, "E|t*3|(t|)*4tm|L" (p4v2); at p1 also
+//              "Et*8mL", co-located (Megatron's rule R8 puts the MTP stage last, v = V − 1, and
+//              at P = 1 that is the loss's stage), so the p1 candidate rows time the candidate's
+//              code with MTP beside the loss. One m per MTP depth (tiny: mm)
+//   kernels    torch (LibTorch ops) | harness (kernels/ops.h), ModelConfig::kernels
 // Data: the default byte-level GPL-3 text (35 KB; 2048-token windows wrap around), or 64 KiB of
 // pseudo-random bytes where that file is missing.
 //
 // Time: manual, seconds per step; host clock around the step with a device sync on both sides
-// (bench_common.h). Counters: tokens_per_second = M·b·s / step time; for BM_PipelineStep also
-// parameters (unique, incl. MTP); for BM_TrainStep also wall_short_s and wall_long_s (the
-// steps = 1 and steps = 1 + k runs) and record_MB_per_step (the record's growth per extra step).
+// (kernels/testing/benchmark_util.h).
+// Counters:
+//   tokens_per_second   M·b·s / step time
+//   model_TFLOPs        model FLOPs per step / step time / 10¹², the model FLOPs by Megatron's
+//                       formula (harness/perf/model_flops.h: 6·T·(every GEMM weight a token
+//                       meets, the output layer once per head and MTP depth) + 6·nh·hn·(N + D)·
+//                       B·s² for the causal attention; the MTP depths' layers included)
+//   MFU                 model_TFLOPs / the H200's dense peak: 989.4 TFLOP/s for bf16, 66.9
+//                       TFLOP/s for fp32 (no tensor cores: TF32 is off). CUDA rows only, and only
+//                       meaningful on an H200 (the peaks are in the run context)
+//   parameters          (BM_PipelineStep) unique parameters, MTP included
+//   wall_short_s, wall_long_s, record_MB_per_step  (BM_TrainStep) the two runs and the record's
+//                       growth per extra step
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 
@@ -41,13 +67,16 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "kernels/testing/benchmark_util.h"
 #include "candidate/candidate.h"
+#include "harness/config/model_config.h"
 #include "harness/data/microbatch.h"
 #include "harness/data/token_source.h"
 #include "harness/engine/chunk.h"
@@ -55,8 +84,9 @@
 #include "harness/engine/executor.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/trainer.h"
-#include "harness/config/model_config.h"
+#include "harness/perf/model_flops.h"
 #include "harness/transport/transport.h"
+#include "kernels/testing/benchmark_util.h"
 #include "reference/reference.h"
 
 namespace {
@@ -68,52 +98,104 @@ using mtp::bench::dev_name;
 using mtp::bench::DeviceTimer;
 
 constexpr uint64_t kSeed = 1234;
-constexpr int kPipelineSize = 4;
 
-/// ModelSize: the model and step shape a benchmark trains (b = 1, D = 1, float32).
+/// Dense peak FLOP/s of one H200 (SXM) for MFU: bf16 tensor cores, and fp32 without tensor
+/// cores (TF32 is off in the harness).
+constexpr double kH200PeakBf16 = 989.4e12;
+constexpr double kH200PeakFp32 = 66.9e12;
+
+/// ModelSize: one of issue 8's model and step shapes (untied embeddings, MHA).
 struct ModelSize {
-  int64_t hidden, layers, heads, ffn, vocab, seq, microbatches;
-};
-constexpr ModelSize kTiny{64, 8, 4, 128, 256, 32, 8};
-constexpr ModelSize kLarge{1024, 8, 16, 4096, 32768, 2048, 8};
-
-/// Placement: an implementation and the P = 4, V = 2 layout it runs.
-struct Placement {
   const char* name;
-  const char* layout;
+  int64_t layers, hidden, ffn, heads, vocab, seq, micro_batch, microbatches, mtp_depths;
 };
-constexpr Placement kReference{"reference", "E|t*3|(t|)*5mL"};
-constexpr Placement kCandidate{"candidate", "E|t*3|(t|)*4tm|L"};
+constexpr ModelSize kSmall{"small", 8, 1024, 2816, 16, 32768, 2048, 1, 8, 1};
+constexpr ModelSize kTiny{"tiny", 8, 64, 256, 4, 256, 32, 2, 8, 2};
 
-std::unique_ptr<mtp::engine::Implementation> make_implementation(const Placement& p) {
-  return std::string(p.name) == "reference" ? mtp::reference::make_reference()
-                                            : mtp::candidate::make_candidate();
+/// Pipeline: the pipeline-parallel shape of a variant.
+enum class Pipeline { kP1, kP4V2 };
+
+/// Placement: which implementation places MTP.
+enum class Placement { kReference, kCandidate };
+
+/// Setting: one benchmark's axes.
+struct Setting {
+  ModelSize size;
+  Pipeline pipeline;
+  mtp::config::DType dtype;
+  mtp::config::AttentionBackend attention;
+  Placement placement;
+  mtp::config::Kernels kernels;
+  Dev dev;
+};
+
+const char* pipeline_name(Pipeline p) { return p == Pipeline::kP1 ? "p1" : "p4v2"; }
+const char* placement_name(Placement p) {
+  return p == Placement::kReference ? "reference" : "candidate";
+}
+const char* dtype_name(mtp::config::DType d) {
+  return d == mtp::config::DType::kBFloat16 ? "bf16" : "fp32";
 }
 
-mtp::config::ModelConfig model_config(const ModelSize& s, const std::string& kernels) {
+/// The layout of `placement` at `pipeline` for D = depths: see the file comment.
+std::string layout_for(Placement placement, Pipeline pipeline, int64_t depths) {
+  const std::string m(static_cast<size_t>(depths), 'm');
+  if (pipeline == Pipeline::kP1) return "Et*8" + m + "L";  // both placements (rule R8)
+  return placement == Placement::kReference ? "E|t*3|(t|)*5" + m + "L"
+                                            : "E|t*3|(t|)*4t" + m + "|L";
+}
+
+/// The benchmark name's axes: "<size>/<pipeline>/<dtype>/<attention>/<placement>/<kernels>/<dev>".
+std::string setting_name(const Setting& s) {
+  return std::string(s.size.name) + "/" + pipeline_name(s.pipeline) + "/" + dtype_name(s.dtype) +
+         "/" + std::string(mtp::config::enum_name(s.attention)) + "/" +
+         placement_name(s.placement) + "/" + std::string(mtp::config::enum_name(s.kernels)) +
+         "/" + dev_name(s.dev);
+}
+
+std::unique_ptr<mtp::engine::Implementation> make_implementation(Placement p) {
+  return p == Placement::kReference ? mtp::reference::make_reference()
+                                    : mtp::candidate::make_candidate();
+}
+
+mtp::config::ModelConfig model_config(const Setting& s) {
   mtp::config::ModelConfig cfg;
-  cfg.num_layers = s.layers;
-  cfg.hidden_size = s.hidden;
-  cfg.ffn_hidden_size = s.ffn;
-  cfg.num_attention_heads = s.heads;
-  cfg.num_query_groups = s.heads;
-  cfg.vocab_size = s.vocab;
-  cfg.seq_length = s.seq;
-  cfg.micro_batch_size = 1;
-  cfg.mtp_num_layers = 1;
-  cfg.kernels = mtp::config::parse_enum<mtp::config::Kernels>(kernels);
+  cfg.num_layers = s.size.layers;
+  cfg.hidden_size = s.size.hidden;
+  cfg.ffn_hidden_size = s.size.ffn;
+  cfg.num_attention_heads = s.size.heads;
+  cfg.num_query_groups = s.size.heads;
+  cfg.vocab_size = s.size.vocab;
+  cfg.seq_length = s.size.seq;
+  cfg.micro_batch_size = s.size.micro_batch;
+  cfg.mtp_num_layers = s.size.mtp_depths;
+  cfg.untie_embeddings = true;
+  cfg.kernels = s.kernels;
+  cfg.attention_backend = s.attention;
   cfg.validate();
   return cfg;
 }
 
-mtp::config::VariantSpec variant_spec(const Placement& p, const std::string& kernels) {
+mtp::config::VariantSpec variant_spec(const Setting& s) {
   mtp::config::VariantSpec v;
-  v.name = std::string(p.name) + "_p4v2_" + kernels;
-  v.implementation = mtp::config::parse_enum<mtp::config::Implementation>(p.name);
-  v.layout = p.layout;
-  v.pipeline_size = kPipelineSize;
-  v.kernels = mtp::config::parse_enum<mtp::config::Kernels>(kernels);
+  v.name = std::string(placement_name(s.placement)) + "_" + pipeline_name(s.pipeline);
+  v.implementation = s.placement == Placement::kReference
+                         ? mtp::config::Implementation::kReference
+                         : mtp::config::Implementation::kCandidate;
+  v.layout = layout_for(s.placement, s.pipeline, s.size.mtp_depths);
+  v.pipeline_size = s.pipeline == Pipeline::kP1 ? 1 : 4;
+  v.kernels = s.kernels;
+  v.attention_backend = s.attention;
   return v;
+}
+
+mtp::config::TrainingConfig training_config(const Setting& s) {
+  mtp::config::TrainingConfig t;
+  t.num_microbatches = s.size.microbatches;
+  t.seed = kSeed;
+  t.dtype = s.dtype;
+  t.device = mtp::config::parse_enum<mtp::config::Device>(dev_name(s.dev));
+  return t;
 }
 
 /// TempDir: a fresh directory under std::filesystem::temp_directory_path() ($TMPDIR), removed
@@ -155,7 +237,22 @@ mtp::data::DataConfig bench_data(const fs::path& dir) {
   return cfg;
 }
 
-/// Step 1's M microbatches on `device`, as the trainer builds them.
+/// The initial weights of `size` (float64, on the CPU), made once per size and process: the
+/// small model's 1.85·10⁸ values take seconds, and every repetition of every setting needs them.
+const mtp::engine::InitialWeights& initial_weights(const mtp::config::ModelConfig& cfg,
+                                                   const ModelSize& size) {
+  static std::mutex mu;
+  static std::map<std::string, mtp::engine::InitialWeights> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(size.name);
+  if (it == cache.end()) {
+    it = cache.emplace(size.name, mtp::engine::make_initial_weights(cfg, kSeed)).first;
+  }
+  return it->second;
+}
+
+/// Step 1's M microbatches on `device`, as the trainer builds them (loss mask in fp32, the
+/// main-grad dtype of fp32 and bf16 runs).
 std::vector<mtp::engine::MicrobatchTensors> microbatches(
     const mtp::data::MicrobatchBuilder& builder, const mtp::config::ModelConfig& cfg, int64_t M,
     const at::Device& device) {
@@ -175,8 +272,8 @@ std::vector<mtp::engine::MicrobatchTensors> microbatches(
 }
 
 /// M·b·s: the tokens of one step.
-int64_t tokens_per_step(const mtp::config::ModelConfig& cfg, const ModelSize& size) {
-  return size.microbatches * cfg.micro_batch_size * cfg.seq_length;
+int64_t tokens_per_step(const ModelSize& size) {
+  return size.microbatches * size.micro_batch * size.seq;
 }
 
 int64_t count_parameters(const mtp::engine::InitialWeights& init) {
@@ -193,54 +290,110 @@ void warm_device(const at::Device& device) {
   (void)at::mm(a, a).sum().cpu();
 }
 
+/// MainGrads: fp32 main grads of bf16 parameters, filled as the trainer fills them
+/// (LocalModel::accumulate_main_grads, Megatron's DDP hook with gradient-accumulation fusion
+/// off): after every backward call of a chunk, its parameters' bf16 .grad is added into their
+/// fp32 main grads and dropped. Indexed by stage, like the chunks.
+class MainGrads {
+ public:
+  explicit MainGrads(const std::vector<std::unique_ptr<mtp::engine::ModelChunk>>& chunks) {
+    for (const auto& c : chunks) {
+      std::vector<std::pair<at::Tensor, at::Tensor>> stage;
+      for (const auto& entry : c->params().entries()) {
+        stage.emplace_back(entry.second, at::zeros(entry.second.sizes(),
+                                                   entry.second.options().dtype(at::kFloat)));
+      }
+      grads_.push_back(std::move(stage));
+    }
+  }
+  /// Adds the bf16 grads of stage `stage`'s parameters into their main grads, drops them.
+  void accumulate(int stage) {
+    at::NoGradGuard no_grad;
+    for (auto& [weight, main] : grads_[static_cast<size_t>(stage)]) {
+      if (!weight.grad().defined()) continue;
+      main.add_(weight.grad());
+      weight.mutable_grad().reset();
+    }
+  }
+  /// Zeroes every main grad (a new step).
+  void zero() {
+    for (auto& stage : grads_) {
+      for (auto& entry : stage) entry.second.zero_();
+    }
+  }
+
+ private:
+  std::vector<std::vector<std::pair<at::Tensor, at::Tensor>>> grads_;
+};
+
+/// Sets tokens_per_second, model_TFLOPs and (CUDA) MFU from `seconds` over `steps` steps.
+void set_throughput_counters(benchmark::State& state, const Setting& s,
+                             const mtp::config::ModelConfig& cfg, double steps, double seconds) {
+  const double tokens = static_cast<double>(tokens_per_step(s.size));
+  const double flops =
+      mtp::perf::model_flops_per_step(cfg, s.size.microbatches * s.size.micro_batch).total;
+  state.counters["tokens_per_second"] = tokens * steps / seconds;
+  const double flops_per_second = flops * steps / seconds;
+  state.counters["model_TFLOPs"] = flops_per_second / 1e12;
+  if (s.dev == Dev::kCuda) {
+    const double peak =
+        s.dtype == mtp::config::DType::kBFloat16 ? kH200PeakBf16 : kH200PeakFp32;
+    state.counters["MFU"] = flops_per_second / peak;
+  }
+}
+
 /// BM_PipelineStep: forward + backward of one step (run_pipeline_step), see the file comment.
-void BM_PipelineStep(benchmark::State& state, Placement placement, std::string kernels, Dev dev,
-                     ModelSize size) {
-  if (auto why = mtp::bench::device_unavailable(dev)) {
+void BM_PipelineStep(benchmark::State& state, Setting setting) {
+  if (auto why = mtp::bench::device_unavailable(setting.dev)) {
     state.SkipWithError(why->c_str());
     return;
   }
   try {
     TempDir tmp;
-    const at::Device device = bench_device(dev);
+    const at::Device device = bench_device(setting.dev);
     warm_device(device);
-    const mtp::config::ModelConfig cfg = model_config(size, kernels);
-    const mtp::config::VariantSpec variant = variant_spec(placement, kernels);
-    auto impl = make_implementation(placement);
-    mtp::config::TrainingConfig training;
-    training.num_microbatches = size.microbatches;
-    const mtp::engine::RunPlan plan = mtp::engine::plan_variant(cfg, training, variant, *impl);
+    const mtp::config::ModelConfig cfg = model_config(setting);
+    auto impl = make_implementation(setting.placement);
+    const mtp::engine::RunPlan plan = mtp::engine::plan_variant(
+        cfg, training_config(setting), variant_spec(setting), *impl);
     const mtp::layout::PipelineLayout& layout = plan.layout;
-    const mtp::schedule::ScheduleConfig& sched = plan.schedule;
     auto source = mtp::data::open_token_source(bench_data(tmp.path()));
     mtp::data::MicrobatchBuilder builder(*source, cfg.micro_batch_size, cfg.seq_length,
                                          cfg.vocab_size, /*mask_token=*/-1);
-    const mtp::engine::InitialWeights init = mtp::engine::make_initial_weights(cfg, kSeed);
-    auto chunks = impl->build_chunks(layout, cfg, init, at::kFloat, device);
-    const auto mbs = microbatches(builder, cfg, size.microbatches, device);
+    const mtp::engine::InitialWeights& init = initial_weights(cfg, setting.size);
+    const bool bf16 = setting.dtype == mtp::config::DType::kBFloat16;
+    auto chunks =
+        impl->build_chunks(layout, cfg, init, bf16 ? at::kBFloat16 : at::kFloat, device);
+    const auto mbs = microbatches(builder, cfg, setting.size.microbatches, device);
     mtp::transport::InProcessOptions topt;
     topt.timeout = std::chrono::milliseconds(600000);
     auto transport = mtp::transport::make_in_process_transport(layout.pipeline_size, topt);
+    std::unique_ptr<MainGrads> main_grads;  // bf16 only
+    mtp::engine::ExecutionOptions exec;
+    if (bf16) {
+      main_grads = std::make_unique<MainGrads>(chunks);
+      exec.after_backward = [&main_grads](int stage) { main_grads->accumulate(stage); };
+    }
     auto reset_grads = [&] {
       for (const auto& c : chunks) {
         for (const auto& entry : c->params().entries()) entry.second.mutable_grad().reset();
       }
+      if (main_grads) main_grads->zero();
     };
     DeviceTimer timer(device);
-    mtp::engine::run_pipeline_step(chunks, layout, sched, mbs, *transport);  // warm-up
-    reset_grads();
+    mtp::engine::run_pipeline_step(chunks, layout, plan.schedule, mbs, *transport, exec);
+    reset_grads();  // the warm-up step
     double seconds = 0.0;
     for (auto _ : state) {
       timer.Start();
-      mtp::engine::run_pipeline_step(chunks, layout, sched, mbs, *transport);
+      mtp::engine::run_pipeline_step(chunks, layout, plan.schedule, mbs, *transport, exec);
       const double t = timer.Stop();
       state.SetIterationTime(t);
       seconds += t;
       reset_grads();
     }
-    const double tokens = static_cast<double>(tokens_per_step(cfg, size));
-    state.counters["tokens_per_second"] =
-        tokens * static_cast<double>(state.iterations()) / seconds;
+    set_throughput_counters(state, setting, cfg, static_cast<double>(state.iterations()),
+                            seconds);
     state.counters["parameters"] = static_cast<double>(count_parameters(init));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
@@ -249,25 +402,20 @@ void BM_PipelineStep(benchmark::State& state, Placement placement, std::string k
 
 /// BM_TrainStep: one optimizer step end to end, (wall(steps = 1 + k) − wall(steps = 1)) / k of
 /// run_variant() with k = state.range(0), see the file comment.
-void BM_TrainStep(benchmark::State& state, Placement placement, std::string kernels, Dev dev,
-                  ModelSize size) {
-  if (auto why = mtp::bench::device_unavailable(dev)) {
+void BM_TrainStep(benchmark::State& state, Setting setting) {
+  if (auto why = mtp::bench::device_unavailable(setting.dev)) {
     state.SkipWithError(why->c_str());
     return;
   }
   try {
     const int64_t extra_steps = state.range(0);
     TempDir tmp;
-    warm_device(bench_device(dev));
-    const mtp::config::ModelConfig cfg = model_config(size, kernels);
-    const mtp::config::VariantSpec variant = variant_spec(placement, kernels);
-    auto impl = make_implementation(placement);
+    warm_device(bench_device(setting.dev));
+    const mtp::config::ModelConfig cfg = model_config(setting);
+    const mtp::config::VariantSpec variant = variant_spec(setting);
+    auto impl = make_implementation(setting.placement);
     const mtp::data::DataConfig data = bench_data(tmp.path());
-    mtp::config::TrainingConfig training;
-    training.num_microbatches = size.microbatches;
-    training.seed = kSeed;
-    training.dtype = mtp::config::DType::kFloat32;
-    training.device = mtp::config::parse_enum<mtp::config::Device>(dev_name(dev));
+    mtp::config::TrainingConfig training = training_config(setting);
     // One run of `steps` steps; returns its wall seconds and record size, record deleted.
     auto run = [&](int64_t steps, double* wall, double* record_bytes) {
       training.steps = steps;
@@ -289,9 +437,8 @@ void BM_TrainStep(benchmark::State& state, Placement placement, std::string kern
       state.SetIterationTime(t);
       seconds += t;
     }
-    const double tokens = static_cast<double>(tokens_per_step(cfg, size));
-    state.counters["tokens_per_second"] =
-        tokens * static_cast<double>(state.iterations()) / seconds;
+    set_throughput_counters(state, setting, cfg, static_cast<double>(state.iterations()),
+                            seconds);
     state.counters["wall_short_s"] = wall_short;
     state.counters["wall_long_s"] = wall_long;
     state.counters["record_MB_per_step"] =
@@ -301,33 +448,59 @@ void BM_TrainStep(benchmark::State& state, Placement placement, std::string kern
   }
 }
 
-void register_benchmarks() {
-  for (Dev dev : {Dev::kCpu, Dev::kCuda}) {
-    const ModelSize size = dev == Dev::kCpu ? kTiny : kLarge;
-    const std::string tail = "/" + std::string(dev_name(dev)) + "/H:" +
-                             std::to_string(size.hidden) + "/s:" + std::to_string(size.seq) +
-                             "/M:" + std::to_string(size.microbatches);
-    for (const Placement& p : {kReference, kCandidate}) {
-      for (const std::string kernels : {"torch", "harness"}) {
-        const std::string mid = "/" + std::string(p.name) + "/" + kernels;
-        benchmark::RegisterBenchmark(("BM_PipelineStep" + mid + tail).c_str(), BM_PipelineStep,
-                                     p, kernels, dev, size)
-            ->Iterations(dev == Dev::kCpu ? 20 : 5)
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond);
+/// Every setting of `dev`: tiny only on the CPU, small and tiny on CUDA; flash attention only
+/// for bf16 on CUDA. Order: size, pipeline, dtype, attention, placement, kernels (so that the
+/// pairs a ratio compares print next to each other).
+std::vector<Setting> settings_for(Dev dev) {
+  using mtp::config::AttentionBackend;
+  using mtp::config::DType;
+  using mtp::config::Kernels;
+  std::vector<Setting> out;
+  const std::vector<ModelSize> sizes =
+      dev == Dev::kCpu ? std::vector<ModelSize>{kTiny} : std::vector<ModelSize>{kSmall, kTiny};
+  for (const ModelSize& size : sizes) {
+    for (Pipeline pipeline : {Pipeline::kP1, Pipeline::kP4V2}) {
+      for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+        for (AttentionBackend attention : {AttentionBackend::kUnfused, AttentionBackend::kFlash}) {
+          if (attention == AttentionBackend::kFlash &&
+              (dtype != DType::kBFloat16 || dev != Dev::kCuda)) {
+            continue;
+          }
+          for (Placement placement : {Placement::kReference, Placement::kCandidate}) {
+            for (Kernels kernels : {Kernels::kTorch, Kernels::kHarness}) {
+              out.push_back({size, pipeline, dtype, attention, placement, kernels, dev});
+            }
+          }
+        }
       }
     }
-    for (const Placement& p : {kReference, kCandidate}) {
-      for (const std::string kernels : {"torch", "harness"}) {
-        const std::string mid = "/" + std::string(p.name) + "/" + kernels;
-        benchmark::RegisterBenchmark(("BM_TrainStep" + mid + tail).c_str(), BM_TrainStep, p,
-                                     kernels, dev, size)
-            ->ArgNames({"extra_steps"})
-            ->Arg(3)
-            ->Iterations(1)
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond);
-      }
+  }
+  return out;
+}
+
+/// Timed steps per repetition of BM_PipelineStep: the small model takes ~0.2–0.8 s a step on an
+/// H200, the tiny one is launch-bound (tens of ms); the CPU runs only the tiny one.
+int64_t pipeline_iterations(const Setting& s) {
+  if (s.dev == Dev::kCpu) return 10;
+  return std::string(s.size.name) == "small" ? 3 : 10;
+}
+
+void register_benchmarks() {
+  for (Dev dev : {Dev::kCpu, Dev::kCuda}) {
+    for (const Setting& s : settings_for(dev)) {
+      benchmark::RegisterBenchmark(("BM_PipelineStep/" + setting_name(s)).c_str(),
+                                   BM_PipelineStep, s)
+          ->Iterations(pipeline_iterations(s))
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+    for (const Setting& s : settings_for(dev)) {
+      benchmark::RegisterBenchmark(("BM_TrainStep/" + setting_name(s)).c_str(), BM_TrainStep, s)
+          ->ArgNames({"extra_steps"})
+          ->Arg(3)
+          ->Iterations(1)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
     }
   }
 }
@@ -347,6 +520,8 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   mtp::bench::add_run_context();
+  benchmark::AddCustomContext("mfu_peak_bf16_TFLOPs", "989.4 (H200 SXM, dense bf16)");
+  benchmark::AddCustomContext("mfu_peak_fp32_TFLOPs", "66.9 (H200 SXM, fp32 without tensor cores)");
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

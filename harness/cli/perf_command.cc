@@ -1,0 +1,60 @@
+// `mtp-harness perf compare` and `mtp-harness perf merge` (harness/perf).
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+
+#include "harness/cli/commands.h"
+#include "harness/common/error.h"
+#include "harness/perf/benchmark_json.h"
+#include "harness/perf/perf_compare.h"
+
+namespace mtp::cli {
+namespace {
+
+void write_text(const std::string& path, const std::string& text, const char* flag) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) throw InputError(fmt::format("{}: cannot write {}", flag, path));
+}
+
+}  // namespace
+
+int run_perf_compare(const PerfCompareCommandOptions& opt) {
+  perf::PerfCompareOptions options;
+  options.threshold = opt.threshold;
+  options.alpha = opt.alpha;
+  perf::check_options(options);
+  const perf::BenchmarkFile baseline = perf::read_benchmark_json(opt.baseline);
+  const perf::BenchmarkFile contender = perf::read_benchmark_json(opt.contender);
+  const std::vector<std::string> mismatch = perf::fingerprint_mismatches(baseline, contender);
+  if (!mismatch.empty() && !opt.allow_fingerprint_mismatch) {
+    throw InputError(fmt::format(
+        "baseline {} and contender {} were measured on different machines ({}): a baseline "
+        "holds only for the GPU and driver it was measured with. Make a new baseline on this "
+        "machine, or pass --allow-fingerprint-mismatch to compare anyway",
+        opt.baseline, opt.contender, fmt::join(mismatch, "; ")));
+  }
+  perf::PerfComparison c = perf::compare_perf(baseline, contender, options);
+  if (!mismatch.empty()) {
+    c.warnings.insert(c.warnings.begin(),
+                      fmt::format("different machines ({}), compared anyway "
+                                  "(--allow-fingerprint-mismatch)",
+                                  fmt::join(mismatch, "; ")));
+  }
+  std::cout << perf::format_perf_table(c);
+  if (!opt.json_path.empty()) {
+    write_text(opt.json_path, perf::perf_comparison_json(c).dump(2) + "\n", "--json");
+  }
+  return c.regressed() ? kExitMismatch : kExitOk;
+}
+
+int run_perf_merge(const PerfMergeOptions& opt) {
+  const std::string merged = perf::merge_benchmark_json(opt.inputs);
+  write_text(opt.out, merged, "--out");
+  std::cout << fmt::format("wrote {} ({} files)\n", opt.out, opt.inputs.size());
+  return kExitOk;
+}
+
+}  // namespace mtp::cli
