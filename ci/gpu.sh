@@ -69,6 +69,15 @@ grep -E "PASS|FAIL|expectation\(s\)" "$log/overlap_cuda.log" | tee -a "$summary"
 #     every rank as a thread on one GPU.
 step data_parallel_cuda $B check scenarios/data_parallel.toml --device cuda --out $R/data_parallel
 grep -E "PASS|FAIL|expectation\(s\)" "$log/data_parallel_cuda.log" | tee -a "$summary"
+# 2c. bf16 with fp32 main grads and masters (placements, schedules, P = 1, DP = 2) on the GPU,
+#     with the flash-attention variants enabled there.
+step bf16_cuda $B check scenarios/bf16.toml --device cuda --out $R/bf16
+grep -E "PASS|FAIL|expectation\(s\)" "$log/bf16_cuda.log" | tee -a "$summary"
+step gpu_flash $B check scenarios/gpu_flash.toml --out $R/gpu_flash
+grep -E "PASS|FAIL|expectation\(s\)|error" "$log/gpu_flash.log" | tee -a "$summary"
+step gpu_flash_rerun $B check scenarios/gpu_flash.toml --out $R/gpu_flash_b --variant ref_p4v2 --variant cand_p4v2_tm
+step gpu_flash_rerun_cmp $B compare $R/gpu_flash/ref_p4v2.h5 $R/gpu_flash_b/ref_p4v2.h5 --records batch,loss,grad,weight,model_weight
+grep -E "EQUAL|DIFFERENT|first divergence" "$log/gpu_flash_rerun_cmp.log" | sed "s/^/  flash rerun: /" | tee -a "$summary"
 # 3. GPU against CPU, same scenario: a tolerance, with the measured maximum error.
 step default_cpu $B check scenarios/default.toml --device cpu --out $R/default_cpu
 for v in ref_p4v2 cand_p4v2_tmm ref_p1; do
