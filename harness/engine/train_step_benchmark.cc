@@ -58,6 +58,7 @@
 //   wall_short_s, wall_long_s, record_MB_per_step  (BM_TrainStep) the two runs and the record's
 //                       growth per extra step
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -308,7 +309,7 @@ class MainGrads {
   }
   /// Adds the bf16 grads of stage `stage`'s parameters into their main grads, drops them.
   void accumulate(int stage) {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     for (auto& [weight, main] : grads_[static_cast<size_t>(stage)]) {
       if (!weight.grad().defined()) continue;
       main.add_(weight.grad());
