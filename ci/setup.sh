@@ -5,6 +5,9 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build git pkg-config
       libtorch-dev libhdf5-dev hdf5-tools libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
       libfmt-dev libxxhash-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
+      libpugixml-dev   # JUnit XML (harness/report)
+      libopenblas0-pthread  # the CPU BLAS: LibTorch's libblas.so.3, pinned (harness/common/environment.h)
+      chromium         # renders the HTML report to PNG in harness/report's test
       clang-14 libclang-rt-14-dev llvm-14)  # ci/sanitize.sh: ASan/UBSan/libFuzzer, symbolizer
 missing=()
 for p in "${pkgs[@]}"; do

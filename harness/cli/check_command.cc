@@ -1,16 +1,16 @@
+// mtp-harness check: train a scenario's variants, evaluate its expectations, write the reports
+// (commands.h).
+
 #include <fmt/format.h>
 
 #include <filesystem>
 #include <iostream>
-#include <map>
 #include <set>
 
 #include "harness/cli/commands.h"
+#include "harness/cli/scenario_runner.h"
 #include "harness/common/output_file.h"
 #include "harness/common/utf8.h"
-#include "harness/data/token_source.h"
-#include "harness/engine/plan.h"
-#include "harness/engine/trainer.h"
 #include "harness/report/report.h"
 #include "harness/scenario/scenario.h"
 #include "scenarios/embedded.h"
@@ -18,58 +18,88 @@
 namespace mtp::cli {
 namespace fs = std::filesystem;
 
-int run_check(const CheckOptions& opt) {
+namespace {
+
+/// The failing pairs in full: why they should hold, the comparison report, the owner of the
+/// first divergence, the command that re-compares and the commands that re-train both variants.
+void print_failures(const std::vector<report::ExpectationResult>& results,
+                    const ScenarioRun& run) {
+  std::map<std::string, const report::VariantRun*> by_name;
+  for (const auto& v : run.runs) by_name[v.name] = &v;
+  for (const auto& r : results) {
+    if (r.holds || r.skipped) continue;
+    for (const auto& p : r.pairs) {
+      if (p.holds) continue;
+      const std::string& a = run.records.at(p.baseline);
+      const std::string& b = run.records.at(p.other);
+      std::cout << fmt::format("\n## {} FAILED: {} vs {} ({})\n# why it should hold: {}\n",
+                               r.expectation->name, p.baseline, p.other,
+                               r.expectation->cls.to_string(), r.expectation->why);
+      if (!p.note.empty()) std::cout << "# " << p.note << "\n";
+      std::cout << compare::format_report(p.result, a, b);
+      if (const auto& fd = p.result.first_divergence) {
+        const auto it = p.owners.find(fd->name);
+        if (it != p.owners.end() && it->second.stage >= 0) {
+          std::cout << fmt::format("# {}/{} is owned by {} in {}\n", fd->group, fd->name,
+                                   it->second.describe(), p.baseline);
+        }
+      }
+      const auto& sel = r.expectation->selection;
+      std::string args = fmt::format(" --class {} --records {}",
+                                     r.expectation->cls.kind == compare::CompareClass::Kind::kDiffer
+                                         ? "bitwise" : r.expectation->cls.to_string(),
+                                     fmt::join(sel.groups, ","));
+      for (const auto& pat : sel.include) args += fmt::format(" --include '{}'", pat);
+      for (const auto& pat : sel.exclude) args += fmt::format(" --exclude '{}'", pat);
+      if (!sel.steps.empty()) args += fmt::format(" --steps {}", fmt::join(sel.steps, ","));
+      std::cout << fmt::format("# rerun: mtp-harness compare {} {}{}\n", a, b, args);
+      std::cout << fmt::format("# re-train {}: {}\n# re-train {}: {}\n", p.baseline,
+                               by_name.at(p.baseline)->retrain_command, p.other,
+                               by_name.at(p.other)->retrain_command);
+    }
+  }
+}
+
+int check(const CheckOptions& opt) {
   scenario::Scenario sc = opt.scenario.empty()
                               ? scenario::parse_scenario(scenarios::default_scenario_text(),
                                                          "<embedded default scenario>")
                               : scenario::load_scenario(opt.scenario);
+  std::string retrain_flags;
   if (!opt.device.empty()) {
     sc.training.device = config::parse_enum<config::Device>(opt.device, "--device");
+    retrain_flags += " --device " + opt.device;
   }
-  apply_training_flags(opt.training, sc.training);
-  const std::string out_dir = opt.out_dir.empty() ? "runs/" + sc.name : opt.out_dir;
+  apply_training_flags(opt.training, sc.training, sc.variants);
+  retrain_flags += training_flags_text(opt.training);
   // Every output, before anything trains: a bad path fails now, not after the last variant.
   const char* in_json = "the JSON report holds it";
   require_utf8("scenario", sc.source, in_json);
-  require_utf8("--out", out_dir, in_json);
-  check_output_directory("--out", out_dir);
-  const std::string json_path = opt.json_path.empty() ? out_dir + "/report.json" : opt.json_path;
-  check_output_file("--json", json_path);
-  if (!opt.junit_path.empty()) check_output_file("--junit", opt.junit_path);
-  for (const auto& v : sc.variants) check_output_file("record", out_dir + "/" + v.name + ".h5");
+  if (!opt.out_dir.empty()) require_utf8("--out", opt.out_dir, in_json);
   scenario::check_expectation_selections(sc);
+  const std::set<std::string> wanted(opt.only_variants.begin(), opt.only_variants.end());
+  // Every variant is planned (layout, schedule, implementation, overrides) before anything
+  // trains, so a mistake in the last variant does not cost the others' run time.
+  const std::vector<engine::RunPlan> plans = plan_variants(sc, wanted);
 
-  std::set<std::string> wanted(opt.only_variants.begin(), opt.only_variants.end());
-  for (const auto& v : wanted) sc.variant(v);  // unknown names are errors
-  // Every variant is planned (layout, schedule, implementation, overrides) and the data file is
-  // opened before anything trains, so a mistake in the last variant does not cost the others'
-  // run time.
-  std::vector<engine::RunPlan> plans;
-  for (const auto& v : sc.variants) {
-    if (!wanted.empty() && !wanted.count(v.name)) continue;
-    try {
-      plans.push_back(engine::plan_variant(sc.model, sc.training, v,
-                                           *make_implementation(v.implementation)));
-    } catch (const layout::LayoutError& e) {
-      throw InputError(fmt::format("{}: variant \"{}\": {}",
-                                   sc.position("variant." + v.name + ".layout"), v.name, e.what()));
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name,
-                                   e.what()));
-    }
+  RunSettings settings;
+  settings.out_dir = run_directory(sc, opt.out_dir);
+  require_utf8("--out", settings.out_dir, in_json);
+  const std::string json_path =
+      opt.json_path.empty() ? settings.out_dir + "/report.json" : opt.json_path;
+  const std::string html_path =
+      opt.html_path.empty() ? fs::path(json_path).replace_extension(".html").string()
+                            : opt.html_path;
+  check_output_file("--json", json_path);
+  check_output_file("--html", html_path);
+  if (!opt.junit_path.empty()) check_output_file("--junit", opt.junit_path);
+  for (const auto& p : plans) {
+    check_output_file("record", settings.out_dir + "/" + p.variant.name + ".h5");
   }
-  data::open_token_source(sc.data);
-  // Memory and disk for every variant, before the first one trains (all ranks of a variant run
-  // in this process; records of every variant share the output directory's file system).
-  uint64_t disk_budget = free_disk_bytes(out_dir);
-  std::map<std::string, std::string> estimates;
-  for (const auto& plan : plans) {
-    const std::string& name = plan.variant.name;
-    const engine::ResourceEstimate est = require_variant_resources(
-        plan, *make_implementation(plan.variant.implementation), opt.max_memory, true, 0,
-        disk_budget, fmt::format("{}: variant \"{}\"", sc.variant_location(name), name));
-    estimates[name] = est.describe();
-  }
+  settings.max_memory = opt.max_memory;
+  settings.verbose = opt.verbose;
+  settings.progress = !opt.quiet && stderr_is_terminal();
+  settings.retrain_flags = retrain_flags;
 
   std::cout << fmt::format("# mtp-harness check: scenario \"{}\" ({})\n", sc.name, sc.source);
   if (!sc.description.empty()) std::cout << "# " << sc.description << "\n";
@@ -88,102 +118,57 @@ int run_check(const CheckOptions& opt) {
                            sc.training.clip_grad,
                            config::enum_name(sc.training.dtype),
                            config::enum_name(sc.training.device));
-  size_t wname = 7, wlayout = 6;
-  for (const auto& v : sc.variants) {
-    wname = std::max(wname, v.name.size());
-    wlayout = std::max(wlayout, v.layout.empty() ? size_t{16} : v.layout.size());
-  }
-  std::cout << fmt::format("# {:<{}} {:<10} {:<{}} {:>2} {:>2} {:>2} {:<13} {:<10} {:>8} {:>14} {:>10}\n",
-                           "variant", wname, "impl", "layout", wlayout, "P", "V", "DP", "schedule",
-                           "standalone", "wall(s)", "final loss", "record(B)");
-  std::map<std::string, std::string> records;
-  std::vector<report::VariantRun> runs;
-  for (const auto& plan : plans) {
-    const config::VariantSpec& v = plan.variant;
-    auto impl = make_implementation(v.implementation);
-    engine::RunOptions ro;
-    ro.record_path = out_dir + "/" + v.name + ".h5";
-    ro.scenario_name = sc.name;
-    engine::RunResult rr;
-    try {
-      rr = engine::run_variant(plan, *impl, sc.data, ro);
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name,
-                                   e.what()));
-    }
-    report::VariantRun run;
-    run.name = v.name;
-    run.implementation = impl->name();
-    run.layout = plan.layout.text;
-    run.schedule = schedule::schedule_kind_name(plan.schedule.kind);
-    run.record_path = ro.record_path;
-    run.pipeline_size = plan.layout.pipeline_size;
-    run.virtual_size = plan.layout.virtual_size;
-    run.data_parallel_size = plan.data_parallel_size();
-    run.optimizer = config::enum_name(v.optimizer);
-    run.mtp_standalone = plan.layout.mtp_standalone;
-    run.wall_seconds = rr.wall_seconds;
-    run.final_total_loss = rr.total_loss.back();
-    run.record_bytes = static_cast<int64_t>(fs::file_size(ro.record_path));
-    std::cout << fmt::format("  {:<{}} {:<10} {:<{}} {:>2} {:>2} {:>2} {:<13} {:<10} {:>8.2f} {:>14.9g} {:>10}\n",
-                             run.name, wname, run.implementation, run.layout, wlayout, run.pipeline_size,
-                             run.virtual_size, run.data_parallel_size, run.schedule,
-                             run.mtp_standalone ? "yes" : "no",
-                             run.wall_seconds, run.final_total_loss, run.record_bytes);
-    if (opt.verbose) {
-      std::cout << "      estimate: " << estimates[v.name] << "\n";
-      for (const auto& line : rr.chunk_map) std::cout << "      " << line << "\n";
-    }
-    std::cout.flush();
-    records[v.name] = ro.record_path;
-    runs.push_back(run);
-  }
+  std::cout << fmt::format("# run directory: {}\n", settings.out_dir);
+  const ScenarioRun run = train_variants(sc, plans, settings);
+  const std::vector<report::ExpectationResult> results = evaluate_expectations(sc, run);
 
-  std::vector<report::ExpectationResult> results;
-  int skipped = 0;
-  for (const auto& e : sc.expectations) {
-    bool have_all = true;
-    for (const auto& v : e.variants) have_all = have_all && records.count(v);
-    if (!have_all) {
-      ++skipped;
-      continue;
-    }
-    results.push_back(report::evaluate(e, records));
-  }
   std::cout << "\n" << report::format_table(results);
-  int failed = 0;
-  for (const auto& r : results) failed += r.holds ? 0 : 1;
+  print_failures(results, run);
+  int failed = 0, skipped = 0;
   for (const auto& r : results) {
-    if (r.holds) continue;
-    for (const auto& p : r.pairs) {
-      if (p.holds) continue;
-      std::cout << fmt::format("\n## {} FAILED: {} vs {} ({})\n# why it should hold: {}\n",
-                               r.expectation->name, p.baseline, p.other,
-                               r.expectation->cls.to_string(), r.expectation->why);
-      if (!p.note.empty()) std::cout << "# " << p.note << "\n";
-      std::cout << compare::format_report(p.result, records[p.baseline], records[p.other]);
-      const auto& sel = r.expectation->selection;
-      std::string args = fmt::format(" --class {} --records {}",
-                                     r.expectation->cls.kind == compare::CompareClass::Kind::kDiffer
-                                         ? "bitwise" : r.expectation->cls.to_string(),
-                                     fmt::join(sel.groups, ","));
-      for (const auto& pat : sel.include) args += fmt::format(" --include '{}'", pat);
-      for (const auto& pat : sel.exclude) args += fmt::format(" --exclude '{}'", pat);
-      if (!sel.steps.empty()) args += fmt::format(" --steps {}", fmt::join(sel.steps, ","));
-      std::cout << fmt::format("# rerun: mtp-harness compare {} {}{}\n", records[p.baseline],
-                               records[p.other], args);
-    }
+    skipped += r.skipped ? 1 : 0;
+    failed += !r.skipped && !r.holds ? 1 : 0;
   }
+  const int evaluated = static_cast<int>(results.size()) - skipped;
   write_file_atomically(json_path,
-                        report::to_json(sc, runs, results)
+                        report::to_json(sc, run.runs, results)
                                 .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
                             "\n");
+  write_file_atomically(html_path, report::to_html(sc, run.runs, results));
   if (!opt.junit_path.empty()) write_file_atomically(opt.junit_path, report::to_junit(sc, results));
-  std::cout << fmt::format("\n# {} expectation(s): {} passed, {} failed{}; report: {}\n",
-                           results.size(), results.size() - failed, failed,
-                           skipped ? fmt::format(", {} skipped (variants not run)", skipped) : "",
-                           json_path);
-  return failed == 0 ? kExitOk : kExitMismatch;
+  std::cout << fmt::format("\n# {} expectation(s): {} passed, {} failed, {} skipped (variants not "
+                           "run); report: {}, {}\n",
+                           results.size(), evaluated - failed, failed, skipped, json_path,
+                           html_path);
+  if (failed > 0) return kExitMismatch;
+  if (evaluated == 0 && !results.empty() && !opt.allow_skipped) {
+    std::cout << fmt::format("# nothing was proven: every expectation compares a variant that was "
+                             "not run (--variant {}); run the variants they name, or pass "
+                             "--allow-skipped to accept a check that evaluates none\n",
+                             fmt::join(opt.only_variants, " --variant "));
+    return kExitMismatch;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_check(const CheckOptions& opt) {
+  try {
+    return check(opt);
+  } catch (const std::exception& e) {
+    // CI reads the JUnit file: a check that could not run says so there too (never a missing
+    // or empty file that a CI tool could read as "no tests").
+    if (!opt.junit_path.empty()) {
+      try {
+        check_output_file("--junit", opt.junit_path);
+        write_file_atomically(opt.junit_path, report::junit_error("mtp-harness check", e.what()));
+      } catch (const std::exception&) {
+        // The original error is what matters; the --junit path itself may be the bad input.
+      }
+    }
+    throw;
+  }
 }
 
 }  // namespace mtp::cli

@@ -85,7 +85,8 @@ TEST(CliTest, CheckRejectsBadScenariosWithFileAndLine) {
 }
 
 TEST(CliTest, CheckOneVariantPairAndCompareItsRecords) {
-  const std::string out = testing::TempDir() + "/cli_runs_pair";
+  ScratchDir dir;
+  const std::string out = dir.path();
   auto r = run("check scenarios/default.toml --variant cand_p4v2_tmm --variant "
                "cand_p4v2_tmm_lambda02 --out " + out);
   EXPECT_EQ(r.code, 0) << r.out;
@@ -145,7 +146,7 @@ TEST(CliFaultTest, FullDiskWhileWritingARecordFailsCleanly) {
   ScratchDir dir;
   {
     FileSizeLimit full(512 * 1024);  // the record outgrows this; portable, no root needed
-    auto r = run("check scenarios/default.toml --variant ref_p1 --out " + dir.file("o"));
+    auto r = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + dir.file("o"));
     EXPECT_EQ(r.code, 3) << r.out;
     EXPECT_THAT(r.out, HasSubstr("ref_p1.h5: cannot write the record"));
   }
@@ -158,7 +159,7 @@ TEST(CliFaultTest, FullDiskWhileWritingARecordFailsCleanly) {
   // estimate (issue 11 item 7), exit 2; the write-failure path is the FileSizeLimit case above.
   SmallTmpfs fs("5m");
   if (!fs.mounted()) GTEST_SKIP() << fs.reason();
-  auto r = run("check scenarios/default.toml --variant ref_p1 --out " + fs.file("o"));
+  auto r = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + fs.file("o"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("its record needs about 12.5 MiB but the output directory has"));
   EXPECT_THAT(temporaries(fs.file("o")), IsEmpty());
@@ -172,7 +173,7 @@ TEST(CliFaultTest, ReportsThatCannotBeWrittenFailTheCheckAndLeaveNothing) {
   if (!fs.mounted()) GTEST_SKIP() << fs.reason();
   fs.fill();
   for (const std::string flag : {"--json", "--junit"}) {
-    auto r = run("check scenarios/default.toml --variant ref_p1 --out " + dir.path() + " " + flag +
+    auto r = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + dir.path() + " " + flag +
                  " " + fs.file("report"));
     EXPECT_EQ(r.code, 3) << flag << ": " << r.out;
     EXPECT_THAT(r.out, HasSubstr("report: write failed: No space left on device")) << flag;
@@ -183,7 +184,7 @@ TEST(CliFaultTest, ReportsThatCannotBeWrittenFailTheCheckAndLeaveNothing) {
 // Defect 3: compare --json and stdout ignored write errors (exit 0/1 and 0-byte files).
 TEST(CliFaultTest, CompareAndInfoFailWhenTheirOutputCannotBeWritten) {
   ScratchDir dir;
-  auto made = run("check scenarios/default.toml --variant ref_p1 --out " + dir.path());
+  auto made = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + dir.path());
   ASSERT_EQ(made.code, 0) << made.out;
   const std::string rec = dir.file("ref_p1.h5");
   auto dev = run("compare " + rec + " " + rec + " --json /dev/full");
@@ -216,7 +217,7 @@ TEST(CliFaultTest, PlantedSymlinksAtTemporaryNamesAreNotFollowed) {
   std::ofstream(victim) << "precious";
   std::filesystem::create_directory(dir.file("o"));
   std::filesystem::create_symlink(victim, dir.file("o/report.json.tmp"));
-  auto r = run("check scenarios/default.toml --variant ref_p1 --out " + dir.file("o"));
+  auto r = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + dir.file("o"));
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(mtp::testing_util::read_text(victim), "precious");
   EXPECT_THAT(mtp::testing_util::read_text(dir.file("o/report.json")), HasSubstr("\"verdict\""));
@@ -242,7 +243,7 @@ TEST(CliFaultTest, AbsurdRunsAreRefusedFromTheEstimateBeforeTraining) {
   EXPECT_EQ(b.code, 2) << b.out;
   EXPECT_THAT(b.out, HasSubstr("GiB of memory"));
   // The default scenario's P = 1 variant needs ~13 MiB: refused under 1 MiB, run under 1 GiB.
-  auto small = run("check scenarios/default.toml --variant ref_p1 --max-memory 1M --out " +
+  auto small = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --max-memory 1M --out " +
                    dir.file("s"));
   EXPECT_EQ(small.code, 2) << small.out;
   EXPECT_THAT(small.out, HasSubstr("but --max-memory is 1.0 MiB"));
@@ -254,7 +255,7 @@ TEST(CliFaultTest, AbsurdRunsAreRefusedFromTheEstimateBeforeTraining) {
 TEST(CliFaultTest, InputAtFaultExitsTwoBeforeAnyTraining) {
   ScratchDir dir;
   const std::string odd = dir.file("d\xff");
-  auto utf = run("check scenarios/default.toml --variant ref_p1 --out '" + odd + "'");
+  auto utf = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out '" + odd + "'");
   EXPECT_EQ(utf.code, 2) << utf.out;
   EXPECT_THAT(utf.out, HasSubstr("d\\xff: is not valid UTF-8"));
   EXPECT_FALSE(std::filesystem::exists(odd));

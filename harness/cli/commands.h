@@ -25,12 +25,20 @@ struct TrainingFlags {
   std::string init_from;              ///< --init-from REC.h5[:STEP]; "" = the scenario's
   std::string resume;                 ///< --resume REC.h5:STEP (run only); "" = none
   bool save_optimizer_state = false;  ///< --save-optimizer-state
+  std::string record;                 ///< --record full|digest|auto; "" = the scenario's
+  std::string dump_steps;             ///< --dump-steps all|A|A-B|A-|A,B; "" = the scenario's
 };
-/// Applies `flags` over the scenario's [training]: --init-from replaces init_from, --resume sets
-/// resume_from and drops init_from (the resumed step's weights are the start), and
-/// --save-optimizer-state turns it on. Throws InputError naming the flag and the rule (a value
-/// parse_record_ref rejects; --init-from with --resume).
-void apply_training_flags(const TrainingFlags& flags, config::TrainingConfig& training);
+/// Applies `flags` over the scenario's [training] and variants: --init-from replaces init_from,
+/// --resume sets resume_from and drops init_from (the resumed step's weights are the start),
+/// --save-optimizer-state turns it on, --record replaces the record mode of the training and of
+/// every variant, --dump-steps adds steps kept in full. Throws InputError naming the flag and
+/// the rule (a value parse_record_ref rejects; --init-from with --resume; an unknown mode; a
+/// step outside [0, steps]).
+void apply_training_flags(const TrainingFlags& flags, config::TrainingConfig& training,
+                          std::vector<config::VariantSpec>& variants);
+/// The flags of `flags` that were given, as they would be typed (" --record digest …"), for the
+/// commands that re-train a variant.
+std::string training_flags_text(const TrainingFlags& flags);
 
 /// Refuses, before anything is allocated, a variant whose estimated memory
 /// (engine::estimate_resources) exceeds `max_memory` bytes (--max-memory; 0 = what the device
@@ -53,6 +61,9 @@ struct CheckOptions {
   std::string json_path;       ///< "" = <out_dir>/report.json
   std::string junit_path;      ///< "" = none
   std::vector<std::string> only_variants;  ///< run just these (expectations needing others are skipped)
+  bool allow_skipped = false;  ///< exit 0 even when --variant leaves no expectation evaluated
+  std::string html_path;       ///< "" = beside the JSON report (report.html)
+  bool quiet = false;          ///< no progress line on stderr
   bool verbose = false;
   std::string device;          ///< "" = the scenario's [training].device
   TrainingFlags training;
@@ -88,8 +99,11 @@ struct CompareOptions {
   std::string steps = "all";
   int max_rows = 20;
   std::string json_path;
+  bool localize = false;        ///< digest-only difference: re-train both with that step in full
+  bool ignore_digests = false;  ///< read and compare values even where the digests are equal
 };
-/// Prints a record's attributes (hyperparameters, variant, environment fingerprint) and steps.
+/// Prints a record's attributes (hyperparameters, variant, environment fingerprint), its steps
+/// and every step's losses.
 int run_info(const std::string& path);
 
 /// Compares two records. 0 = equal under the class, 1 = different.
@@ -111,6 +125,40 @@ struct ReplayOptions {
 /// state) of the step before, its batches — and compares the new record with it. 0 = equal under
 /// the class, 1 = different.
 int run_replay(const ReplayOptions& opt);
+
+struct GoldenOptions {
+  std::vector<std::string> scenarios;    ///< scenario files; empty = every CPU scenario
+  std::string golden_dir = "golden/digests";
+  std::string records;                   ///< a check's run directory to take the records from
+  bool allow_fingerprint_mismatch = false;
+  bool update = false;                   ///< golden update (else golden check)
+  bool quiet = false;
+};
+/// golden check: trains each scenario's variants with digest records (or reads --records) and
+/// compares every tensor's digest with golden_dir/<scenario>.txt; 0 = all equal, 1 = a tensor
+/// differs (named: scenario, variant, step, tensor). Refuses (InputError, exit 2) goldens made
+/// in an environment whose bit-relevant fingerprint differs unless allow_fingerprint_mismatch.
+/// golden update: rewrites the goldens and prints what changed (never silently).
+int run_golden(const GoldenOptions& opt);
+
+struct EquivOptions {
+  std::string layout_a, layout_b;  ///< Megatron layout strings
+  int pipeline_size = 1;           ///< --pp (both layouts)
+  std::string impls;               ///< "reference,candidate"; "" = by layout (co-located: reference)
+  int steps = 3;
+  std::string model = "default";   ///< scenarios::builtin_model_names()
+  int data_parallel_size = 1;
+  std::string schedule;            ///< "" = derived
+  std::string dtype;               ///< "" = the model's scenario
+  std::string device;              ///< "" = cpu
+  std::string keep;                ///< keep the records (and the generated scenario) here
+  std::string json_path;
+  bool quiet = false;
+};
+/// equiv: trains two layouts of a built-in model and compares them bitwise (batch, loss, every
+/// grad and weight, every step). 0 = EQUAL, 1 = the first divergence (step, tensor, element,
+/// bits, owning stage), 2 = bad input.
+int run_equiv(const EquivOptions& opt);
 
 struct LayoutOptions {
   std::string layout;

@@ -1,24 +1,61 @@
+// mtp-harness info and compare (commands.h).
+
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <set>
-#include <variant>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <variant>
 
 #include "harness/cli/commands.h"
+#include "harness/cli/localize.h"
 #include "harness/common/output_file.h"
+#include "harness/common/temp_file.h"
 #include "harness/common/utf8.h"
 #include "harness/compare/compare.h"
+#include "harness/compare/compare_json.h"
+#include "harness/report/report.h"
 #include "harness/scenario/scenario.h"
 
 namespace mtp::cli {
+namespace {
+
+std::string attr_text(const record::AttrValue& v) {
+  return std::visit([](const auto& x) { return fmt::format("{}", x); }, v);
+}
+
+/// Settings that say what was trained (not how the run was laid out) and differ between the
+/// records, so that a surprising difference is explained at once.
+std::vector<std::string> setting_differences(const record::RecordReader& a,
+                                             const record::RecordReader& b) {
+  static const std::set<std::string> kLayout{
+      "variant", "implementation", "layout", "P", "V", "microbatch_group_size", "schedule",
+      "overlap_p2p_comm", "mtp_standalone", "execution", "chunk_map", "git_revision", "device",
+      "parallel_info", "scenario", "scenario_text", "param_stages", "stage_coords",
+      "record_mode"};
+  const auto aa = a.attrs(), ba = b.attrs();
+  std::vector<std::string> notes;
+  for (const auto& [k, v] : aa) {
+    if (kLayout.count(k)) continue;
+    auto it = ba.find(k);
+    if (it == ba.end()) {
+      notes.push_back(fmt::format("{} = {} only in A", k, attr_text(v)));
+    } else if (it->second != v) {
+      notes.push_back(fmt::format("{}: {} vs {}", k, attr_text(v), attr_text(it->second)));
+    }
+  }
+  return notes;
+}
+
+}  // namespace
 
 int run_info(const std::string& path) {
   record::RecordReader r(path);
   std::cout << "# " << path << "\n";
   for (const auto& [k, v] : r.attrs()) {
-    std::string value = std::visit([](const auto& x) { return fmt::format("{}", x); }, v);
+    std::string value = attr_text(v);
     if (value.find('\n') != std::string::npos) value = "\n    " + value;
     for (size_t pos = 0; (pos = value.find('\n', pos + 1)) != std::string::npos;) {
       value.insert(pos + 1, "    ");
@@ -29,7 +66,22 @@ int run_info(const std::string& path) {
   std::cout << fmt::format("steps: {}\n", fmt::join(steps, " "));
   if (!steps.empty()) {
     for (const auto& g : r.groups(steps.back())) {
-      std::cout << fmt::format("  step {} {}: {} tensors\n", steps.back(), g, r.names(steps.back(), g).size());
+      const auto names = r.names(steps.back(), g);
+      size_t digest_only = 0;
+      for (const auto& n : names) digest_only += r.info(steps.back(), g, n).stored ? 0 : 1;
+      std::cout << fmt::format("  step {} {}: {} tensors{}\n", steps.back(), g, names.size(),
+                               digest_only ? fmt::format(" ({} digest-only)", digest_only) : "");
+    }
+  }
+  const std::vector<report::StepLoss> losses = report::read_losses(r);
+  if (!losses.empty()) {
+    std::string head = "# step  lm";
+    for (size_t k = 0; k < losses.front().mtp.size(); ++k) head += fmt::format("  mtp_{}", k + 1);
+    std::cout << "losses:\n" << head << "  total\n";
+    for (const auto& l : losses) {
+      std::string row = fmt::format("  {:>4}  {:.9g}", l.step, l.lm);
+      for (double m : l.mtp) row += fmt::format("  {:.9g}", m);
+      std::cout << row << fmt::format("  {:.9g}\n", l.total);
     }
   }
   return kExitOk;
@@ -59,42 +111,42 @@ int run_compare(const CompareOptions& opt) {
   for (int s : a.steps()) max_step = std::max(max_step, s);
   for (int s : b.steps()) max_step = std::max(max_step, s);
   sel.steps = scenario::parse_step_spec(opt.steps, max_step);
-  auto r = compare::compare_records(a, b, cls, sel);
-  // Attributes that say what was trained (not how the run was laid out) and differ: printed so
-  // that a surprising difference is explained at once.
-  static const std::set<std::string> kLayout{
-      "variant", "implementation", "layout", "P", "V", "microbatch_group_size", "schedule",
-      "overlap_p2p_comm", "mtp_standalone", "execution", "chunk_map", "git_revision", "device",
-      "parallel_info", "scenario"};
-  const auto aa = a.attrs(), ba = b.attrs();
-  std::vector<std::string> notes;
-  for (const auto& [k, v] : aa) {
-    if (kLayout.count(k)) continue;
-    auto it = ba.find(k);
-    auto str = [](const record::AttrValue& x) { return std::visit([](const auto& y) { return fmt::format("{}", y); }, x); };
-    if (it == ba.end()) notes.push_back(fmt::format("{} = {} only in A", k, str(v)));
-    else if (it->second != v) notes.push_back(fmt::format("{}: {} vs {}", k, str(v), str(it->second)));
-  }
+  compare::CompareOptions copt;
+  copt.ignore_digests = opt.ignore_digests;
+  const compare::CompareResult r = compare::compare_records_with(a, b, cls, sel, copt);
+  const std::vector<std::string> notes = setting_differences(a, b);
   if (!notes.empty()) {
-    std::cout << "note: the records' settings differ: " << fmt::format("{}", fmt::join(notes, "; ")) << "\n";
+    std::cout << "note: the records' settings differ: " << fmt::format("{}", fmt::join(notes, "; "))
+              << "\n";
   }
   std::cout << compare::format_report(r, opt.a, opt.b, opt.max_rows);
+  nlohmann::json j = compare::to_json(r);
+  j["a"] = opt.a;
+  j["b"] = opt.b;
+  j["setting_differences"] = notes;
+  j["report"] = compare::format_report(r, opt.a, opt.b, opt.max_rows);
+  const bool holds = r.holds();  // the records' verdict; a localisation only explains it
+  const auto& fd = r.first_divergence;
+  if (opt.localize && fd && fd->first_block >= 0) {
+    // Digest-only records: re-train both variants with the divergent step in full.
+    std::cout << fmt::format("# --localize: re-training both variants through step {} with that "
+                             "step in full\n",
+                             fd->step);
+    const TempDirectory dir("mtp-harness-localize");
+    const Localized loc = localize(opt.a, opt.b, fd->step, cls, sel, dir.path());
+    std::cout << loc.notes << compare::format_report(loc.result, loc.a_rerun, loc.b_rerun,
+                                                     opt.max_rows);
+    j["localized"] = compare::to_json(loc.result);
+    j["localized"]["notes"] = loc.notes;
+  } else if (opt.localize) {
+    std::cout << "# --localize: nothing to localise (the first divergence "
+              << (fd ? "already names its element" : "does not exist") << ")\n";
+  }
   if (!opt.json_path.empty()) {
-    nlohmann::json j{{"a", opt.a}, {"b", opt.b}, {"class", cls.to_string()}, {"equal", r.equal},
-                     {"holds", r.holds()}, {"tensors_compared", r.tensors_compared},
-                     {"structural", r.structural}};
-    if (r.first_divergence) {
-      const auto& fd = *r.first_divergence;
-      j["first_divergence"] = {{"step", fd.step}, {"group", fd.group}, {"name", fd.name},
-                               {"structural", fd.structural}, {"index", fd.first_index},
-                               {"coord", fd.first_coord}, {"a", fd.a_value}, {"b", fd.b_value},
-                               {"a_bits", fd.a_bits}, {"b_bits", fd.b_bits},
-                               {"mismatches", fd.mismatches}, {"max_ulp", fd.max_ulp}};
-    }
     write_file_atomically(opt.json_path,
                           j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
-  return r.holds() ? kExitOk : kExitMismatch;
+  return holds ? kExitOk : kExitMismatch;
 }
 
 }  // namespace mtp::cli

@@ -7,8 +7,11 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <set>
+#include <string>
 
 #include "harness/cli/commands.h"
+#include "harness/common/environment.h"
 #include "harness/common/error.h"
 #include "harness/common/temp_file.h"
 
@@ -44,9 +47,21 @@ int check_stdout(int code) {
   return code;
 }
 
+/// --record and --dump-steps, shared by check, run and equiv.
+void add_record_flags(CLI::App* app, mtp::cli::TrainingFlags& flags) {
+  app->add_option("--record", flags.record,
+                  "what records keep of grads and weights: full | digest (XXH3-128 digests "
+                  "per tensor and per 64 Ki-element block) | auto (full while a step's tensors "
+                  "are at most 64 MiB; default: the scenario's, else auto)")
+      ->check(CLI::IsMember({"full", "digest", "auto"}));
+  app->add_option("--dump-steps", flags.dump_steps,
+                  "steps kept in full whatever the record mode: all | A | A-B | A- | A,B,...");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  mtp::pin_cpu_dispatch(argc, argv);  // may re-execute this process once (environment.h)
   mtp::install_signal_cleanup();  // signals and crashes remove temporaries (SIGTERM: exit 143)
   // Paths must not be empty ("" would silently mean a default or the current directory).
   const CLI::Validator non_empty(
@@ -70,6 +85,14 @@ int main(int argc, char** argv) {
   c->add_option("--junit", check.junit_path, "also write JUnit XML here")->check(non_empty);
   c->add_option("--variant", check.only_variants, "run only these variants (repeatable)");
   c->add_flag("-v,--verbose", check.verbose, "print each variant's chunk map");
+  c->add_flag("--allow-skipped", check.allow_skipped,
+              "exit 0 even when --variant leaves no expectation evaluated (otherwise: exit 1, "
+              "nothing was proven)");
+  c->add_option("--html", check.html_path,
+                "HTML report path (default: beside the JSON report, report.html)")
+      ->check(non_empty);
+  c->add_flag("-q,--quiet", check.quiet, "no progress line on stderr");
+  add_record_flags(c, check.training);
   c->add_option("--device", check.device, "cpu | cuda (default: the scenario's [training].device)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   c->add_option("--init-from", check.training.init_from,
@@ -109,6 +132,7 @@ int main(int argc, char** argv) {
                 "recorded with --save-optimizer-state): REC.h5:STEP");
   r->add_flag("--save-optimizer-state", run.training.save_optimizer_state,
               "record every step's optimizer state (resumable with --resume)");
+  add_record_flags(r, run.training);
   r->add_option("--max-memory", run.max_memory,
                 "refuse when the estimated memory exceeds this (e.g. 16G; default: what the "
                 "device has)")
@@ -128,6 +152,12 @@ int main(int argc, char** argv) {
   k->add_option("--max-rows", cmp.max_rows, "differing tensors to list")->capture_default_str()
       ->check(CLI::Range(1, 1000000));
   k->add_option("--json", cmp.json_path, "also write the result as JSON")->check(non_empty);
+  k->add_flag("--localize", cmp.localize,
+              "when digest-only records differ, re-train both variants (from the scenario text "
+              "the records embed) with the divergent step in full and report the element");
+  k->add_flag("--ignore-digests", cmp.ignore_digests,
+              "compare values even where the digests are equal (checks records edited after "
+              "they were written)");
 
   mtp::cli::ReplayOptions rep;
   auto* rp = app.add_subcommand("replay", "re-run a record's steps with this build (its "
@@ -153,8 +183,62 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000));
 
   std::string info_path;
-  auto* inf = app.add_subcommand("info", "print a record's attributes and steps");
+  auto* inf = app.add_subcommand("info", "print a record's attributes, steps and per-step "
+                                         "losses");
   inf->add_option("record", info_path, "record (.h5)")->required()->check(non_empty);
+
+  mtp::cli::GoldenOptions gold;
+  auto* g = app.add_subcommand("golden", "committed per-tensor digests of every CPU scenario "
+                                         "(golden/digests/)");
+  g->require_subcommand(1);
+  auto* gc = g->add_subcommand("check", "train each scenario (digest records) and compare every "
+                                        "tensor of every step with its goldens (exit 0: equal, "
+                                        "1: a tensor differs, 2: bad input or an environment "
+                                        "that can change bits)");
+  auto* gu = g->add_subcommand("update", "re-make the goldens and print what changed");
+  for (auto* sub : {gc, gu}) {
+    sub->add_option("scenarios", gold.scenarios,
+                    "scenario files (default: every scenarios/*.toml that trains on the CPU)")
+        ->check(non_empty);
+    sub->add_option("--golden-dir", gold.golden_dir, "where the goldens are")
+        ->capture_default_str()->check(non_empty);
+    sub->add_option("--records", gold.records,
+                    "take the records of this check run directory instead of training (one "
+                    "scenario)")->check(non_empty);
+    sub->add_flag("-q,--quiet", gold.quiet, "no progress line on stderr");
+  }
+  gc->add_flag("--allow-fingerprint-mismatch", gold.allow_fingerprint_mismatch,
+               "compare even when the goldens were made where BLAS, LibTorch, the compiler, libc "
+               "or the pinned CPU kernels differ");
+
+  mtp::cli::EquivOptions eq;
+  auto* e = app.add_subcommand("equiv", "is layout A equivalent to layout B? train both on a "
+                                        "built-in model and compare bitwise (exit 0: EQUAL, 1: "
+                                        "the first divergence, 2: bad input)");
+  e->add_option("layout_a", eq.layout_a, "Megatron layout string, e.g. \"E|t*3|(t|)*5mmL\"")
+      ->required();
+  e->add_option("layout_b", eq.layout_b, "the other layout, e.g. \"E|t*3|(t|)*4tmm|L\"")
+      ->required();
+  e->add_option("--pp", eq.pipeline_size, "pipeline-parallel size P")->required()
+      ->check(CLI::Range(1, 64));
+  e->add_option("--impl", eq.impls, "implementations of A and B, e.g. reference,candidate "
+                                    "(default: reference for a co-located layout, candidate for "
+                                    "a standalone one)");
+  e->add_option("--steps", eq.steps, "optimizer steps")->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  e->add_option("--model", eq.model, "built-in model: default (8 layers, D = 2) | tiny-moe (MoE, "
+                                     "D = 1)")->capture_default_str();
+  e->add_option("--dp", eq.data_parallel_size, "data-parallel size of both")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+  e->add_option("--schedule", eq.schedule, "none | 1f1b | interleaved | combined_1f1b (default: "
+                                           "from P and V)");
+  e->add_option("--dtype", eq.dtype, "float32 | float64 | bfloat16 (default: the model's)")
+      ->check(CLI::IsMember({"float32", "float64", "bfloat16"}));
+  e->add_option("--device", eq.device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  e->add_option("--keep", eq.keep, "keep the records and the generated scenario in this "
+                                   "directory")->check(non_empty);
+  e->add_option("--json", eq.json_path, "also write the result as JSON")->check(non_empty);
+  e->add_flag("-q,--quiet", eq.quiet, "no progress line on stderr");
 
   mtp::cli::LayoutOptions lay;
   auto* l = app.add_subcommand("layout", "validate a pipeline layout string and print its rank map");
@@ -208,12 +292,13 @@ int main(int argc, char** argv) {
 
   if (argc > 1 && argv[1][0] != '-') {
     const std::string sub = argv[1];
-    if (sub != "check" && sub != "compare" && sub != "layout" && sub != "schedule" && sub != "run" && sub != "info" &&
-        sub != "data" && sub != "replay" && sub != "perf") {
+    static const std::set<std::string> kSubcommands{"check", "run", "compare", "equiv", "golden",
+                                                    "replay", "info", "layout", "schedule",
+                                                    "data", "perf"};
+    if (!kSubcommands.count(sub)) {
       std::cerr << "mtp-harness: error: unknown subcommand '" << sub
-                << "' (subcommands: check, run, compare, replay, info, layout, schedule, data, "
-                   "perf; see "
-                   "--help)\n";
+                << "' (subcommands: check, run, compare, equiv, golden, replay, info, layout, "
+                   "schedule, data, perf; see --help)\n";
       return mtp::kExitUsage;
     }
   }
@@ -229,6 +314,12 @@ int main(int argc, char** argv) {
     if (*r) return mtp::cli::run_one(run);
     if (*inf) return mtp::cli::run_info(info_path);
     if (*k) return mtp::cli::run_compare(cmp);
+    if (*gc) return mtp::cli::run_golden(gold);
+    if (*gu) {
+      gold.update = true;
+      return mtp::cli::run_golden(gold);
+    }
+    if (*e) return mtp::cli::run_equiv(eq);
     if (*rp) return mtp::cli::run_replay(rep);
     if (*l) return mtp::cli::run_layout(lay);
     if (*s) return mtp::cli::run_schedule(sch);

@@ -60,9 +60,10 @@ TEST_F(ReplayCliTest, AnotherPlacementIsCaught) {
   const auto r = run("replay " + dir_ + "/full.h5 --variant-like ref_p1 --steps 1");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_THAT(r.out, HasSubstr("--variant-like ref_p1: reference \"Et*8mmL\""));
+  // The bits are those of OpenBLAS's Haswell kernels, which mtp-harness pins (README.md).
   EXPECT_THAT(r.out, HasSubstr("first divergence: step 1 grad/embedding.word_embeddings.weight"
-                               "[10, 2]: a=0.0047595263458788395 (0x3b9bf5cd) "
-                               "b=0.0047595258802175522 (0x3b9bf5cc)"));
+                               "[10, 4]: a=0.0051742787472903728 (0x3ba98cff) "
+                               "b=0.0051742782816290855 (0x3ba98cfe)"));
   const auto same = run("replay " + dir_ + "/full.h5 --variant-like ref_p4v2 --steps 1");
   EXPECT_EQ(same.code, 0) << same.out;
 }
@@ -105,7 +106,7 @@ TEST_F(ReplayCliTest, BadInputExitsTwoNamingFlagFileOrRule) {
   r = run("run scenarios/default.toml --variant ref_p1 --resume " + full + ":3");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("resume_from step 3 is not before steps = 3"));
-  r = run("check scenarios/default.toml --variant ref_p1 --out " + dir_ + "/x --init-from " +
+  r = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + dir_ + "/x --init-from " +
           dir_ + "/absent.h5");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr(dir_ + "/absent.h5"));

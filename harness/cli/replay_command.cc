@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/commands.h"
+#include "harness/common/temp_file.h"
 #include "harness/compare/compare.h"
 #include "harness/engine/determinism.h"
 #include "harness/engine/plan.h"
@@ -112,19 +113,6 @@ std::vector<std::string> fingerprint_differences(const record::AttrMap& old_attr
   return out;
 }
 
-/// A directory removed (with its contents) when the replay ends, for a record not kept.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / fmt::format("mtp-harness-replay-{}", ::getpid());
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
 }  // namespace
 
 int run_replay(const ReplayOptions& opt) {
@@ -177,9 +165,9 @@ int run_replay(const ReplayOptions& opt) {
   if (!opt.out.empty() && fs::exists(opt.out, ec) && fs::equivalent(opt.out, opt.record, ec)) {
     throw InputError(fmt::format("--out {}: is the record being replayed", opt.out));
   }
-  std::unique_ptr<TempDir> tmp;
-  if (opt.out.empty()) tmp = std::make_unique<TempDir>();
-  ro.record_path = opt.out.empty() ? (tmp->path / "replay.h5").string() : opt.out;
+  std::unique_ptr<TempDirectory> tmp;
+  if (opt.out.empty()) tmp = std::make_unique<TempDirectory>("mtp-harness-replay");
+  ro.record_path = opt.out.empty() ? tmp->path() + "/replay.h5" : opt.out;
 
   std::cout << fmt::format("# mtp-harness replay {}: steps {}-{} from the weights{} of step {}\n",
                            opt.record, steps.first, steps.last,

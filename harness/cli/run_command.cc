@@ -95,7 +95,7 @@ int run_one(const RunCommandOptions& opt) {
   if (!opt.device.empty()) {
     sc.training.device = config::parse_enum<config::Device>(opt.device, "--device");
   }
-  apply_training_flags(opt.training, sc.training);
+  apply_training_flags(opt.training, sc.training, sc.variants);
   const config::VariantSpec& v = sc.variant(opt.variant);
   auto impl = make_implementation(v.implementation);
   engine::RunPlan plan;

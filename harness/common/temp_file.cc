@@ -10,7 +10,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include <fmt/format.h>
@@ -164,6 +166,21 @@ void install_signal_cleanup() {
   sa.sa_handler = remove_temps_and_reraise;
   sa.sa_flags = SA_RESETHAND;
   for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::sigaction(sig, &sa, nullptr);
+}
+
+TempDirectory::TempDirectory(const std::string& prefix) {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = fmt::format("{}/{}-XXXXXX", base && *base ? base : "/tmp", prefix);
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    throw InfraError(fmt::format("cannot create a temporary directory {}: {}", tmpl,
+                                 std::strerror(errno)));
+  }
+  path_ = tmpl;
+}
+
+TempDirectory::~TempDirectory() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
 }
 
 }  // namespace mtp

@@ -64,6 +64,22 @@ class TempFile {
 /// early in main().
 void install_signal_cleanup();
 
+/// TempDirectory: a fresh private directory under $TMPDIR (or /tmp), made with mkdtemp, removed
+/// with its contents by the destructor (never throws there). For records a command makes and
+/// does not keep (replay, compare --localize, equiv, golden).
+class TempDirectory {
+ public:
+  /// Creates "<tmp>/<prefix>-XXXXXX". Throws InfraError when it cannot.
+  explicit TempDirectory(const std::string& prefix);
+  ~TempDirectory();
+  TempDirectory(const TempDirectory&) = delete;
+  TempDirectory& operator=(const TempDirectory&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 /// The directory part of `path` ("." when it has none, "/" for a file in the root).
 std::string parent_directory(const std::string& path);
 

@@ -11,6 +11,13 @@
 // tol:RTOL,ATOL: |a − b| ≤ ATOL + RTOL·|b| (b = the second record), NaN only equals NaN, inf
 //        only equals the same inf; ints exact.
 // differ: a negative control; holds iff the records are NOT bitwise equal on the selection.
+// Digests first (record.h, digest.h): a tensor whose digests are equal in both records is equal
+// under every class without reading its values. When they differ and both records hold the
+// values, the values are read — both files concurrently, kChunkBytes at a time, straight from
+// the file — and compared; when either record holds only digests, the difference is localised
+// to the first differing block of kDigestBlockElements elements (`mtp-harness compare
+// --localize` re-runs both variants to find the element). A class other than bitwise and differ
+// cannot be decided on digests that differ: such a tensor fails, saying so.
 // Report: first divergent step, first divergent tensor in canonical order (steps ascending;
 // groups in record_groups() order; names in record A's creation order), its first differing
 // element (flat index and multi-index, both values printed with 17 significant digits, both bit
@@ -66,7 +73,14 @@ struct TensorDiff {
   std::vector<int64_t> first_coord;  ///< the same as a multi-index
   std::string a_value, b_value;      ///< first element, 17 significant digits
   std::string a_bits, b_bits;        ///< first element's bit pattern, "0x3f800000"
-  bool failed() const { return !structural.empty() || mismatches > 0; }
+  bool by_digest = false;    ///< decided from digests alone (equal, or digest-only and differing)
+  /// Digest-only difference (a record holds no values): the tensor's blocks of
+  /// kDigestBlockElements elements, how many differ, the first that does (−1: none).
+  int64_t blocks = 0;
+  int64_t differing_blocks = 0;
+  int64_t first_block = -1;
+  std::vector<int64_t> first_block_coord;  ///< multi-index of the first block's first element
+  bool failed() const { return !structural.empty() || mismatches > 0 || first_block >= 0; }
   /// "step 1 grad/embedding.word_embeddings.weight[12, 3]: a=... (0x...) b=... (0x...)".
   std::string describe() const;
 };
@@ -76,6 +90,7 @@ struct CompareResult {
   std::vector<std::string> structural;  ///< record-level structural differences (missing steps/groups)
   std::vector<TensorDiff> tensors;      ///< every compared tensor, canonical order
   int64_t tensors_compared = 0;  ///< tensors whose values were compared (structural ones not)
+  int64_t tensors_by_digest = 0;  ///< of those, decided by digests without reading values
   /// True iff no structural difference and no tensor outside the class. (For kDiffer the tensor
   /// check is bitwise and `holds()` is the negation.)
   bool equal = false;
@@ -92,6 +107,19 @@ struct CompareResult {
 /// mistyped pattern never passes as "equal").
 CompareResult compare_records(const record::RecordReader& a, const record::RecordReader& b,
                               const CompareClass& cls, const Selection& sel);
+
+/// Bytes of each tensor read from each file per round of the value comparison.
+inline constexpr size_t kChunkBytes = size_t{16} << 20;
+
+/// Options of compare_records_with beyond the class and the selection.
+struct CompareOptions {
+  /// Compare values even where the digests are equal (checks that the values behind equal
+  /// digests are equal: a record edited or corrupted after it was written).
+  bool ignore_digests = false;
+};
+CompareResult compare_records_with(const record::RecordReader& a, const record::RecordReader& b,
+                                   const CompareClass& cls, const Selection& sel,
+                                   const CompareOptions& options);
 
 /// Multi-line human report: verdict, first divergence, then one row per failing tensor
 /// (step, group/name, mismatches/numel, max ULP, max |diff|), at most `max_rows` rows.

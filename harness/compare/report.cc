@@ -36,6 +36,14 @@ std::string TensorDiff::describe() const {
   if (!structural.empty()) {
     return fmt::format("{}: {}", loc, structural);
   }
+  if (first_block >= 0) {
+    return fmt::format("{}: digests differ in {} of {} blocks of {} elements, first in block {} "
+                       "(from element [{}], flat {}); the values are not in the record (compare "
+                       "--localize re-runs both variants to find the element)",
+                       loc, differing_blocks, blocks, record::kDigestBlockElements, first_block,
+                       fmt::join(first_block_coord, ", "),
+                       first_block * record::kDigestBlockElements);
+  }
   if (first_index < 0) {
     if (bit_mismatches == 0) {
       return fmt::format("{}: bitwise equal", loc);
@@ -62,6 +70,11 @@ std::string format_report(const CompareResult& r, const std::string& a_label,
                      "differences\n",
                      r.tensors.size(), r.tensors_compared, failing.size(),
                      differ ? "differing" : "failing", r.structural.size());
+  if (r.tensors_by_digest > 0) {
+    out += fmt::format("digests: {} of them decided by digests alone (equal digests, or "
+                       "digest-only tensors), their values not read\n",
+                       r.tensors_by_digest);
+  }
   if (!differ && failing.empty()) {
     // How close a passing comparison came: the largest error over every compared tensor.
     uint64_t max_ulp = 0;
@@ -113,6 +126,11 @@ std::string format_report(const CompareResult& r, const std::string& a_label,
     std::string head = fmt::format("  {:>6}  {:<{}}", d.step, tensor_column(d), width);
     if (!d.structural.empty()) {
       out += fmt::format("{}  {}\n", head, d.structural);
+      continue;
+    }
+    if (d.first_block >= 0) {
+      out += fmt::format("{}  {:>18}  digest-only: first differing block {}\n", head,
+                         fmt::format("{}/{} blocks", d.differing_blocks, d.blocks), d.first_block);
       continue;
     }
     out += fmt::format("{}  {:>18}  {:>10}  {:>12.6g}\n", head,

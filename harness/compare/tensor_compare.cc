@@ -40,8 +40,8 @@ bool within_tol(double a, double b, bool a_nan, bool b_nan, const CompareClass& 
 }
 
 template <class F>
-void compare_float(const uint8_t* pa, const uint8_t* pb, int64_t n, const CompareClass& cls,
-                   TensorDiff& d) {
+void compare_float(const uint8_t* pa, const uint8_t* pb, int64_t first, int64_t n,
+                   const CompareClass& cls, TensorDiff& d) {
   using U = typename F::Bits;
   for (int64_t i = 0; i < n; ++i) {
     U ua = load<U>(pa, i);
@@ -79,7 +79,7 @@ void compare_float(const uint8_t* pa, const uint8_t* pb, int64_t n, const Compar
     }
     ++d.mismatches;
     if (d.first_index < 0) {
-      d.first_index = i;
+      d.first_index = first + i;
       d.a_value = fmt::format("{:.17g}", va);
       d.b_value = fmt::format("{:.17g}", vb);
       d.a_bits = bits_string(ua, sizeof(U));
@@ -90,7 +90,7 @@ void compare_float(const uint8_t* pa, const uint8_t* pb, int64_t n, const Compar
 
 /// Integers are exact under every class.
 template <typename T>
-void compare_int(const uint8_t* pa, const uint8_t* pb, int64_t n, TensorDiff& d) {
+void compare_int(const uint8_t* pa, const uint8_t* pb, int64_t first, int64_t n, TensorDiff& d) {
   using U = std::make_unsigned_t<T>;
   for (int64_t i = 0; i < n; ++i) {
     T x = load<T>(pa, i);
@@ -103,7 +103,7 @@ void compare_int(const uint8_t* pa, const uint8_t* pb, int64_t n, TensorDiff& d)
     d.max_ulp = std::max(d.max_ulp, ordered_distance(x, y));  // adjacent integers: 1 apart
     d.max_abs = std::max(d.max_abs, std::fabs(static_cast<double>(x) - static_cast<double>(y)));
     if (d.first_index < 0) {
-      d.first_index = i;
+      d.first_index = first + i;
       d.a_value = fmt::format("{}", static_cast<int64_t>(x));
       d.b_value = fmt::format("{}", static_cast<int64_t>(y));
       d.a_bits = bits_string(static_cast<U>(x), sizeof(T));
@@ -125,6 +125,37 @@ std::vector<int64_t> unflatten(int64_t flat, const std::vector<int64_t>& shape) 
   return coord;
 }
 
+void compare_chunk(const uint8_t* pa, const uint8_t* pb, int64_t first, int64_t n,
+                   record::DType dtype, const CompareClass& cls, TensorDiff& diff) {
+  const size_t bytes = static_cast<size_t>(n) * static_cast<size_t>(record::dtype_size(dtype));
+  if (bytes == 0 || std::memcmp(pa, pb, bytes) == 0) {
+    return;
+  }
+  switch (dtype) {
+    case DType::kF32:
+      compare_float<F32>(pa, pb, first, n, cls, diff);
+      break;
+    case DType::kF64:
+      compare_float<F64>(pa, pb, first, n, cls, diff);
+      break;
+    case DType::kBF16:
+      compare_float<BF16>(pa, pb, first, n, cls, diff);
+      break;
+    case DType::kF16:
+      compare_float<F16>(pa, pb, first, n, cls, diff);
+      break;
+    case DType::kI32:
+      compare_int<int32_t>(pa, pb, first, n, diff);
+      break;
+    case DType::kI64:
+      compare_int<int64_t>(pa, pb, first, n, diff);
+      break;
+    case DType::kU8:
+      compare_int<uint8_t>(pa, pb, first, n, diff);
+      break;
+  }
+}
+
 void compare_values(const record::TensorData& a, const record::TensorData& b,
                     const CompareClass& cls, TensorDiff& diff) {
   MTP_INTERNAL_ASSERT(a.dtype == b.dtype && a.shape == b.shape,
@@ -134,34 +165,7 @@ void compare_values(const record::TensorData& a, const record::TensorData& b,
   MTP_INTERNAL_ASSERT(a.bytes.size() == bytes && b.bytes.size() == bytes,
                       fmt::format("tensor '{}': byte count does not match its shape", a.name));
   diff.numel = n;
-  if (bytes == 0 || std::memcmp(a.bytes.data(), b.bytes.data(), bytes) == 0) {
-    return;
-  }
-  const uint8_t* pa = a.bytes.data();
-  const uint8_t* pb = b.bytes.data();
-  switch (a.dtype) {
-    case DType::kF32:
-      compare_float<F32>(pa, pb, n, cls, diff);
-      break;
-    case DType::kF64:
-      compare_float<F64>(pa, pb, n, cls, diff);
-      break;
-    case DType::kBF16:
-      compare_float<BF16>(pa, pb, n, cls, diff);
-      break;
-    case DType::kF16:
-      compare_float<F16>(pa, pb, n, cls, diff);
-      break;
-    case DType::kI32:
-      compare_int<int32_t>(pa, pb, n, diff);
-      break;
-    case DType::kI64:
-      compare_int<int64_t>(pa, pb, n, diff);
-      break;
-    case DType::kU8:
-      compare_int<uint8_t>(pa, pb, n, diff);
-      break;
-  }
+  compare_chunk(a.bytes.data(), b.bytes.data(), 0, n, a.dtype, cls, diff);
   if (diff.first_index >= 0) {
     diff.first_coord = unflatten(diff.first_index, a.shape);
   }

@@ -16,6 +16,13 @@ namespace mtp::compare {
 void compare_values(const record::TensorData& a, const record::TensorData& b,
                     const CompareClass& cls, TensorDiff& diff);
 
+/// compare_chunk: compare_values over elements [first, first + n) of two tensors of `dtype`,
+/// given those elements' bytes `pa` and `pb`, accumulating into `diff` (first_index is the flat
+/// index in the whole tensor; first_coord is left to the caller). Chunks of one tensor must come
+/// in ascending order. `diff.numel` is not touched.
+void compare_chunk(const uint8_t* pa, const uint8_t* pb, int64_t first, int64_t n,
+                   record::DType dtype, const CompareClass& cls, TensorDiff& diff);
+
 /// unflatten: the multi-index of row-major flat index `flat` in `shape` (empty for a scalar).
 std::vector<int64_t> unflatten(int64_t flat, const std::vector<int64_t>& shape);
 

@@ -62,6 +62,12 @@ enum class EmbeddingCopyUpdate {
   kBroadcast,
 };
 
+/// What a record keeps of each grad, weight and optimizer tensor (batches and losses are always
+/// kept in full): every byte, only digests (harness/record/digest.h), or full tensors while a
+/// step's tensors are small (at most kAutoFullStepBytes) and digests otherwise. Steps named in
+/// [training] dump_steps (--dump-steps) are kept in full in every mode.
+enum class RecordMode { kFull, kDigest, kAuto };
+
 /// Name table of an enum: kWhat names the setting in errors, kValues lists (value, spelling).
 template <class E>
 struct EnumTable;
@@ -109,6 +115,13 @@ struct EnumTable<EmbeddingCopyUpdate> {
   static constexpr std::pair<EmbeddingCopyUpdate, std::string_view> kValues[] = {
       {EmbeddingCopyUpdate::kReplicated, "replicated"},
       {EmbeddingCopyUpdate::kBroadcast, "broadcast"}};
+};
+
+template <>
+struct EnumTable<RecordMode> {
+  static constexpr const char* kWhat = "record";
+  static constexpr std::pair<RecordMode, std::string_view> kValues[] = {
+      {RecordMode::kFull, "full"}, {RecordMode::kDigest, "digest"}, {RecordMode::kAuto, "auto"}};
 };
 
 /// The spelling of `value` ("distributed_adam"). Throws InternalError for a value outside the

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "harness/config/enums.h"
@@ -45,7 +46,17 @@ struct TrainingConfig {
   /// "optimizer" group ([training] save_optimizer_state, --save-optimizer-state), so that a run
   /// can resume from any step.
   bool save_optimizer_state = false;
+  /// What the record keeps of grads, weights and optimizer state ([training] record, --record;
+  /// a variant's `record` overrides it).
+  RecordMode record = RecordMode::kAuto;
+  /// Steps kept in full whatever the mode ([training] dump_steps, --dump-steps).
+  std::set<int64_t> dump_steps;
 };
+
+/// A step's grad + weight (+ model_weight, optimizer) bytes up to which RecordMode::kAuto keeps
+/// full tensors: 64 MiB (the default scenario writes about 3 MiB per step, the 185M-parameter
+/// "small" model about 2 GiB).
+inline constexpr uint64_t kAutoFullStepBytes = uint64_t{64} << 20;
 
 /// One variant of a scenario.
 struct VariantSpec {
@@ -74,6 +85,7 @@ struct VariantSpec {
   /// pipeline rank's first model chunk; Megatron disables bucketing elsewhere); 0 = one bucket
   /// (Megatron's default without --overlap-grad-reduce).
   int64_t ddp_bucket_size = 0;
+  std::optional<RecordMode> record;  ///< overrides TrainingConfig::record
 };
 
 /// The model `variant` trains: `model` with the variant's overrides (mtp_loss_scaling_factor,

@@ -2,13 +2,16 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <fmt/format.h>
 #include <torch/version.h>
 
 #include <cstdlib>
 #include <mutex>
 
+#include "harness/common/environment.h"
 #include "harness/common/error.h"
+#include "harness/record/record.h"
 
 namespace mtp::engine {
 namespace {
@@ -31,6 +34,7 @@ void apply_determinism() {
     require_env("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
     require_env("NCCL_ALGO", "Ring");
     require_env("NCCL_NVLS_ENABLE", "0");
+    pin_blas_threads();
     auto& ctx = at::globalContext();
     ctx.setDeterministicAlgorithms(true, /*warn_only=*/false);
     ctx.setDeterministicCuDNN(true);
@@ -51,13 +55,32 @@ void pin_thread_determinism() {
   MTP_INTERNAL_ASSERT(at::get_num_threads() == 1, "intra-op thread count did not stick at 1");
 }
 
+namespace {
+
+/// ATen's CPU kernel set ("AVX2", "AVX512", "NO AVX"; ATEN_CPU_CAPABILITY pins it,
+/// environment.h), as at::show_config() reports it (get_cpu_capability is not exported by every
+/// LibTorch build).
+std::string aten_cpu_capability() {
+  const std::string config = at::show_config();
+  const std::string key = "CPU capability usage: ";
+  const size_t at = config.find(key);
+  if (at == std::string::npos) return "unknown";
+  const size_t begin = at + key.size();
+  return config.substr(begin, config.find('\n', begin) - begin);
+}
+
+}  // namespace
+
 std::map<std::string, std::string> determinism_fingerprint() {
   auto env = [](const char* n) {
     const char* v = std::getenv(n);
     return std::string(v ? v : "(unset)");
   };
   auto& ctx = at::globalContext();
-  return {
+  std::map<std::string, std::string> out = environment_fingerprint();
+  out["aten_cpu_capability"] = aten_cpu_capability();
+  out["hdf5"] = record::hdf5_library_version();
+  out.merge(std::map<std::string, std::string>{
       {"torch_version", TORCH_VERSION},
       {"deterministic_algorithms", ctx.deterministicAlgorithms() ? "true" : "false"},
       {"cudnn_deterministic", ctx.deterministicCuDNN() ? "true" : "false"},
@@ -68,7 +91,8 @@ std::map<std::string, std::string> determinism_fingerprint() {
       {"NCCL_NVLS_ENABLE", env("NCCL_NVLS_ENABLE")},
       {"OMP_NUM_THREADS", env("OMP_NUM_THREADS")},
       {"parallel_info", at::get_parallel_info().substr(0, 400)},
-  };
+  });
+  return out;
 }
 
 }  // namespace mtp::engine

@@ -97,6 +97,7 @@ RunPlan plan_variant(const config::ModelConfig& model, const config::TrainingCon
         kernels::flash_attention_available() ? "" : ", no flash attention in this build"));
   }
   plan.clip_grad = variant.clip_grad.value_or(training.clip_grad);
+  plan.record_mode = variant.record.value_or(training.record);
   plan.num_microbatches = config::variant_num_microbatches(training, plan.model, variant);
   plan.layout = variant_layout(variant, plan.model);
   impl.check_layout(plan.layout);

@@ -29,6 +29,7 @@ struct RunPlan {
   schedule::ScheduleConfig schedule;
   double clip_grad = 0.0;           ///< the variant's, else the training's; 0 = off
   int64_t num_microbatches = 1;     ///< M per step and data-parallel rank
+  config::RecordMode record_mode = config::RecordMode::kAuto;  ///< the variant's, else training's
 
   int pipeline_size() const { return layout.pipeline_size; }
   int data_parallel_size() const { return variant.data_parallel_size; }

@@ -8,6 +8,8 @@
 #include "harness/common/error.h"
 #include "harness/config/param_specs.h"
 #include "harness/engine/chunk.h"
+#include "harness/engine/step_recorder.h"
+#include "harness/record/digest.h"
 
 namespace mtp::engine {
 namespace {
@@ -171,16 +173,44 @@ ResourceEstimate estimate_resources(const RunPlan& plan, const Implementation& i
   constexpr uint64_t kDatasetOverheadBytes = 390;
   const uint64_t tensors = config::parameter_specs(m).size();
   const uint64_t weight_sets = bf16 ? 2 : 1;
+  // A digest-only tensor keeps 16 bytes per block of 64 Ki elements besides its header.
+  auto kept = [&](int64_t step, uint64_t bytes, uint64_t elements) {
+    return step_storage(plan, step) == record::Storage::kFull
+               ? bytes
+               : 16 * ((elements + record::kDigestBlockElements - 1) /
+                       record::kDigestBlockElements + tensors);
+  };
   const uint64_t weights_once =
-      est.parameters * (me + (bf16 ? e : 0)) + weight_sets * tensors * kDatasetOverheadBytes;
-  uint64_t per_step = tokens * 3 * 8 + est.parameters * me + weights_once +
-                      (3 + static_cast<uint64_t>(m.mtp_num_layers) + 2 + tensors) *
-                          kDatasetOverheadBytes;
-  if (plan.training.save_optimizer_state) {
-    per_step += 2 * est.parameters * me + (2 * tensors + 1) * kDatasetOverheadBytes;
+      kept(0, est.parameters * (me + (bf16 ? e : 0)), est.parameters * weight_sets) +
+      weight_sets * tensors * kDatasetOverheadBytes;
+  est.record_bytes = weights_once;
+  for (int64_t step = 1; step <= plan.training.steps; ++step) {
+    uint64_t tensor_bytes = est.parameters * (2 * me + (bf16 ? e : 0));
+    uint64_t datasets = (1 + weight_sets) * tensors;
+    if (plan.training.save_optimizer_state) {
+      tensor_bytes += 2 * est.parameters * me;
+      datasets += 2 * tensors + 1;
+    }
+    est.record_bytes += tokens * 3 * 8 + kept(step, tensor_bytes, tensor_bytes / me) +
+                        (3 + static_cast<uint64_t>(m.mtp_num_layers) + 2 + datasets) *
+                            kDatasetOverheadBytes;
   }
-  est.record_bytes = weights_once + static_cast<uint64_t>(plan.training.steps) * per_step;
   return est;
+}
+
+uint64_t step_tensor_bytes(const RunPlan& plan) {
+  const config::ModelConfig& m = plan.model;
+  const bool bf16 = plan.training.dtype == config::DType::kBFloat16;
+  const uint64_t e = dtype_bytes(plan.training.dtype), me = main_bytes(plan.training.dtype);
+  uint64_t parameters = 0;
+  for (const auto& spec : config::parameter_specs(m)) {
+    uint64_t n = 1;
+    for (int64_t d : spec.shape) n *= static_cast<uint64_t>(d);
+    parameters += n;
+  }
+  uint64_t bytes = parameters * (2 * me + (bf16 ? e : 0));  // grad, weight (master), model_weight
+  if (plan.training.save_optimizer_state) bytes += 2 * parameters * me;
+  return bytes;
 }
 
 void require_resources(const ResourceEstimate& estimate, bool all_ranks_share_memory,

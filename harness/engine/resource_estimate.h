@@ -66,6 +66,10 @@ struct ResourceEstimate {
 /// 4.8 GiB, peak RSS 4.6 GiB. Throws nothing for a valid plan.
 ResourceEstimate estimate_resources(const RunPlan& plan, const Implementation& impl);
 
+/// Bytes of one step's grad, weight (+ bf16 model_weight, + optimizer state when saved) tensors
+/// in a full record: what RecordMode::kAuto weighs against config::kAutoFullStepBytes.
+uint64_t step_tensor_bytes(const RunPlan& plan);
+
 /// "1.5 GiB", "12.0 MiB", "900 B".
 std::string format_bytes(uint64_t bytes);
 

@@ -1,12 +1,24 @@
 #include "harness/engine/step_recorder.h"
 
+#include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
 
 #include "harness/common/error.h"
 #include "harness/engine/determinism.h"
 #include "harness/engine/dtypes.h"
+#include "harness/engine/resource_estimate.h"
 #include "harness/gpu/gpu.h"
 
 #ifndef MTP_GIT_REVISION
@@ -91,44 +103,172 @@ void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
     for (const auto& [k, v] : gpu::gpu_fingerprint(ctx.device_index)) rec.set_attr(k, v);
   }
   rec.set_attr("scenario", ctx.scenario_name);
+  rec.set_attr("scenario_text", ctx.scenario_text);
+  rec.set_attr("record_mode", config::enum_name(plan.record_mode));
+  nlohmann::json stages = nlohmann::json::object();
+  for (const auto& [name, st] : ctx.param_stages) stages[name] = st;
+  rec.set_attr("param_stages", stages.dump());
+  nlohmann::json coords = nlohmann::json::array();
+  for (const auto& [pp, vpp] : ctx.stage_coords) coords.push_back({pp, vpp});
+  rec.set_attr("stage_coords", coords.dump());
+}
+
+record::DType record_dtype(const std::string& name, at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return record::DType::kF32;
+    case at::kDouble: return record::DType::kF64;
+    case at::kInt: return record::DType::kI32;
+    case at::kByte: return record::DType::kU8;
+    case at::kLong: return record::DType::kI64;
+    case at::kBFloat16: return record::DType::kBF16;
+    default: throw InternalError(fmt::format("cannot record dtype of {}", name));
+  }
+}
+
+/// Threads that digest one large tensor's blocks (the result does not depend on the count).
+int digest_threads() {
+  const unsigned hw = std::thread::hardware_concurrency();
+  return static_cast<int>(std::clamp<unsigned>(hw > 2 ? hw / 2 : 1, 1, 8));
 }
 
 }  // namespace
 
-record::TensorData to_record(const std::string& name, const at::Tensor& t) {
-  auto c = t.detach().contiguous().cpu();
-  record::TensorData d;
-  d.name = name;
-  d.shape = c.sizes().vec();
-  switch (c.scalar_type()) {
-    case at::kFloat: d.dtype = record::DType::kF32; break;
-    case at::kDouble: d.dtype = record::DType::kF64; break;
-    case at::kInt: d.dtype = record::DType::kI32; break;
-    case at::kByte: d.dtype = record::DType::kU8; break;
-    case at::kLong: d.dtype = record::DType::kI64; break;
-    case at::kBFloat16: d.dtype = record::DType::kBF16; break;
-    default: throw InternalError(fmt::format("cannot record dtype of {}", name));
+record::Storage step_storage(const RunPlan& plan, int64_t step) {
+  if (plan.training.dump_steps.count(step)) return record::Storage::kFull;
+  switch (plan.record_mode) {
+    case config::RecordMode::kFull:
+      return record::Storage::kFull;
+    case config::RecordMode::kDigest:
+      return record::Storage::kDigest;
+    case config::RecordMode::kAuto:
+      break;
   }
-  d.bytes.resize(c.nbytes());
-  if (c.nbytes() > 0) std::memcpy(d.bytes.data(), c.data_ptr(), c.nbytes());
-  return d;
+  return step_tensor_bytes(plan) <= config::kAutoFullStepBytes ? record::Storage::kFull
+                                                               : record::Storage::kDigest;
 }
+
+/// The writer thread and its queue of snapshots (step_recorder.h).
+struct StepRecorder::Writer {
+  /// One queued write: a snapshot of a tensor (or nothing, for attributes) and what to do with
+  /// it on the writer thread.
+  struct Job {
+    at::Tensor snapshot;                  ///< contiguous; on the device it was recorded from
+    std::optional<c10::Event> ready;      ///< CUDA: recorded after the snapshot's clone
+    uint64_t bytes = 0;
+    std::function<void(record::RecordWriter&, const at::Tensor& host)> run;
+  };
+
+  explicit Writer(const std::string& path)
+      : file(std::make_unique<record::RecordWriter>(path)), thread([this] { loop(); }) {}
+
+  ~Writer() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    thread.join();
+  }
+
+  void submit(Job job) {
+    std::unique_lock<std::mutex> lock(mu);
+    // Back-pressure: a job that alone exceeds the limit still goes when the queue is empty.
+    space.wait(lock, [&] {
+      return error || jobs.empty() || in_flight + job.bytes <= kMaxBytesInFlight;
+    });
+    if (error) std::rethrow_exception(error);
+    in_flight += job.bytes;
+    jobs.push_back(std::move(job));
+    cv.notify_all();
+  }
+
+  /// Waits until every job ran; rethrows the writer thread's failure.
+  void drain() {
+    std::unique_lock<std::mutex> lock(mu);
+    space.wait(lock, [&] { return error || (jobs.empty() && !busy); });
+    if (error) std::rethrow_exception(error);
+  }
+
+  /// The snapshot's bytes on the host: itself on the CPU; on CUDA a copy on a stream of the
+  /// writer's own, after the event that follows the clone.
+  at::Tensor to_host(const Job& job) {
+    if (!job.snapshot.defined() || !job.snapshot.is_cuda()) return job.snapshot;
+    const c10::Device device = job.snapshot.device();
+    if (!side_stream || side_stream->device() != device) {
+      c10::impl::VirtualGuardImpl impl(device.type());
+      side_stream = impl.getStreamFromGlobalPool(device);
+    }
+    job.ready->block(*side_stream);
+    c10::StreamGuard guard(*side_stream);
+    at::Tensor host = at::empty(job.snapshot.sizes(),
+                                job.snapshot.options().device(at::kCPU).pinned_memory(true));
+    host.copy_(job.snapshot);  // synchronous on the side stream
+    return host;
+  }
+
+  void loop() {
+    while (true) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return stop || !jobs.empty(); });
+        if (stop) return;  // after commit(), or abandoned after a failure: nothing to write
+        job = std::move(jobs.front());
+        jobs.pop_front();
+        busy = true;
+      }
+      try {
+        if (!error_seen()) {
+          const at::Tensor host = to_host(job);
+          job.run(*file, host);
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+      }
+      const uint64_t done = job.bytes;
+      job = Job();  // the snapshot (device memory too) is released here, after its copy
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        in_flight -= std::min(in_flight, done);
+        busy = false;
+      }
+      space.notify_all();
+    }
+  }
+
+  bool error_seen() {
+    std::lock_guard<std::mutex> lock(mu);
+    return error != nullptr;
+  }
+
+  std::unique_ptr<record::RecordWriter> file;  // touched by the writer thread only (and commit)
+  std::mutex mu;
+  std::condition_variable cv, space;
+  std::deque<Job> jobs;
+  uint64_t in_flight = 0;
+  bool busy = false, stop = false;
+  std::exception_ptr error;
+  std::optional<c10::Stream> side_stream;  // writer thread only
+  std::thread thread;                      // last: starts after everything above exists
+};
 
 StepRecorder::StepRecorder(const std::string& path, const RunPlan& plan,
                            const data::MicrobatchSource& source, const RecordContext& context)
     : plan_(plan),
       loss_dtype_(context.loss_dtype ? scalar_type(*context.loss_dtype)
                                      : main_type(plan.training.dtype)),
-      writer_(std::make_unique<record::RecordWriter>(path)) {
-  write_attributes(*writer_, plan, source, context);
+      writer_(std::make_unique<Writer>(path)) {
+  write_attributes(*writer_->file, plan, source, context);
 }
+
+StepRecorder::~StepRecorder() = default;
 
 void StepRecorder::write_batch(int64_t step, const at::Tensor& tokens, const at::Tensor& labels,
                                const at::Tensor& loss_mask) {
-  const int s = static_cast<int>(step);
-  writer_->write(s, "batch", to_record("tokens", tokens));
-  writer_->write(s, "batch", to_record("labels", labels));
-  writer_->write(s, "batch", to_record("loss_mask", loss_mask));
+  write_tensor(step, "batch", "tokens", tokens);
+  write_tensor(step, "batch", "labels", labels);
+  write_tensor(step, "batch", "loss_mask", loss_mask);
 }
 
 double StepRecorder::write_losses(int64_t step, const std::vector<double>& lm_per_mb,
@@ -150,24 +290,50 @@ double StepRecorder::write_losses(int64_t step, const std::vector<double>& lm_pe
   // Averages are taken in float64, then stored in the training dtype (fp32 for bf16 runs, whose
   // losses are computed in fp32) so that ulp:N counts units of that dtype.
   auto scalar = [this](double v) { return at::scalar_tensor(v, at::kDouble).to(loss_dtype_); };
-  const int s = static_cast<int>(step);
-  writer_->write(s, "loss", to_record("lm", scalar(lm)));
-  for (int k = 0; k < D; ++k) {
-    writer_->write(s, "loss", to_record(fmt::format("mtp_{}", k + 1), scalar(mtp[k])));
-  }
-  writer_->write(s, "loss", to_record("total", scalar(total)));
+  write_tensor(step, "loss", "lm", scalar(lm));
+  for (int k = 0; k < D; ++k) write_tensor(step, "loss", fmt::format("mtp_{}", k + 1), scalar(mtp[k]));
+  write_tensor(step, "loss", "total", scalar(total));
   return total;
 }
 
 void StepRecorder::write_tensor(int64_t step, const std::string& group, const std::string& name,
                                 const at::Tensor& t) {
-  writer_->write(static_cast<int>(step), group, to_record(name, t));
+  const bool always_full = group == "batch" || group == "loss";
+  const record::Storage storage = always_full ? record::Storage::kFull : step_storage(plan_, step);
+  Writer::Job job;
+  {
+    c10::NoGradGuard no_grad;
+    job.snapshot = t.detach().clone(at::MemoryFormat::Contiguous);
+  }
+  if (job.snapshot.is_cuda()) {
+    c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
+    job.ready.emplace(c10::DeviceType::CUDA);
+    job.ready->record(impl.getStream(job.snapshot.device()));
+  }
+  job.bytes = job.snapshot.nbytes();
+  const record::DType dtype = record_dtype(name, job.snapshot.scalar_type());
+  const int s = static_cast<int>(step);
+  job.run = [s, group, name, dtype, storage](record::RecordWriter& w, const at::Tensor& host) {
+    record::TensorView v{name, dtype, host.sizes().vec(), host.data_ptr(), host.nbytes()};
+    const record::TensorDigest d =
+        record::digest_bytes(v.data, v.nbytes, record::dtype_size(dtype), digest_threads());
+    w.write(s, group, v, storage, &d);
+  };
+  writer_->submit(std::move(job));
 }
 
 void StepRecorder::set_step_attr(int64_t step, const std::string& key, double value) {
-  writer_->set_step_attr(static_cast<int>(step), key, value);
+  Writer::Job job;
+  const int s = static_cast<int>(step);
+  job.run = [s, key, value](record::RecordWriter& w, const at::Tensor&) {
+    w.set_step_attr(s, key, value);
+  };
+  writer_->submit(std::move(job));
 }
 
-void StepRecorder::commit() { writer_->commit(); }
+void StepRecorder::commit() {
+  writer_->drain();
+  writer_->file->commit();
+}
 
 }  // namespace mtp::engine

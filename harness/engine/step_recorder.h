@@ -2,14 +2,23 @@
 //
 // Writes a variant's HDF5 step record (harness/record, architecture.md §6) from tensors: the
 // root attributes (hyperparameters under Megatron-LM's names, the variant, the environment
-// fingerprint), then per step the batch, the losses, the main grads and the weights. It turns
-// LibTorch tensors into record::TensorData and averages the losses; gathering tensors from other
-// ranks is the trainer's job.
+// fingerprint, the scenario's text), then per step the batch, the losses, the main grads and the
+// weights. It averages the losses and keeps each grad, weight and optimizer tensor in full or as
+// digests (config::RecordMode, step_storage); gathering tensors from other ranks is the
+// trainer's job.
+//
+// Recording is off the critical path: write_* take a snapshot of the tensor on its own device (a
+// clone; on CUDA ordered by an event on the current stream) and return; one writer thread copies
+// snapshots to the host (on CUDA on a stream of its own, so the copy overlaps the next step's
+// kernels), digests them (harness/record/digest.h) and writes the HDF5 file in submission order,
+// so the file is the same as a synchronous writer's. At most kMaxBytesInFlight of snapshots wait
+// (write_* blocks beyond that). A write error is rethrown by the next write_* or by commit().
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <utility>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,9 +29,11 @@
 
 namespace mtp::engine {
 
-/// `t` (any device; float32/float64/bfloat16/int32/int64/uint8) as record bytes under `name`. Throws
-/// InternalError for another dtype.
-record::TensorData to_record(const std::string& name, const at::Tensor& t);
+/// How a step's grad, weight, model_weight and optimizer tensors are kept: full when the plan's
+/// record mode is full, when `step` is one of training.dump_steps, or when the mode is auto and
+/// a step's tensors (step_tensor_bytes) fit config::kAutoFullStepBytes; digest-only otherwise.
+/// Batches and losses are always kept in full.
+record::Storage step_storage(const RunPlan& plan, int64_t step);
 
 /// What the record says about where and how the variant ran.
 struct RecordContext {
@@ -35,10 +46,21 @@ struct RecordContext {
   record::AttrMap start_attrs;
   /// The dtype the losses are stored in; default the training dtype.
   std::optional<config::DType> loss_dtype;
+  /// The scenario file's text (root attribute scenario_text: a record says what made it).
+  std::string scenario_text;
+  /// Every parameter's stages, the recorded copy's first (root attribute param_stages, JSON
+  /// {"name": [stage, ...]}): which (pipeline rank, virtual stage) owns a divergent tensor.
+  std::vector<std::pair<std::string, std::vector<int>>> param_stages;
+  /// (pipeline rank, virtual stage) of every stage (root attribute stage_coords, JSON
+  /// [[pp, vpp], ...]).
+  std::vector<std::pair<int, int>> stage_coords;
 };
 
 class StepRecorder {
  public:
+  /// Snapshot bytes that may wait for the writer thread before write_* blocks.
+  static constexpr uint64_t kMaxBytesInFlight = uint64_t{4} << 30;
+
   /// Opens the record (atomically: RecordWriter) and writes the root attributes. Throws
   /// RecordError when the file cannot be created.
   StepRecorder(const std::string& path, const RunPlan& plan, const data::MicrobatchSource& source,
@@ -60,13 +82,18 @@ class StepRecorder {
                     const at::Tensor& t);
   /// An attribute of /steps/NNNNNN (grad_norm, clip_coeff).
   void set_step_attr(int64_t step, const std::string& key, double value);
-  /// Closes and renames the record to its final path (RecordError on failure).
+  /// Waits for the writer thread, then closes and renames the record to its final path. Throws
+  /// what the writer thread failed with (RecordWriteError on an I/O fault), else RecordError on
+  /// failure.
   void commit();
+  /// Stops the writer thread; without commit() the temporary file is removed.
+  ~StepRecorder();
 
  private:
+  struct Writer;
   const RunPlan& plan_;
   at::ScalarType loss_dtype_;
-  std::unique_ptr<record::RecordWriter> writer_;
+  std::unique_ptr<Writer> writer_;
 };
 
 }  // namespace mtp::engine

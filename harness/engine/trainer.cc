@@ -51,6 +51,7 @@ struct RunContext {
   at::ScalarType main_dtype;  ///< main grads, master weights, loss mask and losses
   at::Device device;
   bool single_process;
+  std::chrono::steady_clock::time_point t0;
 };
 
 /// One microbatch's tokens, labels and loss mask as CPU tensors [b, s] (int32, int32, uint8):
@@ -131,6 +132,11 @@ class RankWorker {
         gather_params(step, "model_weight", [](const LocalParam& p) { return p.weight; });
       }
       if (plan_.training.save_optimizer_state) save_optimizer_state(step);
+      if (recorder_ && ctx_.options.on_step) {
+        ctx_.options.on_step(step, steps, std::chrono::duration<double>(
+                                              std::chrono::steady_clock::now() - ctx_.t0)
+                                              .count());
+      }
     }
     if (recorder_) recorder_->commit();
   }
@@ -147,6 +153,11 @@ class RankWorker {
     rc.chunk_map = ctx_.chunk_map;
     rc.start_attrs = ctx_.start.attrs();
     rc.loss_dtype = ctx_.options.loss_dtype;
+    rc.scenario_text = ctx_.options.scenario_text;
+    for (const auto& p : placement_.params) rc.param_stages.emplace_back(p.name, p.stages);
+    for (const auto& st : plan_.layout.stages) {
+      rc.stage_coords.emplace_back(st.pipeline_rank, st.virtual_stage);
+    }
     recorder_ = std::make_unique<StepRecorder>(ctx_.options.record_path, plan_, *ctx_.batches, rc);
     // The start step's weights: the parameters as built (the initial values cast to the
     // parameters' type), and for bf16 the fp32 masters (made from them, or the resumed masters).
@@ -441,7 +452,8 @@ RunResult run_variant(const RunPlan& plan, const Implementation& impl,
                  scalar_type(plan.training.dtype),
                  main_type(plan.training.dtype),
                  make_device(plan.training.device, options.device_index),
-                 options.local_ranks.empty()};
+                 options.local_ranks.empty(),
+                 t0};
   if (!ctx.batches) {
     ctx.batches = std::make_shared<data::MicrobatchBuilder>(
         *ctx.source, data, plan.model.micro_batch_size, plan.model.seq_length,

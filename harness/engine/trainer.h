@@ -44,6 +44,7 @@ struct RunOptions {
   int device_index = 0;         ///< CUDA device of this process's ranks (device = cuda)
   std::string record_path;      ///< HDF5 record to write (atomically)
   std::string scenario_name;
+  std::string scenario_text;    ///< the scenario file's text, embedded in the record
   std::chrono::milliseconds recv_timeout{120000};
   uint64_t delay_seed = 0;      ///< seed of random transport delays
   /// Fault-injection seam (tests): called on every rank after its optimizer step, for each
@@ -58,6 +59,9 @@ struct RunOptions {
   /// The dtype the record stores the losses in; default the training dtype. Replay stores them
   /// as the replayed record does, so that they compare.
   std::optional<config::DType> loss_dtype;
+  /// Progress: called on the recording rank after each step (step, last step, seconds since the
+  /// run started). Must not throw.
+  std::function<void(int64_t step, int64_t steps, double seconds)> on_step;
 };
 
 /// A copy of a parameter whose bits differ from the recorded copy after an optimizer step (a

@@ -261,6 +261,11 @@ DataSpace DataSpace::simple(const std::vector<hsize_t>& dims) {
   return DataSpace(check(id, w, "cannot create"), H5Sclose, w);
 }
 
+DataSpace DataSpace::null() {
+  Where w{"(dataspace)", "null"};
+  return DataSpace(check(H5Screate(H5S_NULL), w, "cannot create"), H5Sclose, w);
+}
+
 H5S_class_t DataSpace::kind() const {
   H5S_class_t k = H5Sget_simple_extent_type(id());
   if (k == H5S_NO_CLASS) {
@@ -421,6 +426,20 @@ void Dataset::read(hid_t mem_type, void* buf) const {
         "cannot read dataset");
 }
 
+std::optional<uint64_t> Dataset::raw_offset() const {
+  PropList dcpl(check(H5Dget_create_plist(id()), where(), "cannot get creation properties"),
+                H5Pclose, where());
+  if (H5Pget_layout(dcpl.id()) != H5D_CONTIGUOUS || H5Pget_nfilters(dcpl.id()) != 0) {
+    return std::nullopt;
+  }
+  const haddr_t offset = H5Dget_offset(id());
+  if (offset == HADDR_UNDEF) {
+    take_error_message();  // not allocated: no error worth keeping
+    return std::nullopt;
+  }
+  return static_cast<uint64_t>(offset);
+}
+
 // ---- File ----
 
 File File::create(const std::string& path) {
@@ -442,3 +461,13 @@ Group File::root() const {
 }
 
 }  // namespace mtp::record::h5
+
+namespace mtp::record {
+
+std::string hdf5_library_version() {
+  unsigned major = 0, minor = 0, release = 0;
+  H5get_libversion(&major, &minor, &release);
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
+}
+
+}  // namespace mtp::record

@@ -21,6 +21,8 @@
 
 #include <hdf5.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -131,6 +133,8 @@ class DataSpace : public Handle {
   using Handle::Handle;
   static DataSpace scalar();
   static DataSpace simple(const std::vector<hsize_t>& dims);
+  /// A null dataspace (no elements, no shape): a digest-only dataset of the record.
+  static DataSpace null();
   /// H5S_SCALAR, H5S_SIMPLE or H5S_NULL.
   H5S_class_t kind() const;
   /// Dimensions (empty for a scalar).
@@ -198,6 +202,9 @@ class Dataset : public Object {
   void write(hid_t mem_type, const void* buf) const;
   /// Reads the whole dataset into `buf`, converting to `mem_type`.
   void read(hid_t mem_type, void* buf) const;
+  /// The file offset of the dataset's raw data when the bytes can be read from the file
+  /// directly: contiguous layout, no filters, storage allocated. nullopt otherwise.
+  std::optional<uint64_t> raw_offset() const;
 };
 
 /// File: an open HDF5 file.

@@ -105,6 +105,32 @@ AttrMap read_attrs(const h5::Object& obj) {
   return out;
 }
 
+void write_u64_matrix_attr(const h5::Object& obj, const std::string& key,
+                           const std::vector<uint64_t>& values, size_t cols) {
+  h5::DataSpace space = h5::DataSpace::simple({values.size() / cols, cols});
+  h5::Type t = h5::Type::copy_of(H5T_STD_U64LE);
+  obj.create_attribute(key, t, space).write(H5T_NATIVE_UINT64, values.data());
+}
+
+std::vector<uint64_t> read_u64_matrix_attr(const h5::Object& obj, const std::string& key,
+                                           size_t cols) {
+  h5::Attribute a = obj.open_attribute(key);
+  h5::DataSpace space = a.space();
+  const std::vector<hsize_t> dims =
+      space.kind() == H5S_SIMPLE ? space.dims() : std::vector<hsize_t>{};
+  if (dims.size() != 2 || dims[1] != cols) {
+    attr_fail(a, fmt::format("attribute must be a 2-D array of {} columns", cols));
+  }
+  h5::Type type = a.type();
+  if (type.type_class() != H5T_INTEGER || type.size() != 8) {
+    attr_fail(a, fmt::format("attribute is {}, expected 64-bit integers", type.describe()));
+  }
+  if (dims[0] > (uint64_t{1} << 32)) attr_fail(a, "attribute is too large");
+  std::vector<uint64_t> out(static_cast<size_t>(dims[0] * dims[1]));
+  a.read(H5T_NATIVE_UINT64, out.data());
+  return out;
+}
+
 std::string read_string_attr(const h5::Object& obj, const std::string& key) {
   h5::Attribute a = obj.open_attribute(key);
   require_scalar(a);

@@ -10,6 +10,14 @@
 //   /steps/NNNNNN/optimizer/ step, <global name>.exp_avg, <global name>.exp_avg_sq: Adam's
 //                           state after the step (opt-in: engine/checkpoint.h)
 //   /steps/NNNNNN/          attrs: grad_norm, clip_coeff (when computed)
+//
+// Format version kSchemaVersion (root attribute `schema_version`; a record without it is version
+// 1). Every dataset carries attributes `dtype`, `xxh3_128` (the tensor digest, 32 hex digits) and
+// `xxh3_128_blocks` (uint64 [blocks, 2]: each block's digest, high half then low; digest.h) —
+// version 1 records carry only `dtype`. A tensor stored in full holds its bytes; a digest-only
+// tensor (Storage::kDigest: `record = "digest"`) is a dataset with a null dataspace, the file
+// type of its dtype, and attributes `storage` = "digest" and `shape` ("[8, 2, 32]", "[]" for a
+// scalar) besides the digests.
 // Groups track link creation order, and datasets are written in canonical order (the order of
 // the model's parameters), so readers list names in that order. Object timestamps are off, so
 // the same content gives the same bytes.
@@ -24,11 +32,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "harness/common/error.h"
+#include "harness/record/digest.h"
 #include "harness/record/tensor_data.h"
 
 namespace mtp::record {
@@ -63,8 +73,47 @@ inline constexpr const char* kOptimizerStepName = "step";
 inline std::string exp_avg_name(const std::string& param) { return param + ".exp_avg"; }
 inline std::string exp_avg_sq_name(const std::string& param) { return param + ".exp_avg_sq"; }
 
+/// The record format version written to the root attribute `schema_version` (record.h's
+/// opening comment says what each version holds).
+inline constexpr int64_t kSchemaVersion = 2;
+inline constexpr const char* kSchemaVersionAttr = "schema_version";
+
+/// Storage: how a tensor is kept in the record. kFull: its bytes and digests; kDigest: only
+/// its digests (shape and dtype too), a few bytes per 64 Ki elements.
+enum class Storage { kFull, kDigest };
+/// "full" | "digest".
+const char* storage_name(Storage s);
+
+/// TensorView: a tensor to write, whose bytes the caller keeps alive during the call
+/// (row-major, `nbytes == numel · dtype_size(dtype)`).
+struct TensorView {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+  size_t nbytes = 0;
+  static TensorView of(const TensorData& t) {
+    return TensorView{t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size()};
+  }
+};
+
+/// TensorInfo: what the record says about one tensor without reading its bytes.
+struct TensorInfo {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  bool stored = true;                 ///< false: digest-only (Storage::kDigest)
+  std::optional<TensorDigest> digest;  ///< nullopt for version-1 records (no digests)
+  /// File offset of the raw bytes when they can be read from the file directly (contiguous,
+  /// unfiltered, stored in the native little-endian layout of dtype); nullopt otherwise.
+  std::optional<uint64_t> raw_offset;
+  int64_t numel() const;
+};
+
 using AttrValue = std::variant<int64_t, double, std::string>;
 using AttrMap = std::map<std::string, AttrValue>;
+
+/// The HDF5 library's version, "1.10.8" (for the environment fingerprint).
+std::string hdf5_library_version();
 
 /// "000007" for step 7 (6 digits, zero padded).
 std::string step_group_name(int step);
@@ -82,10 +131,18 @@ class RecordWriter {
   void set_attr(const std::string& key, const AttrValue& value);
   /// Sets an attribute on /steps/NNNNNN (created if needed). RecordWriteError on an I/O fault.
   void set_step_attr(int step, const std::string& key, const AttrValue& value);
-  /// Writes dataset /steps/NNNNNN/<group>/<t.name>. `group` ∈ record_groups(); a name written
-  /// twice, a name containing '/' or an inconsistent byte count throws RecordError; an I/O
-  /// fault throws RecordWriteError.
-  void write(int step, const std::string& group, const TensorData& t);
+  /// Writes dataset /steps/NNNNNN/<group>/<t.name> with its digests, its bytes only when
+  /// `storage` is kFull. `digest`: the digest of t's bytes when the caller has computed it
+  /// (computed here otherwise; `digest_threads` threads). `group` ∈ record_groups(); a name
+  /// written twice, a name containing '/' or an inconsistent byte count throws RecordError; an
+  /// I/O fault throws RecordWriteError.
+  void write(int step, const std::string& group, const TensorView& t,
+             Storage storage = Storage::kFull, const TensorDigest* digest = nullptr,
+             int digest_threads = 1);
+  void write(int step, const std::string& group, const TensorData& t,
+             Storage storage = Storage::kFull) {
+    write(step, group, TensorView::of(t), storage);
+  }
   /// Flushes, closes, syncs and renames the file to its final path. Throws RecordWriteError or
   /// InfraError on an I/O fault (nothing is left under either name), RecordError when already
   /// committed.
@@ -118,9 +175,20 @@ class RecordReader {
   std::vector<std::string> names(int step, const std::string& group) const;
   /// dtype and shape without reading the data.
   TensorData describe(int step, const std::string& group, const std::string& name) const;
-  /// Reads one dataset. Throws RecordError if it does not exist, cannot be read, or declares
-  /// more bytes than the memory available (a corrupt shape is an input error, not bad_alloc).
+  /// dtype, shape, storage, digests and raw offset (indexed when the record was opened).
+  const TensorInfo& info(int step, const std::string& group, const std::string& name) const;
+  /// The record format version (root attribute schema_version; 1 when absent).
+  int64_t schema_version() const;
+  /// Reads one dataset. Throws RecordError if it does not exist, holds only a digest, cannot be
+  /// read, or declares more bytes than the memory available (a corrupt shape is an input error,
+  /// not bad_alloc).
   TensorData read(int step, const std::string& group, const std::string& name) const;
+  /// Reads `n` bytes of the tensor's data starting at byte `offset` into `out`: straight from the
+  /// file with pread when info().raw_offset is set (callable from several threads at once),
+  /// else through read(). Throws RecordError for a digest-only tensor, a range past the tensor,
+  /// or a file shorter than the dataset claims.
+  void read_bytes(int step, const std::string& group, const std::string& name, uint64_t offset,
+                  size_t n, void* out) const;
 
  private:
   struct Impl;

@@ -1,6 +1,7 @@
 // RecordReader: opens a step record, checks its schema once and indexes every dataset's dtype and
 // shape, so listing and describe() need no further I/O (record.h).
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,7 +31,7 @@ namespace {
 
 struct GroupIndex {
   std::vector<std::string> names;                      ///< creation order
-  std::unordered_map<std::string, TensorData> descs;  ///< dtype and shape, no bytes
+  std::unordered_map<std::string, TensorInfo> descs;  ///< dtype, shape, storage, digests
 };
 
 struct StepIndex {
@@ -66,6 +67,11 @@ const char* object_kind(H5I_type_t t) {
 struct RecordReader::Impl {
   std::string path;
   h5::File file;
+  int fd = -1;            // for read_bytes (pread); opened after the schema check
+  uint64_t file_size = 0;
+  ~Impl() {
+    if (fd >= 0) ::close(fd);
+  }
   std::map<int, StepIndex> steps;
 
   [[noreturn]] void fail(const std::string& object, const std::string& what) const {
@@ -80,7 +86,9 @@ struct RecordReader::Impl {
   void probe_in_child(int version) const;  // index() in a child; a crash is bad input
   void require(const h5::Group& parent, const h5::Link& link, H5I_type_t want) const;
   GroupIndex index_group(const h5::Group& g) const;
-  TensorData describe_dataset(const h5::Dataset& ds, const std::string& name) const;
+  TensorInfo describe_dataset(const h5::Dataset& ds) const;
+  std::optional<TensorDigest> read_digest(const h5::Dataset& ds, int64_t numel) const;
+  int64_t schema_version = 1;
 
   const StepIndex& step(int s) const {
     auto it = steps.find(s);
@@ -99,7 +107,7 @@ struct RecordReader::Impl {
     return *st.groups[static_cast<size_t>(i)];
   }
 
-  const TensorData& desc(int s, const std::string& g, const std::string& name) const {
+  const TensorInfo& desc(int s, const std::string& g, const std::string& name) const {
     const GroupIndex& gi = group(s, g);
     auto it = gi.descs.find(name);
     if (it == gi.descs.end()) {
@@ -126,24 +134,87 @@ void RecordReader::Impl::require(const h5::Group& parent, const h5::Link& link,
   }
 }
 
-TensorData RecordReader::Impl::describe_dataset(const h5::Dataset& ds,
-                                                const std::string& name) const {
-  TensorData t;
-  t.name = name;
+std::optional<TensorDigest> RecordReader::Impl::read_digest(const h5::Dataset& ds,
+                                                            int64_t numel) const {
+  const bool has_whole = ds.has_attribute(kDigestAttr);
+  const bool has_blocks = ds.has_attribute(kBlockDigestsAttr);
+  const int64_t nblocks = (numel + kDigestBlockElements - 1) / kDigestBlockElements;
+  if (!has_whole) {
+    if (has_blocks) fail(ds.where().path, fmt::format("has '{}' without '{}'", kBlockDigestsAttr,
+                                                      kDigestAttr));
+    return std::nullopt;
+  }
+  TensorDigest d;
+  const std::string hex = read_string_attr(ds, kDigestAttr);
+  const std::optional<Digest128> whole = Digest128::parse_hex(hex);
+  if (!whole) {
+    fail(ds.where().path, fmt::format("attribute '{}' is \"{}\", not 32 hex digits", kDigestAttr,
+                                      printable(hex)));
+  }
+  d.whole = *whole;
+  if (has_blocks) {
+    const std::vector<uint64_t> halves = read_u64_matrix_attr(ds, kBlockDigestsAttr, 2);
+    for (size_t i = 0; i + 1 < halves.size(); i += 2) d.blocks.push_back({halves[i], halves[i + 1]});
+  }
+  if (static_cast<int64_t>(d.blocks.size()) != nblocks) {
+    fail(ds.where().path, fmt::format("attribute '{}' holds {} block digests; {} elements need {}",
+                                      kBlockDigestsAttr, d.blocks.size(), numel, nblocks));
+  }
+  if (combine_block_digests(d.blocks) != d.whole) {
+    fail(ds.where().path, fmt::format("attribute '{}' is not the digest of its block digests "
+                                      "'{}' (a corrupt or hand-edited record)",
+                                      kDigestAttr, kBlockDigestsAttr));
+  }
+  return d;
+}
+
+TensorInfo RecordReader::Impl::describe_dataset(const h5::Dataset& ds) const {
+  TensorInfo t;
   t.dtype = dataset_dtype(ds);
   h5::DataSpace space = ds.space();
   if (space.kind() == H5S_NULL) {
-    fail(ds.where().path, "has a null dataspace (no shape); expected a scalar or an array");
+    // A digest-only tensor: its shape is an attribute.
+    if (!ds.has_attribute(kStorageAttr) ||
+        read_string_attr(ds, kStorageAttr) != storage_name(Storage::kDigest)) {
+      fail(ds.where().path, fmt::format("has a null dataspace (no shape) but no {} = \"digest\" "
+                                        "attribute; expected a scalar or an array",
+                                        kStorageAttr));
+    }
+    if (!ds.has_attribute(kShapeAttr) || !ds.has_attribute(kDigestAttr)) {
+      fail(ds.where().path, fmt::format("is digest-only but lacks the '{}' or '{}' attribute",
+                                        kShapeAttr, kDigestAttr));
+    }
+    const std::string text = read_string_attr(ds, kShapeAttr);
+    const auto dims = parse_shape_attr(text);
+    if (!dims) {
+      fail(ds.where().path, fmt::format("attribute '{}' is \"{}\"; expected \"[d0, d1, ...]\"",
+                                        kShapeAttr, printable(text)));
+    }
+    t.shape = *dims;
+    t.stored = false;
+  } else {
+    if (ds.has_attribute(kStorageAttr)) {
+      fail(ds.where().path, fmt::format("holds data but has a '{}' attribute", kStorageAttr));
+    }
+    for (hsize_t d : space.dims()) t.shape.push_back(static_cast<int64_t>(d));
   }
   uint64_t max_elems = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) /
                        static_cast<uint64_t>(dtype_size(t.dtype));
   uint64_t numel = 1;
-  for (hsize_t d : space.dims()) {
-    if (d != 0 && numel > max_elems / d) {
+  for (int64_t d : t.shape) {
+    const uint64_t u = static_cast<uint64_t>(d);
+    if (u != 0 && numel > max_elems / u) {
       fail(ds.where().path, "is too large to read");
     }
-    numel *= d;
-    t.shape.push_back(static_cast<int64_t>(d));
+    numel *= u;
+  }
+  t.digest = read_digest(ds, static_cast<int64_t>(numel));
+  if (schema_version >= 2 && !t.digest) {
+    fail(ds.where().path, fmt::format("has no '{}' attribute (a record of schema version {} "
+                                      "digests every tensor)", kDigestAttr, schema_version));
+  }
+  if (t.stored && numel > 0 && ds.type().equals(memory_type(t.dtype))) {
+    t.raw_offset = ds.raw_offset();
   }
   return t;
 }
@@ -157,7 +228,7 @@ GroupIndex RecordReader::Impl::index_group(const h5::Group& g) const {
     }
     require(g, link, H5I_DATASET);
     h5::Dataset ds = g.open_dataset(link.name);
-    gi.descs.emplace(link.name, describe_dataset(ds, link.name));
+    gi.descs.emplace(link.name, describe_dataset(ds));
     gi.names.push_back(link.name);
   }
   return gi;
@@ -263,6 +334,16 @@ void RecordReader::Impl::index() {
     fail("", "no /steps group (not a step record)");
   }
   require(root, *steps_link, H5I_GROUP);
+  if (root.has_attribute(kSchemaVersionAttr)) {
+    const AttrValue v = read_attr(root, kSchemaVersionAttr);
+    const int64_t* version = std::get_if<int64_t>(&v);
+    if (version == nullptr || *version < 1 || *version > kSchemaVersion) {
+      fail("/", fmt::format("attribute '{}' must be an integer in [1, {}] (this build reads "
+                            "record versions up to {})",
+                            kSchemaVersionAttr, kSchemaVersion, kSchemaVersion));
+    }
+    schema_version = *version;
+  }
   h5::Group steps_group = root.open_group("steps");
 
   for (const h5::Link& step_link : steps_group.links()) {
@@ -292,6 +373,12 @@ RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Imp
   h5::ErrorSilencer quiet;
   impl_->path = path;
   impl_->open();
+  impl_->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (impl_->fd >= 0 && ::fstat(impl_->fd, &st) == 0) {
+    impl_->file_size = static_cast<uint64_t>(st.st_size);
+    ::posix_fadvise(impl_->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  }
 }
 
 RecordReader::~RecordReader() {
@@ -339,13 +426,31 @@ std::vector<std::string> RecordReader::names(int step, const std::string& group)
 
 TensorData RecordReader::describe(int step, const std::string& group,
                                   const std::string& name) const {
+  const TensorInfo& i = impl_->desc(step, group, name);
+  TensorData t;
+  t.name = name;
+  t.dtype = i.dtype;
+  t.shape = i.shape;
+  return t;
+}
+
+const TensorInfo& RecordReader::info(int step, const std::string& group,
+                                     const std::string& name) const {
   return impl_->desc(step, group, name);
 }
 
+int64_t RecordReader::schema_version() const { return impl_->schema_version; }
+
 TensorData RecordReader::read(int step, const std::string& group, const std::string& name) const {
   h5::ErrorSilencer quiet;
-  TensorData t = impl_->desc(step, group, name);
+  const TensorInfo& info = impl_->desc(step, group, name);
   const std::string object = "/" + Impl::dataset_path(step, group, name);
+  if (!info.stored) {
+    impl_->fail(object, "holds only the tensor's digest (recorded with record = \"digest\"); "
+                        "its values are not in the record (re-run with --dump-steps, or compare "
+                        "with --localize)");
+  }
+  TensorData t = describe(step, group, name);
   // A corrupt or hostile record may declare any shape: refuse what cannot be allocated, with
   // the declared size, instead of failing in the allocator (or the OOM killer).
   const uint64_t bytes =
@@ -372,6 +477,43 @@ TensorData RecordReader::read(int step, const std::string& group, const std::str
     ds.read(memory_type(t.dtype), t.bytes.data());
   }
   return t;
+}
+
+void RecordReader::read_bytes(int step, const std::string& group, const std::string& name,
+                              uint64_t offset, size_t n, void* out) const {
+  const TensorInfo& info = impl_->desc(step, group, name);
+  const std::string object = "/" + Impl::dataset_path(step, group, name);
+  const uint64_t total =
+      static_cast<uint64_t>(info.numel()) * static_cast<uint64_t>(dtype_size(info.dtype));
+  if (!info.stored) {
+    impl_->fail(object, "holds only the tensor's digest; its bytes are not in the record");
+  }
+  if (offset > total || n > total - offset) {
+    impl_->fail(object, fmt::format("bytes [{}, {}) are outside the tensor's {} bytes", offset,
+                                    offset + n, total));
+  }
+  if (n == 0) return;
+  if (!info.raw_offset || impl_->fd < 0) {
+    const TensorData t = read(step, group, name);
+    std::memcpy(out, t.bytes.data() + offset, n);
+    return;
+  }
+  const uint64_t begin = *info.raw_offset + offset;
+  if (begin + n > impl_->file_size) {
+    impl_->fail(object, fmt::format("the data ends at byte {} of a file of {} bytes (truncated)",
+                                    *info.raw_offset + total, impl_->file_size));
+  }
+  auto* p = static_cast<char*>(out);
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::pread(impl_->fd, p + done, n - done, static_cast<off_t>(begin + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      impl_->fail(object, fmt::format("cannot read bytes at offset {}: {}", begin + done,
+                                      got < 0 ? std::strerror(errno) : "unexpected end of file"));
+    }
+    done += static_cast<size_t>(got);
+  }
 }
 
 }  // namespace mtp::record

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "harness/record/h5.h"
+#include "harness/record/digest.h"
 #include "harness/record/h5_attr.h"
 #include "harness/record/record.h"
 #include "harness/record/record_test_util.h"
@@ -250,6 +251,73 @@ TEST(RecordReaderErrorsTest, NullDataspace) {
     step_group(root, "grad").create_dataset("w", H5T_IEEE_F32LE, null_space);
   });
   expect_open_error(path, "null dataspace");
+}
+
+/// A version-2 dataset "w" of one float32 0.0, with the digests `edit` may then spoil.
+void build_digested(const std::string& path,
+                    const std::function<void(const h5::Dataset&)>& edit) {
+  build(path, [&](const h5::Group& root) {
+    write_attr(root, "schema_version", int64_t{2});
+    h5::Dataset ds = add_dataset(step_group(root, "grad"), "w", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT);
+    const float zero = 0.0f;
+    const TensorDigest d = digest_bytes(&zero, 4, 4);
+    write_attr(ds, "xxh3_128", d.whole.hex());
+    write_u64_matrix_attr(ds, "xxh3_128_blocks", {d.blocks[0].high, d.blocks[0].low}, 2);
+    edit(ds);
+  });
+}
+
+TEST(RecordReaderErrorsTest, DigestAttributesAreChecked) {
+  ScratchDir dir;
+  const std::string path = dir.file("r.h5");
+  build_digested(path, [](const h5::Dataset&) {});
+  EXPECT_TRUE(RecordReader(path).info(1, "grad", "w").digest.has_value());
+
+  build_digested(dir.file("a.h5"), [](const h5::Dataset& ds) {
+    write_attr(ds, "xxh3_128", std::string("not hex"));
+  });
+  expect_open_error(dir.file("a.h5"), "attribute 'xxh3_128' is \"not hex\", not 32 hex digits");
+  build_digested(dir.file("b.h5"), [](const h5::Dataset& ds) {
+    write_attr(ds, "xxh3_128", std::string(32, '0'));
+  });
+  expect_open_error(dir.file("b.h5"), "is not the digest of its block digests");
+  build_digested(dir.file("c.h5"), [](const h5::Dataset& ds) {
+    write_u64_matrix_attr(ds, "xxh3_128_blocks", {1, 2, 3, 4}, 2);
+  });
+  expect_open_error(dir.file("c.h5"), "holds 2 block digests; 1 elements need 1");
+  build_digested(dir.file("d.h5"), [](const h5::Dataset& ds) { H5Adelete(ds.id(), "xxh3_128"); });
+  expect_open_error(dir.file("d.h5"), "has 'xxh3_128_blocks' without 'xxh3_128'");
+  build_digested(dir.file("e.h5"), [](const h5::Dataset& ds) {
+    H5Adelete(ds.id(), "xxh3_128");
+    H5Adelete(ds.id(), "xxh3_128_blocks");
+  });
+  expect_open_error(dir.file("e.h5"), "has no 'xxh3_128' attribute (a record of schema version 2");
+}
+
+TEST(RecordReaderErrorsTest, SchemaVersionMustBeKnown) {
+  ScratchDir dir;
+  const std::string path = dir.file("r.h5");
+  build(path, [](const h5::Group& root) {
+    write_attr(root, "schema_version", int64_t{99});
+    root.create_group("steps");
+  });
+  expect_open_error(path, "attribute 'schema_version' must be an integer in [1, 2]");
+}
+
+TEST(RecordReaderErrorsTest, DigestOnlyDatasetNeedsItsShape) {
+  ScratchDir dir;
+  for (const std::string& shape : {std::string("[2, x]"), std::string("2, 3"),
+                                   std::string("[-1]")}) {
+    const std::string path = dir.file("r" + std::to_string(shape.size()) + shape[1] + ".h5");
+    build(path, [&](const h5::Group& root) {
+      h5::Dataset ds =
+          step_group(root, "grad").create_dataset("w", H5T_IEEE_F32LE, h5::DataSpace::null());
+      write_attr(ds, "storage", std::string("digest"));
+      write_attr(ds, "shape", shape);
+      write_attr(ds, "xxh3_128", std::string(32, '0'));
+    });
+    expect_open_error(path, "attribute 'shape' is \"" + shape + "\"");
+  }
 }
 
 TEST(RecordReaderErrorsTest, NonUtf8DatasetNameIsRejected) {

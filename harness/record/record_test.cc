@@ -143,8 +143,10 @@ TEST(RecordTest, RoundTripsRootAndStepAttributes) {
                {"layout", std::string("E|t*3|(t|)*4tm|L")},
                {"empty", std::string()},
                {"unicode", std::string("λ = 0.1")},
-               {"replaced", std::string("now a string")}};
+               {"replaced", std::string("now a string")},
+               {"schema_version", kSchemaVersion}};  // every record names its format version
   EXPECT_EQ(r.attrs(), want);
+  EXPECT_EQ(r.schema_version(), kSchemaVersion);
   AttrMap want_step{{"grad_norm", 0.125}, {"clip_coeff", 1.0}, {"note", std::string("x")}};
   EXPECT_EQ(r.step_attrs(2), want_step);
   EXPECT_TRUE(r.step_attrs(4).empty());
@@ -410,6 +412,77 @@ TEST(RecordTest, ReaderRejectsUnknownSelections) {
     EXPECT_THAT(e.what(), HasSubstr(path));
     EXPECT_THAT(e.what(), HasSubstr("nope"));
   }
+}
+
+TEST(RecordTest, EveryTensorCarriesTheDigestOfItsBytes) {
+  ScratchDir dir;
+  std::string path = dir.file("r.h5");
+  const TensorData big = pattern("w", DType::kF32, {3, kDigestBlockElements / 2 + 5});  // 2 blocks
+  const TensorData scalar = TensorData::from_f32("lm", {}, {2.5f});
+  const TensorData empty = pattern("e", DType::kBF16, {0, 4});
+  {
+    RecordWriter w(path);
+    w.write(1, "grad", big);
+    w.write(1, "loss", scalar);
+    w.write(1, "weight", empty);
+    w.commit();
+  }
+  RecordReader r(path);
+  const TensorInfo& i = r.info(1, "grad", "w");
+  EXPECT_TRUE(i.stored);
+  EXPECT_EQ(i.shape, big.shape);
+  ASSERT_TRUE(i.digest.has_value());
+  const TensorDigest want = digest_bytes(big.bytes.data(), big.bytes.size(), 4);
+  EXPECT_EQ(i.digest->whole, want.whole);
+  ASSERT_EQ(i.digest->blocks.size(), 2u);
+  EXPECT_EQ(i.digest->first_differing_block(want), std::nullopt);
+  // The raw bytes sit at raw_offset in the file, as the fast comparison reads them.
+  ASSERT_TRUE(i.raw_offset.has_value());
+  const std::vector<char> file = read_bytes(path);
+  ASSERT_LE(*i.raw_offset + big.bytes.size(), file.size());
+  EXPECT_EQ(std::memcmp(file.data() + *i.raw_offset, big.bytes.data(), big.bytes.size()), 0);
+  EXPECT_EQ(r.info(1, "loss", "lm").digest->blocks.size(), 1u);
+  EXPECT_EQ(r.info(1, "loss", "lm").digest->whole,
+            digest_bytes(scalar.bytes.data(), 4, 4).whole);
+  EXPECT_TRUE(r.info(1, "weight", "e").digest->blocks.empty());
+  expect_same(r.read(1, "grad", "w"), big);
+}
+
+TEST(RecordTest, DigestOnlyTensorsKeepShapeDtypeAndDigestButNoBytes) {
+  ScratchDir dir;
+  std::string full_path = dir.file("full.h5"), digest_path = dir.file("digest.h5");
+  const TensorData w = pattern("decoder.w", DType::kBF16, {5, 7, 3});
+  const TensorData scalar = TensorData::from_f64("total", {}, {1.25});
+  for (const auto& [path, storage] :
+       {std::pair{full_path, Storage::kFull}, std::pair{digest_path, Storage::kDigest}}) {
+    RecordWriter rw(path);
+    rw.write(1, "weight", w, storage);
+    rw.write(1, "loss", scalar, storage);
+    rw.commit();
+  }
+  RecordReader full(full_path), digest(digest_path);
+  for (const std::string& name : {std::string("decoder.w")}) {
+    const TensorInfo& d = digest.info(1, "weight", name);
+    EXPECT_FALSE(d.stored);
+    EXPECT_EQ(d.dtype, DType::kBF16);
+    EXPECT_EQ(d.shape, w.shape);
+    EXPECT_EQ(d.digest->whole, full.info(1, "weight", name).digest->whole);
+    EXPECT_FALSE(d.raw_offset.has_value());
+    EXPECT_EQ(digest.describe(1, "weight", name).shape, w.shape);
+  }
+  EXPECT_EQ(digest.info(1, "loss", "total").shape, std::vector<int64_t>{});
+  EXPECT_EQ(digest.info(1, "loss", "total").digest->whole,
+            full.info(1, "loss", "total").digest->whole);
+  try {
+    digest.read(1, "weight", "decoder.w");
+    ADD_FAILURE() << "read a digest-only tensor";
+  } catch (const RecordError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(digest_path));
+    EXPECT_THAT(e.what(), HasSubstr("/steps/000001/weight/decoder.w"));
+    EXPECT_THAT(e.what(), HasSubstr("holds only the tensor's digest"));
+  }
+  // A digest-only record is a fraction of the full one.
+  EXPECT_LT(std::filesystem::file_size(digest_path), std::filesystem::file_size(full_path));
 }
 
 TEST(RecordTest, ReaderIsMovable) {

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "harness/common/temp_file.h"
 #include "harness/record/h5.h"
@@ -80,7 +81,10 @@ RecordWriter::RecordWriter(const std::string& path) : impl_(std::make_unique<Imp
   impl_->tmp = std::make_unique<TempFile>(path);
   impl_->file = h5::File::create(impl_->tmp->path());  // exclusive: no link is followed
   impl_->tmp->created();
-  impl_->io([&] { impl_->steps = impl_->file.root().create_group("steps"); });
+  impl_->io([&] {
+    write_attr(impl_->file.root(), kSchemaVersionAttr, kSchemaVersion);
+    impl_->steps = impl_->file.root().create_group("steps");
+  });
 }
 
 RecordWriter::~RecordWriter() {
@@ -104,12 +108,14 @@ void RecordWriter::set_step_attr(int step, const std::string& key, const AttrVal
   impl_->io([&] { write_attr(impl_->step_group(step), key, value); });
 }
 
-void RecordWriter::write(int step, const std::string& group, const TensorData& t) {
+void RecordWriter::write(int step, const std::string& group, const TensorView& t,
+                         Storage storage, const TensorDigest* digest, int digest_threads) {
   h5::ErrorSilencer quiet;
   impl_->require_open();
   std::string where = fmt::format("step {} group '{}' tensor '{}'", step, group, t.name);
   if (group_index(group) < 0) {
-    impl_->fail(fmt::format("{}: unknown group (expected batch, loss, grad or weight)", where));
+    impl_->fail(fmt::format("{}: unknown group (expected one of {})", where,
+                            fmt::join(record_groups(), ", ")));
   }
   std::string problem = dataset_name_problem(t.name);
   if (!problem.empty()) {
@@ -129,21 +135,47 @@ void RecordWriter::write(int step, const std::string& group, const TensorData& t
     numel *= static_cast<uint64_t>(d);
   }
   uint64_t want = numel * static_cast<uint64_t>(dtype_size(t.dtype));
-  if (numel > std::numeric_limits<uint64_t>::max() / 8 || want != t.bytes.size()) {
+  if (numel > std::numeric_limits<uint64_t>::max() / 8 || want != t.nbytes) {
     impl_->fail(fmt::format("{}: {} bytes given, but {} elements of {} need {}", where,
-                            t.bytes.size(), numel, dtype_name(t.dtype), want));
+                            t.nbytes, numel, dtype_name(t.dtype), want));
   }
+  TensorDigest computed;
+  if (digest == nullptr) {
+    computed = digest_bytes(t.data, t.nbytes, dtype_size(t.dtype), digest_threads);
+    digest = &computed;
+  }
+  MTP_INTERNAL_ASSERT(
+      static_cast<int64_t>(digest->blocks.size()) ==
+          (static_cast<int64_t>(numel) + kDigestBlockElements - 1) / kDigestBlockElements,
+      fmt::format("{}: digest has {} blocks for {} elements", where, digest->blocks.size(), numel));
 
   h5::Group g = impl_->io([&] { return ensure_group(impl_->step_group(step), group); });
   if (impl_->io([&] { return g.has(t.name); })) {
     impl_->fail(fmt::format("{}: written twice", where));
   }
   impl_->io([&] {
-    h5::DataSpace space = t.shape.empty() ? h5::DataSpace::scalar() : h5::DataSpace::simple(dims);
+    const bool full = storage == Storage::kFull;
+    h5::DataSpace space = !full              ? h5::DataSpace::null()
+                          : t.shape.empty() ? h5::DataSpace::scalar()
+                                            : h5::DataSpace::simple(dims);
     h5::Dataset ds = g.create_dataset(t.name, file_type(t.dtype), space);
     write_attr(ds, kDTypeAttr, std::string(dtype_name(t.dtype)));
-    if (numel > 0) {
-      ds.write(memory_type(t.dtype), t.bytes.data());
+    if (!full) {
+      write_attr(ds, kStorageAttr, std::string(storage_name(storage)));
+      write_attr(ds, kShapeAttr, fmt::format("[{}]", fmt::join(t.shape, ", ")));
+    }
+    write_attr(ds, kDigestAttr, digest->whole.hex());
+    if (!digest->blocks.empty()) {
+      std::vector<uint64_t> halves;
+      halves.reserve(2 * digest->blocks.size());
+      for (const Digest128& b : digest->blocks) {
+        halves.push_back(b.high);
+        halves.push_back(b.low);
+      }
+      write_u64_matrix_attr(ds, kBlockDigestsAttr, halves, 2);
+    }
+    if (full && numel > 0) {
+      ds.write(memory_type(t.dtype), t.data);
     }
   });
 }

@@ -38,6 +38,38 @@ int group_index(const std::string& group) {
   return -1;
 }
 
+const char* storage_name(Storage s) { return s == Storage::kFull ? "full" : "digest"; }
+
+int64_t TensorInfo::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::optional<std::vector<int64_t>> parse_shape_attr(const std::string& text) {
+  if (text.size() < 2 || text.front() != '[' || text.back() != ']') return std::nullopt;
+  std::vector<int64_t> dims;
+  const std::string body = text.substr(1, text.size() - 2);
+  if (body.empty()) return dims;
+  size_t pos = 0;
+  while (true) {
+    size_t end = body.find(',', pos);
+    std::string part = body.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    while (!part.empty() && part.front() == ' ') part.erase(part.begin());
+    if (part.empty() || part.size() > 19) return std::nullopt;
+    int64_t v = 0;
+    for (char c : part) {
+      if (c < '0' || c > '9') return std::nullopt;
+      v = v * 10 + (c - '0');
+      if (v > (int64_t{1} << 62)) return std::nullopt;
+    }
+    dims.push_back(v);
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return dims;
+}
+
 std::string dataset_name_problem(const std::string& name) {
   if (name.empty()) {
     return "the name is empty";

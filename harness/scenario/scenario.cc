@@ -205,7 +205,7 @@ void parse_training(const Ctx& ctx, const toml::table& t, config::TrainingConfig
              {"steps", "num_microbatches", "global_batch_size", "seed", "lr", "adam_beta1",
               "adam_beta2", "adam_eps",
               "weight_decay", "clip_grad", "dtype", "device", "init_from",
-              "save_optimizer_state"});
+              "save_optimizer_state", "record", "dump_steps"});
   tr.steps = get_int(ctx, t, "steps", w, tr.steps, 1);
   tr.num_microbatches = get_int(ctx, t, "num_microbatches", w, tr.num_microbatches, 1);
   if (const toml::node* n = t.get("global_batch_size")) {
@@ -236,6 +236,19 @@ void parse_training(const Ctx& ctx, const toml::table& t, config::TrainingConfig
   }
   tr.save_optimizer_state =
       get_bool(ctx, t, "save_optimizer_state", w, tr.save_optimizer_state);
+  tr.record = get_enum<config::RecordMode>(ctx, t, "record", w, tr.record);
+  if (const toml::node* n = t.get("dump_steps")) {
+    const toml::array* a = n->as_array();
+    if (a == nullptr) ctx.fail(n, "[training].dump_steps must be an array of step numbers");
+    for (const auto& e : *a) {
+      const std::optional<int64_t> step = e.value<int64_t>();
+      if (!e.is_integer() || !step || *step < 0 || *step > tr.steps) {
+        ctx.fail(&e, fmt::format("[training].dump_steps: each entry must be a step in [0, {}] "
+                                 "(0 = the initial weights)", tr.steps));
+      }
+      tr.dump_steps.insert(*step);
+    }
+  }
   if (tr.steps > 100000) ctx.fail(t.get("steps"), "[training].steps must be <= 100000");
   if (tr.num_microbatches > 100000) {
     ctx.fail(t.get("num_microbatches"), "[training].num_microbatches must be <= 100000");
@@ -349,7 +362,7 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
               "microbatch_group_size", "clip_grad", "mtp_loss_scaling_factor",
               "transport_max_delay_us", "overlap_p2p", "kernels", "attention_backend",
               "untie_embeddings",
-              "optimizer", "embedding_copy_update", "ddp_bucket_size", "why"});
+              "optimizer", "embedding_copy_update", "ddp_bucket_size", "record", "why"});
   v.name = get_string(ctx, t, "name", w, "");
   if (!valid_name(v.name)) {
     ctx.fail(t.get("name") ? t.get("name") : &t,
@@ -416,6 +429,9 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
       get_enum<config::EmbeddingCopyUpdate>(ctx, t, "embedding_copy_update", w,
                                             v.embedding_copy_update);
   v.ddp_bucket_size = get_int(ctx, t, "ddp_bucket_size", w, 0, 0);
+  if (t.get("record")) {
+    v.record = get_enum<config::RecordMode>(ctx, t, "record", w, config::RecordMode::kAuto);
+  }
   get_string(ctx, t, "why", w, "");
   return v;
 }
@@ -599,6 +615,7 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
   check_keys(ctx, root, "top level", {"scenario", "model", "training", "data", "variant", "expectation"});
   Scenario sc;
   sc.source = source;
+  sc.text = text;
   if (const toml::table* s = get_table(ctx, root, "scenario")) {
     check_keys(ctx, *s, "[scenario]", {"name", "description"});
     sc.name = get_string(ctx, *s, "name", "[scenario]", "");

@@ -33,6 +33,7 @@ struct Expectation {
 
 struct Scenario {
   std::string source;  ///< file path, or "<embedded default>"
+  std::string text;    ///< the TOML text it was parsed from (records embed it)
   std::string name;
   std::string description;
   config::ModelConfig model;

@@ -1,0 +1,254 @@
+// Planning, training and evaluating a scenario's variants for check, equiv and golden
+// (scenario_runner.h).
+
+#include "harness/cli/scenario_runner.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+
+#include "harness/cli/commands.h"
+#include "harness/common/output_file.h"
+#include "harness/data/token_source.h"
+#include "harness/engine/step_recorder.h"
+#include "harness/engine/trainer.h"
+#include "harness/record/record.h"
+
+namespace mtp::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+/// `s` quoted for a POSIX shell when it holds anything but [A-Za-z0-9_./:=,+-].
+std::string shell_quote(const std::string& s) {
+  const bool plain = !s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNO"
+                                                       "PQRSTUVWXYZ0123456789_./:=,+-") ==
+                                       std::string::npos;
+  if (plain) return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+bool embedded(const scenario::Scenario& sc) { return sc.source.rfind("<", 0) == 0; }
+
+/// The progress line of one variant on stderr: "\r[3/10] name  step 2/3  4321 tokens/s  ETA 3 s".
+class Progress {
+ public:
+  Progress(bool on, size_t index, size_t count, const std::string& name, double tokens_per_step)
+      : on_(on), index_(index), count_(count), name_(name), tokens_(tokens_per_step) {}
+  ~Progress() {
+    if (on_ && printed_) std::cerr << "\r\033[K" << std::flush;
+  }
+  void step(int64_t step, int64_t steps, double seconds) {
+    if (!on_) return;
+    const double per_step = seconds / static_cast<double>(step);
+    std::cerr << fmt::format("\r\033[K[{}/{}] {}  step {}/{}  {:.0f} tokens/s  ETA {:.0f} s",
+                             index_ + 1, count_, name_, step, steps, tokens_ / per_step,
+                             per_step * static_cast<double>(steps - step))
+              << std::flush;
+    printed_ = true;
+  }
+
+ private:
+  bool on_;
+  size_t index_, count_;
+  std::string name_;
+  double tokens_;
+  bool printed_ = false;
+};
+
+}  // namespace
+
+bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
+
+std::vector<engine::RunPlan> plan_variants(const scenario::Scenario& sc,
+                                           const std::set<std::string>& wanted) {
+  for (const auto& v : wanted) sc.variant(v);  // unknown names are errors
+  std::vector<engine::RunPlan> plans;
+  for (const auto& v : sc.variants) {
+    if (!wanted.empty() && !wanted.count(v.name)) continue;
+    try {
+      plans.push_back(engine::plan_variant(sc.model, sc.training, v,
+                                           *make_implementation(v.implementation)));
+    } catch (const layout::LayoutError& e) {
+      throw InputError(fmt::format("{}: variant \"{}\": {}",
+                                   sc.position("variant." + v.name + ".layout"), v.name, e.what()));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name,
+                                   e.what()));
+    }
+  }
+  return plans;
+}
+
+std::string run_directory(const scenario::Scenario& sc, const std::string& out) {
+  if (!out.empty()) {
+    check_output_directory("--out", out);
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(out, ec)) {
+      if (entry.path().extension() != ".h5" || !entry.is_regular_file(ec)) continue;
+      std::string why;
+      try {
+        const record::RecordReader r(entry.path().string());
+        const record::AttrMap attrs = r.attrs();
+        const auto it = attrs.find("scenario_text");
+        if (it == attrs.end()) {
+          why = "it holds no scenario text (made by an older mtp-harness or another tool)";
+        } else if (std::get_if<std::string>(&it->second) == nullptr ||
+                   std::get<std::string>(it->second) != sc.text) {
+          const auto name = attrs.find("scenario");
+          why = fmt::format("it was made from another scenario text (scenario \"{}\")",
+                            name != attrs.end() && std::get_if<std::string>(&name->second)
+                                ? std::get<std::string>(name->second)
+                                : "?");
+        }
+      } catch (const record::RecordError& e) {
+        why = fmt::format("it is not a readable record ({})", e.what());
+      }
+      if (!why.empty()) {
+        throw InputError(fmt::format(
+            "--out {}: {} is there and {}; records of different scenarios never share a run "
+            "directory: choose a new --out (or omit it for a fresh runs/{}/<time>), or remove "
+            "the old records",
+            out, entry.path().filename().string(), why, sc.name));
+      }
+    }
+    return out;
+  }
+  const std::string parent = "runs/" + sc.name;
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+  std::string name = stamp;
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  for (int k = 2; fs::exists(parent + "/" + name, ec); ++k) name = fmt::format("{}-{}", stamp, k);
+  const std::string dir = parent + "/" + name;
+  check_output_directory("--out", dir);
+  // runs/<scenario>/latest → the new directory, replaced atomically.
+  const std::string tmp = fmt::format("{}/.latest.tmp-{}", parent, ::getpid());
+  fs::remove(tmp, ec);
+  fs::create_directory_symlink(name, tmp, ec);
+  if (!ec) {
+    fs::rename(tmp, parent + "/latest", ec);
+    if (ec) fs::remove(tmp, ec);
+  }
+  return dir;
+}
+
+std::string retrain_command(const scenario::Scenario& sc, const std::string& variant,
+                            const std::string& record, const std::string& extra_flags) {
+  return fmt::format("mtp-harness run{} --variant {} --out {}{}",
+                     embedded(sc) ? "" : " " + shell_quote(sc.source), shell_quote(variant),
+                     shell_quote(record), extra_flags);
+}
+
+ScenarioRun train_variants(const scenario::Scenario& sc, const std::vector<engine::RunPlan>& plans,
+                           const RunSettings& s) {
+  data::open_token_source(sc.data);
+  // Memory and disk for every variant, before the first one trains (all ranks of a variant run
+  // in this process; records of every variant share the output directory's file system).
+  uint64_t disk_budget = free_disk_bytes(s.out_dir);
+  std::map<std::string, std::string> estimates;
+  for (const auto& plan : plans) {
+    const std::string& name = plan.variant.name;
+    const engine::ResourceEstimate est = require_variant_resources(
+        plan, *make_implementation(plan.variant.implementation), s.max_memory, true, 0,
+        disk_budget, fmt::format("{}: variant \"{}\"", sc.variant_location(name), name));
+    estimates[name] = est.describe();
+  }
+  size_t wname = 7, wlayout = 6;
+  for (const auto& p : plans) {
+    wname = std::max(wname, p.variant.name.size());
+    wlayout = std::max(wlayout, p.layout.text.size());
+  }
+  if (s.print_rows) {
+    std::cout << fmt::format(
+        "# {:<{}} {:<10} {:<{}} {:>2} {:>2} {:>2} {:<13} {:<10} {:<6} {:>8} {:>14} {:>10}\n",
+        "variant", wname, "impl", "layout", wlayout, "P", "V", "DP", "schedule", "standalone",
+        "record", "wall(s)", "final loss", "record(B)");
+  }
+  ScenarioRun out;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const engine::RunPlan& plan = plans[i];
+    const config::VariantSpec& v = plan.variant;
+    auto impl = make_implementation(v.implementation);
+    engine::RunOptions ro;
+    ro.record_path = s.out_dir + "/" + v.name + ".h5";
+    ro.scenario_name = sc.name;
+    ro.scenario_text = sc.text;
+    const double tokens = static_cast<double>(plan.num_microbatches * plan.data_parallel_size() *
+                                              plan.model.micro_batch_size *
+                                              plan.model.seq_length);
+    engine::RunResult rr;
+    {
+      Progress progress(s.progress, i, plans.size(), v.name, tokens);
+      ro.on_step = [&progress](int64_t step, int64_t steps, double seconds) {
+        progress.step(step, steps, seconds);
+      };
+      try {
+        rr = engine::run_variant(plan, *impl, sc.data, ro);
+      } catch (const InputError& e) {
+        throw InputError(fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name),
+                                     v.name, e.what()));
+      }
+    }
+    report::VariantRun run;
+    run.name = v.name;
+    run.implementation = impl->name();
+    run.layout = plan.layout.text;
+    run.schedule = schedule::schedule_kind_name(plan.schedule.kind);
+    run.record_path = ro.record_path;
+    run.pipeline_size = plan.layout.pipeline_size;
+    run.virtual_size = plan.layout.virtual_size;
+    run.data_parallel_size = plan.data_parallel_size();
+    run.optimizer = config::enum_name(v.optimizer);
+    run.mtp_standalone = plan.layout.mtp_standalone;
+    run.wall_seconds = rr.wall_seconds;
+    run.final_total_loss = rr.total_loss.empty() ? 0.0 : rr.total_loss.back();
+    run.record_bytes = static_cast<int64_t>(fs::file_size(ro.record_path));
+    run.record_mode = config::enum_name(plan.record_mode);
+    run.losses = report::read_losses(record::RecordReader(ro.record_path));
+    run.retrain_command = retrain_command(sc, v.name, ro.record_path, s.retrain_flags);
+    if (s.print_rows) {
+      std::cout << fmt::format(
+          "  {:<{}} {:<10} {:<{}} {:>2} {:>2} {:>2} {:<13} {:<10} {:<6} {:>8.2f} {:>14.9g} "
+          "{:>10}\n",
+          run.name, wname, run.implementation, run.layout, wlayout, run.pipeline_size,
+          run.virtual_size, run.data_parallel_size, run.schedule,
+          run.mtp_standalone ? "yes" : "no", run.record_mode, run.wall_seconds,
+          run.final_total_loss, run.record_bytes);
+      if (s.verbose) {
+        std::cout << "      estimate: " << estimates[v.name] << "\n";
+        for (const auto& line : rr.chunk_map) std::cout << "      " << line << "\n";
+      }
+      std::cout.flush();
+    }
+    out.records[v.name] = ro.record_path;
+    out.runs.push_back(std::move(run));
+  }
+  return out;
+}
+
+std::vector<report::ExpectationResult> evaluate_expectations(const scenario::Scenario& sc,
+                                                             const ScenarioRun& run) {
+  std::vector<report::ExpectationResult> results;
+  for (const auto& e : sc.expectations) {
+    std::vector<std::string> missing;
+    for (const auto& v : e.variants) {
+      if (!run.records.count(v)) missing.push_back(v);
+    }
+    results.push_back(missing.empty() ? report::evaluate(e, run.records)
+                                      : report::skipped(e, std::move(missing)));
+  }
+  return results;
+}
+
+}  // namespace mtp::cli

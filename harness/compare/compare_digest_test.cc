@@ -1,0 +1,142 @@
+// compare_records on records with digests: equal digests decide without reading values,
+// digest-only records localise a difference to its block, and values are read chunk by chunk.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "harness/compare/compare.h"
+#include "harness/record/record_test_util.h"
+
+namespace mtp::compare {
+namespace {
+
+using ::testing::HasSubstr;
+using record::RecordReader;
+using record::RecordWriter;
+using record::Storage;
+using record::TensorData;
+using record::testing_util::ScratchDir;
+
+constexpr int64_t kBlock = record::kDigestBlockElements;
+
+/// float32 [rows, kBlock / 2]: element i holds i · 0.5.
+TensorData ramp(const std::string& name, int64_t rows) {
+  std::vector<float> v(static_cast<size_t>(rows * (kBlock / 2)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
+  return TensorData::from_f32(name, {rows, kBlock / 2}, v);
+}
+
+void flip_last_bit(TensorData& t, int64_t element) {
+  uint32_t bits;
+  std::memcpy(&bits, t.bytes.data() + 4 * element, 4);
+  bits ^= 1u;
+  std::memcpy(t.bytes.data() + 4 * element, &bits, 4);
+}
+
+/// One step: a loss (always full) and a grad of `rows` rows, kept with `storage`.
+void write(const std::string& path, const TensorData& grad, Storage storage) {
+  RecordWriter w(path);
+  w.write(1, "loss", TensorData::from_f32("lm", {}, {2.5f}));
+  w.write(1, "grad", grad, storage);
+  w.commit();
+}
+
+CompareResult compare(const std::string& a, const std::string& b, const std::string& cls,
+                      const CompareOptions& options = CompareOptions()) {
+  RecordReader ra(a), rb(b);
+  Selection sel;
+  sel.groups = {"loss", "grad"};
+  return compare_records_with(ra, rb, CompareClass::parse(cls), sel, options);
+}
+
+TEST(CompareDigestTest, EqualDigestsDecideWithoutReadingTheValues) {
+  ScratchDir dir;
+  const TensorData g = ramp("w", 6);
+  write(dir.file("a.h5"), g, Storage::kFull);
+  write(dir.file("b.h5"), g, Storage::kFull);
+  // Spoil B's bytes in the file behind HDF5's back: the digests still say "equal".
+  const uint64_t offset = *RecordReader(dir.file("b.h5")).info(1, "grad", "w").raw_offset;
+  {
+    std::fstream f(dir.file("b.h5"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(offset + 4 * 1000));
+    const float bad = -1.0f;
+    f.write(reinterpret_cast<const char*>(&bad), 4);
+  }
+  const CompareResult by_digest = compare(dir.file("a.h5"), dir.file("b.h5"), "bitwise");
+  EXPECT_TRUE(by_digest.equal);
+  EXPECT_EQ(by_digest.tensors_by_digest, 2);
+  EXPECT_EQ(by_digest.tensors_compared, 2);
+  // ignore_digests reads the values and finds the spoiled element.
+  CompareOptions read_values;
+  read_values.ignore_digests = true;
+  const CompareResult by_value =
+      compare(dir.file("a.h5"), dir.file("b.h5"), "bitwise", read_values);
+  EXPECT_FALSE(by_value.equal);
+  ASSERT_TRUE(by_value.first_divergence);
+  EXPECT_EQ(by_value.first_divergence->first_index, 1000);
+  EXPECT_EQ(by_value.first_divergence->b_value, "-1");
+}
+
+TEST(CompareDigestTest, DigestOnlyRecordsNameTheFirstDifferingBlock) {
+  ScratchDir dir;
+  TensorData g = ramp("w", 8);  // 4 blocks
+  write(dir.file("a.h5"), g, Storage::kDigest);
+  flip_last_bit(g, 2 * kBlock + 5);
+  flip_last_bit(g, 3 * kBlock);
+  write(dir.file("b.h5"), g, Storage::kDigest);
+  const CompareResult r = compare(dir.file("a.h5"), dir.file("b.h5"), "bitwise");
+  EXPECT_FALSE(r.equal);
+  ASSERT_TRUE(r.first_divergence);
+  const TensorDiff& d = *r.first_divergence;
+  EXPECT_EQ(d.name, "w");
+  EXPECT_TRUE(d.by_digest);
+  EXPECT_EQ(d.blocks, 4);
+  EXPECT_EQ(d.differing_blocks, 2);
+  EXPECT_EQ(d.first_block, 2);
+  // Block 2 starts at flat element 131072 = row 4 of 32768-element rows.
+  EXPECT_EQ(d.first_block_coord, (std::vector<int64_t>{4, 0}));
+  EXPECT_THAT(d.describe(), HasSubstr("step 1 grad/w: digests differ in 2 of 4 blocks of 65536 "
+                                      "elements, first in block 2 (from element [4, 0], flat "
+                                      "131072)"));
+  // The negative control holds on digests alone.
+  EXPECT_TRUE(compare(dir.file("a.h5"), dir.file("b.h5"), "differ").holds());
+  // A tolerance cannot be decided without the values: it fails rather than passes.
+  EXPECT_FALSE(compare(dir.file("a.h5"), dir.file("b.h5"), "tol:1,1").holds());
+}
+
+TEST(CompareDigestTest, DigestOnlyAgainstFullComparesByDigest) {
+  ScratchDir dir;
+  const TensorData g = ramp("w", 3);
+  write(dir.file("a.h5"), g, Storage::kFull);
+  write(dir.file("b.h5"), g, Storage::kDigest);
+  const CompareResult r = compare(dir.file("a.h5"), dir.file("b.h5"), "bitwise");
+  EXPECT_TRUE(r.equal);
+  EXPECT_EQ(r.tensors_by_digest, 2);
+  EXPECT_THAT(format_report(r, "a", "b"), HasSubstr("decided by digests alone"));
+}
+
+TEST(CompareDigestTest, ValuesAreComparedAcrossChunkBoundaries) {
+  ScratchDir dir;
+  // 160 rows of 32768 floats: 20 MiB, two chunks of kChunkBytes and a remainder.
+  TensorData g = ramp("w", 160);
+  write(dir.file("a.h5"), g, Storage::kFull);
+  const int64_t second_chunk = static_cast<int64_t>(kChunkBytes / 4) + 3;
+  flip_last_bit(g, second_chunk);
+  flip_last_bit(g, second_chunk + 7);
+  write(dir.file("b.h5"), g, Storage::kFull);
+  const CompareResult r = compare(dir.file("a.h5"), dir.file("b.h5"), "bitwise");
+  ASSERT_TRUE(r.first_divergence);
+  const TensorDiff& d = *r.first_divergence;
+  EXPECT_EQ(d.first_index, second_chunk);
+  EXPECT_EQ(d.first_coord, (std::vector<int64_t>{second_chunk / (kBlock / 2),
+                                                 second_chunk % (kBlock / 2)}));
+  EXPECT_EQ(d.mismatches, 2);
+  EXPECT_EQ(d.max_ulp, 1u);
+  EXPECT_EQ(compare(dir.file("a.h5"), dir.file("b.h5"), "ulp:1").equal, true);
+}
+
+}  // namespace
+}  // namespace mtp::compare

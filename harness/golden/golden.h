@@ -1,0 +1,101 @@
+// File: harness/golden/golden.h
+//
+// Goldens: the digests of every tensor of every step of every variant a scenario records, made
+// on a known-good build and committed (golden/digests/<scenario>.txt), so that a CI gate
+// compares today's run with last week's, not only variants of one run with each other. A
+// change to the code the implementations share moves both alike and passes every expectation;
+// it cannot pass the goldens.
+//
+// File format (text, one fact per line, diffable; `#` lines are comments):
+//   mtp-harness-goldens 1
+//   scenario <name>
+//   scenario_xxh3_128 <32 hex>          the scenario text the goldens were made from
+//   fingerprint <key> <value...>        the environment of the records (harness/common/
+//                                       environment.h, engine/determinism.h)
+//   names <group> <count>               then <count> lines "  <tensor name>": the group's
+//                                       tensors, in the records' canonical order
+//   digests <variant> <step> <group> <d_1> … <d_count>
+//                                       16 hex digits per tensor (the high half of its XXH3-128
+//                                       digest, record/digest.h) in the group's name order;
+//                                       "-" where the variant's step holds no such tensor
+//
+// Example:
+//   GoldenFile now = golden_from_records("default", text_digest, {{"ref_p1", "runs/x/ref_p1.h5"}});
+//   GoldenDiff d = diff_goldens(read_golden_file("golden/digests/default.txt"), now);
+//   if (!d.fingerprint_bits.empty()) …refuse…; if (!d.equal()) …exit 1…
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mtp::golden {
+
+/// One variant's step and group: a digest per name of the group's table (empty string: absent).
+struct DigestRow {
+  std::string variant;
+  int step = 0;
+  std::string group;
+  std::vector<std::string> digests;  ///< 16 hex digits or "" (absent), by names[group] order
+};
+
+struct GoldenFile {
+  std::string scenario;
+  std::string scenario_digest;  ///< XXH3-128 of the scenario text (32 hex)
+  std::map<std::string, std::string> fingerprint;
+  /// Per group (in record_groups() order of first appearance), the tensor names.
+  std::vector<std::pair<std::string, std::vector<std::string>>> names;
+  std::vector<DigestRow> rows;  ///< variants in scenario order, steps ascending, groups canonical
+
+  /// The names of `group` (empty when the group has none).
+  const std::vector<std::string>& names_of(const std::string& group) const;
+  /// The digest of (variant, step, group, name), "" when absent.
+  std::string digest(const std::string& variant, int step, const std::string& group,
+                     const std::string& name) const;
+};
+
+/// The goldens of records `records` (variant name → path, in scenario order) of a scenario
+/// called `scenario` whose text has digest `scenario_digest`; the fingerprint is the first
+/// record's environment attributes. Throws RecordError for unreadable records or records
+/// without digests (schema version 1), InputError when the records' fingerprints disagree.
+GoldenFile golden_from_records(const std::string& scenario, const std::string& scenario_digest,
+                               const std::vector<std::pair<std::string, std::string>>& records);
+
+/// The file's text (format above).
+std::string format_golden(const GoldenFile& g);
+
+/// Parses `text` (read from `source`). Throws InputError "<source>:<line>: <rule broken>".
+GoldenFile parse_golden(const std::string& text, const std::string& source);
+
+/// Reads and parses `path` (InputError when missing or malformed).
+GoldenFile read_golden_file(const std::string& path);
+
+/// One tensor whose digest differs (or is in one file only).
+struct TensorChange {
+  std::string variant;
+  int step = 0;
+  std::string group, name;
+  std::string golden, now;  ///< 16 hex digits, "" = absent
+  /// "variant ref_p1 step 1 grad/x: golden 0123… now 4567…" ("absent" for "").
+  std::string describe() const;
+};
+
+/// What differs between the committed goldens and a run's.
+struct GoldenDiff {
+  /// Fingerprint keys that can change bits (fingerprint_key_changes_bits) and differ:
+  /// "blas: <golden> → <now>". golden check refuses to compare across them.
+  std::vector<std::string> fingerprint_bits;
+  /// Informational keys that differ (cpu_model, os, hdf5, …).
+  std::vector<std::string> fingerprint_info;
+  bool scenario_changed = false;
+  std::vector<TensorChange> changes;  ///< canonical order: variants, steps, groups, names
+  int64_t tensors = 0;                ///< tensors in either file
+  bool equal() const { return changes.empty(); }
+};
+
+/// Compares `golden` with `now`, tensor by tensor.
+GoldenDiff diff_goldens(const GoldenFile& golden, const GoldenFile& now);
+
+}  // namespace mtp::golden

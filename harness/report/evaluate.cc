@@ -1,0 +1,151 @@
+// evaluate, skipped, owner_of, read_losses: the expectations' verdicts and the facts the
+// renderings need from the records (report.h).
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "harness/common/glob.h"
+#include "harness/report/report.h"
+
+namespace mtp::report {
+
+std::string StageOwner::describe() const {
+  if (stage < 0) return "";
+  return fmt::format("stage {} (pipeline rank {}, virtual stage {})", stage, pipeline_rank,
+                     virtual_stage);
+}
+
+StageOwner owner_of(const record::RecordReader& r, const std::string& name) {
+  const record::AttrMap attrs = r.attrs();
+  const auto stages_it = attrs.find("param_stages");
+  const auto coords_it = attrs.find("stage_coords");
+  if (stages_it == attrs.end() || coords_it == attrs.end()) return {};
+  const auto* stages_text = std::get_if<std::string>(&stages_it->second);
+  const auto* coords_text = std::get_if<std::string>(&coords_it->second);
+  auto bad = [&](const char* key) {
+    return record::RecordError(
+        fmt::format("{}: root attribute '{}' is not the JSON the harness writes", r.path(), key));
+  };
+  if (stages_text == nullptr) throw bad("param_stages");
+  if (coords_text == nullptr) throw bad("stage_coords");
+  const nlohmann::json stages = nlohmann::json::parse(*stages_text, nullptr, false);
+  const nlohmann::json coords = nlohmann::json::parse(*coords_text, nullptr, false);
+  if (!stages.is_object()) throw bad("param_stages");
+  if (!coords.is_array()) throw bad("stage_coords");
+  const auto it = stages.find(name);
+  if (it == stages.end()) return {};
+  if (!it->is_array() || it->empty() || !(*it)[0].is_number_integer()) throw bad("param_stages");
+  StageOwner o;
+  o.stage = (*it)[0].get<int>();
+  if (o.stage < 0 || static_cast<size_t>(o.stage) >= coords.size()) throw bad("param_stages");
+  const nlohmann::json& c = coords[static_cast<size_t>(o.stage)];
+  if (!c.is_array() || c.size() != 2 || !c[0].is_number_integer() || !c[1].is_number_integer()) {
+    throw bad("stage_coords");
+  }
+  o.pipeline_rank = c[0].get<int>();
+  o.virtual_stage = c[1].get<int>();
+  return o;
+}
+
+ExpectationResult skipped(const scenario::Expectation& e, std::vector<std::string> missing) {
+  ExpectationResult out;
+  out.expectation = &e;
+  out.skipped = true;
+  out.missing = std::move(missing);
+  return out;
+}
+
+ExpectationResult evaluate(const scenario::Expectation& e,
+                           const std::map<std::string, std::string>& record_paths) {
+  ExpectationResult out;
+  out.expectation = &e;
+  out.holds = true;
+  record::RecordReader base(record_paths.at(e.variants[0]));
+  for (size_t i = 1; i < e.variants.size(); ++i) {
+    record::RecordReader other(record_paths.at(e.variants[i]));
+    PairResult p;
+    p.baseline = e.variants[0];
+    p.other = e.variants[i];
+    const auto t0 = std::chrono::steady_clock::now();
+    p.result = compare::compare_records(base, other, e.cls, e.selection);
+    p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    p.holds = p.result.holds();
+    if (p.holds && e.cls.kind == compare::CompareClass::Kind::kDiffer &&
+        (!e.first_divergence.empty() || e.first_divergence_step != 0)) {
+      const auto& fd = p.result.first_divergence;
+      if (!fd) {
+        p.holds = false;
+        p.note = "records differ only in structure; expected a first divergence at a tensor";
+      } else {
+        const std::string id = fd->group + "/" + fd->name;
+        if (!e.first_divergence.empty() && !glob_match(e.first_divergence, id)) {
+          p.holds = false;
+          p.note = fmt::format("first divergence is {} at step {}, expected {}", id, fd->step,
+                               e.first_divergence);
+        } else if (e.first_divergence_step != 0 && fd->step != e.first_divergence_step) {
+          p.holds = false;
+          p.note = fmt::format("first divergence is at step {}, expected step {}", fd->step,
+                               e.first_divergence_step);
+        }
+      }
+    }
+    for (const auto& t : p.result.tensors) {
+      if ((t.failed() || t.bit_mismatches > 0) && !p.owners.count(t.name)) {
+        p.owners[t.name] = owner_of(base, t.name);
+      }
+    }
+    out.holds = out.holds && p.holds;
+    out.pairs.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<StepLoss> read_losses(const record::RecordReader& r) {
+  std::vector<StepLoss> out;
+  auto value = [&](int step, const std::string& name) {
+    const record::TensorData t = r.read(step, "loss", name);
+    if (t.numel() != 1) {
+      throw record::RecordError(fmt::format("{}: step {} loss/{} has {} elements, expected 1",
+                                            r.path(), step, name, t.numel()));
+    }
+    switch (t.dtype) {
+      case record::DType::kF64: {
+        double v;
+        std::memcpy(&v, t.bytes.data(), 8);
+        return v;
+      }
+      case record::DType::kF32: {
+        float v;
+        std::memcpy(&v, t.bytes.data(), 4);
+        return static_cast<double>(v);
+      }
+      default:
+        throw record::RecordError(fmt::format("{}: step {} loss/{} is {}, expected a float",
+                                              r.path(), step, name,
+                                              record::dtype_name(t.dtype)));
+    }
+  };
+  for (int step : r.steps()) {
+    const auto groups = r.groups(step);
+    if (std::find(groups.begin(), groups.end(), "loss") == groups.end()) continue;
+    StepLoss l;
+    l.step = step;
+    const auto names = r.names(step, "loss");
+    for (int k = 1;; ++k) {
+      const std::string n = fmt::format("mtp_{}", k);
+      if (std::find(names.begin(), names.end(), n) == names.end()) break;
+      l.mtp.push_back(value(step, n));
+    }
+    if (std::find(names.begin(), names.end(), "lm") != names.end()) l.lm = value(step, "lm");
+    if (std::find(names.begin(), names.end(), "total") != names.end()) {
+      l.total = value(step, "total");
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+}  // namespace mtp::report

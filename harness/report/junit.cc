@@ -1,0 +1,120 @@
+// to_junit, junit_error: JUnit XML through pugixml (report.h). Every text and attribute is
+// escaped by the library; names are UTF-8 (the CLI checks paths and scenario text first).
+
+#include <fmt/format.h>
+
+#include <pugixml.hpp>
+#include <sstream>
+
+#include "harness/report/report.h"
+
+namespace mtp::report {
+namespace {
+
+std::string to_string(const pugi::xml_document& doc) {
+  std::ostringstream out;
+  doc.save(out, "  ", pugi::format_default, pugi::encoding_utf8);
+  return out.str();
+}
+
+pugi::xml_node suite(pugi::xml_document& doc, const std::string& name) {
+  pugi::xml_node decl = doc.prepend_child(pugi::node_declaration);
+  decl.append_attribute("version") = "1.0";
+  decl.append_attribute("encoding") = "UTF-8";
+  pugi::xml_node suites = doc.append_child("testsuites");
+  suites.append_attribute("name") = name.c_str();
+  pugi::xml_node s = suites.append_child("testsuite");
+  s.append_attribute("name") = name.c_str();
+  return s;
+}
+
+std::string divergence(const PairResult& p) {
+  const auto& r = p.result;
+  std::string s = !r.structural.empty()     ? "structure: " + r.structural.front()
+                  : r.first_divergence ? r.first_divergence->describe()
+                                       : "records are bitwise equal";
+  if (r.first_divergence) {
+    const auto it = p.owners.find(r.first_divergence->name);
+    if (it != p.owners.end() && it->second.stage >= 0) s += " [" + it->second.describe() + "]";
+  }
+  if (!p.note.empty()) s += " [" + p.note + "]";
+  return s;
+}
+
+}  // namespace
+
+std::string to_junit(const scenario::Scenario& sc, const std::vector<ExpectationResult>& results) {
+  pugi::xml_document doc;
+  pugi::xml_node s = suite(doc, sc.name);
+  int tests = 0, failures = 0, skipped_count = 0;
+  double seconds = 0.0;
+  for (const auto& r : results) {
+    const std::string classname = sc.name + "." + r.expectation->name;
+    if (r.skipped) {
+      for (size_t i = 1; i < r.expectation->variants.size(); ++i) {
+        pugi::xml_node tc = s.append_child("testcase");
+        tc.append_attribute("classname") = classname.c_str();
+        tc.append_attribute("name") =
+            fmt::format("{}/{}_vs_{}", r.expectation->name, r.expectation->variants[0],
+                        r.expectation->variants[i])
+                .c_str();
+        tc.append_attribute("time") = "0";
+        tc.append_child("skipped").append_attribute("message") =
+            fmt::format("not evaluated: variant(s) {} not run", fmt::join(r.missing, ", "))
+                .c_str();
+        ++tests;
+        ++skipped_count;
+      }
+      continue;
+    }
+    for (const auto& p : r.pairs) {
+      pugi::xml_node tc = s.append_child("testcase");
+      tc.append_attribute("classname") = classname.c_str();
+      tc.append_attribute("name") =
+          fmt::format("{}/{}_vs_{}", r.expectation->name, p.baseline, p.other).c_str();
+      tc.append_attribute("time") = fmt::format("{:.3f}", p.seconds).c_str();
+      ++tests;
+      seconds += p.seconds;
+      if (!p.holds) {
+        ++failures;
+        pugi::xml_node f = tc.append_child("failure");
+        f.append_attribute("message") = fmt::format("{} vs {} ({}): {}", p.baseline, p.other,
+                                                    r.expectation->cls.to_string(), divergence(p))
+                                            .c_str();
+        f.append_attribute("type") = r.expectation->cls.to_string().c_str();
+        f.text().set(fmt::format("why it should hold: {}\n{}", r.expectation->why,
+                                 compare::format_report(p.result, p.baseline, p.other))
+                         .c_str());
+      } else {
+        tc.append_child("system-out").text().set(divergence(p).c_str());
+      }
+    }
+  }
+  s.append_attribute("tests") = tests;
+  s.append_attribute("failures") = failures;
+  s.append_attribute("errors") = 0;
+  s.append_attribute("skipped") = skipped_count;
+  s.append_attribute("time") = fmt::format("{:.3f}", seconds).c_str();
+  return to_string(doc);
+}
+
+std::string junit_error(const std::string& suite_name, const std::string& message) {
+  pugi::xml_document doc;
+  pugi::xml_node s = suite(doc, suite_name);
+  s.append_attribute("tests") = 1;
+  s.append_attribute("failures") = 0;
+  s.append_attribute("errors") = 1;
+  s.append_attribute("skipped") = 0;
+  s.append_attribute("time") = "0";
+  pugi::xml_node tc = s.append_child("testcase");
+  tc.append_attribute("classname") = suite_name.c_str();
+  tc.append_attribute("name") = "check";
+  tc.append_attribute("time") = "0";
+  pugi::xml_node e = tc.append_child("error");
+  e.append_attribute("message") = message.c_str();
+  e.append_attribute("type") = "bad input or failure before any expectation ran";
+  e.text().set(message.c_str());
+  return to_string(doc);
+}
+
+}  // namespace mtp::report
