@@ -17,9 +17,11 @@ struct Result {
   std::string out;
 };
 
-/// Runs `mtp-harness <args>` through the shell (args are not quoted for you).
-inline Result run(const std::string& args) {
-  const std::string cmd = std::string(MTP_HARNESS_BIN) + " " + args + " 2>&1";
+/// Runs `mtp-harness <args>` through the shell (args are not quoted for you), in `cwd` when it
+/// is not empty.
+inline Result run(const std::string& args, const std::string& cwd = "") {
+  const std::string cmd = (cwd.empty() ? "" : "cd '" + cwd + "' && ") +
+                          std::string(MTP_HARNESS_BIN) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;

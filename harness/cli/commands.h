@@ -143,7 +143,8 @@ int run_golden(const GoldenOptions& opt);
 
 struct EquivOptions {
   std::string layout_a, layout_b;  ///< Megatron layout strings
-  int pipeline_size = 1;           ///< --pp (both layouts)
+  int pipeline_size = 1;           ///< --pp (layout A, and B unless --pp-b)
+  int pipeline_size_b = 0;         ///< --pp-b; 0 = --pp
   std::string impls;               ///< "reference,candidate"; "" = by layout (co-located: reference)
   int steps = 3;
   std::string model = "default";   ///< scenarios::builtin_model_names()

@@ -20,6 +20,11 @@
 namespace mtp::cli {
 namespace {
 
+/// P of layout B: --pp-b, else --pp.
+int pp_b(const EquivOptions& opt) {
+  return opt.pipeline_size_b > 0 ? opt.pipeline_size_b : opt.pipeline_size;
+}
+
 /// The implementation of each layout: --impl's, else the reference for a layout with MTP
 /// co-located with the loss and the candidate for a standalone one (the reference rejects it).
 std::pair<config::Implementation, config::Implementation> implementations(
@@ -34,22 +39,22 @@ std::pair<config::Implementation, config::Implementation> implementations(
     return {config::parse_enum<config::Implementation>(opt.impls.substr(0, comma), "--impl"),
             config::parse_enum<config::Implementation>(opt.impls.substr(comma + 1), "--impl")};
   }
-  auto pick = [&](const std::string& layout, const char* which) {
+  auto pick = [&](const std::string& layout, const char* which, int pp) {
     config::VariantSpec v;
     v.layout = layout;
-    v.pipeline_size = opt.pipeline_size;
+    v.pipeline_size = pp;
     try {
       return engine::variant_layout(v, model.model).mtp_standalone
                  ? config::Implementation::kCandidate
                  : config::Implementation::kReference;
     } catch (const layout::LayoutError& e) {
-      throw InputError(fmt::format("layout {} \"{}\" (--pp {}, --model {}: {} decoder layers, "
+      throw InputError(fmt::format("layout {} \"{}\" (P = {}, --model {}: {} decoder layers, "
                                    "{} MTP depths): {}",
-                                   which, layout, opt.pipeline_size, opt.model,
+                                   which, layout, pp, opt.model,
                                    model.model.num_layers, model.model.mtp_num_layers, e.what()));
     }
   };
-  return {pick(opt.layout_a, "A"), pick(opt.layout_b, "B")};
+  return {pick(opt.layout_a, "A", opt.pipeline_size), pick(opt.layout_b, "B", pp_b(opt))};
 }
 
 /// The scenario text of the comparison: the built-in model's [scenario], [model], [training]
@@ -62,20 +67,22 @@ std::string equiv_scenario_text(const EquivOptions& opt, const char* model_text,
   t.insert_or_assign("scenario",
                      toml::table{{"name", "equiv"},
                                  {"description", fmt::format("mtp-harness equiv \"{}\" \"{}\" "
-                                                             "--pp {} --model {}",
+                                                             "--pp {} --pp-b {} --model {}",
                                                              opt.layout_a, opt.layout_b,
-                                                             opt.pipeline_size, opt.model)}});
+                                                             opt.pipeline_size, pp_b(opt),
+                                                             opt.model)}});
   toml::table& training = *t["training"].as_table();
   training.insert_or_assign("steps", opt.steps);
   if (!opt.dtype.empty()) training.insert_or_assign("dtype", opt.dtype);
   if (!opt.device.empty()) training.insert_or_assign("device", opt.device);
   toml::array variants;
-  for (const auto& [name, layout, impl] :
-       {std::tuple{"A", opt.layout_a, a}, std::tuple{"B", opt.layout_b, b}}) {
+  for (const auto& [name, layout, impl, pp] :
+       {std::tuple{"A", opt.layout_a, a, opt.pipeline_size},
+        std::tuple{"B", opt.layout_b, b, pp_b(opt)}}) {
     toml::table v{{"name", name},
                   {"implementation", config::enum_name(impl)},
                   {"layout", layout},
-                  {"pp", opt.pipeline_size},
+                  {"pp", pp},
                   {"dp", opt.data_parallel_size}};
     if (!opt.schedule.empty()) v.insert("schedule", opt.schedule);
     variants.push_back(std::move(v));
@@ -156,7 +163,8 @@ int run_equiv(const EquivOptions& opt) {
     nlohmann::json j{{"schema_version", compare::kCompareJsonSchemaVersion},
                      {"a", {{"layout", opt.layout_a}, {"implementation", config::enum_name(impl_a)}}},
                      {"b", {{"layout", opt.layout_b}, {"implementation", config::enum_name(impl_b)}}},
-                     {"pp", opt.pipeline_size}, {"model", opt.model}, {"steps", opt.steps},
+                     {"pp", opt.pipeline_size}, {"pp_b", pp_b(opt)}, {"model", opt.model},
+                     {"steps", opt.steps},
                      {"equal", p.holds}, {"comparison", compare::to_json(c)}};
     write_file_atomically(opt.json_path,
                           j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");

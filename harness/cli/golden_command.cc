@@ -108,7 +108,7 @@ int run_golden(const GoldenOptions& opt) {
     }
     const golden::GoldenFile old = have ? golden::read_golden_file(path) : golden::GoldenFile{};
     const golden::GoldenDiff d = golden::diff_goldens(old, now);
-    for (const auto& f : d.fingerprint_info) {
+    for (const auto& f : have ? d.fingerprint_info : std::vector<std::string>{}) {
       std::cout << fmt::format("# {}: note: environment differs (does not change bits): {}\n",
                                sc.name, f);
     }

@@ -219,7 +219,9 @@ int main(int argc, char** argv) {
       ->required();
   e->add_option("layout_b", eq.layout_b, "the other layout, e.g. \"E|t*3|(t|)*4tmm|L\"")
       ->required();
-  e->add_option("--pp", eq.pipeline_size, "pipeline-parallel size P")->required()
+  e->add_option("--pp", eq.pipeline_size, "pipeline-parallel size P (of both, unless --pp-b)")
+      ->required()->check(CLI::Range(1, 64));
+  e->add_option("--pp-b", eq.pipeline_size_b, "P of layout B (e.g. P = 1 against P = 4)")
       ->check(CLI::Range(1, 64));
   e->add_option("--impl", eq.impls, "implementations of A and B, e.g. reference,candidate "
                                     "(default: reference for a co-located layout, candidate for "

@@ -1,0 +1,285 @@
+// End-to-end checks of issue 9's command line: CI-safe check output (skipped expectations,
+// JUnit per pair and on bad input, run directories), digest records and compare --localize,
+// goldens, equiv, info's losses.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/cli/cli_test_util.h"
+#include "harness/common/test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using mtp::cli_test::run;
+using mtp::testing_util::read_text;
+using mtp::testing_util::ScratchDir;
+
+/// A tiny scenario (2 layers, H 16, 2 steps of 2 microbatches): reference and candidate at P = 2
+/// must be equal; P = 1 against P = 2 "bitwise" is the failing pair the reports need (P = 1 sums
+/// the word embedding's uses in another order, README.md). `seed` makes another scenario text.
+std::string tiny_scenario(const ScratchDir& dir, int seed = 1234) {
+  const std::string path = dir.file("tiny.toml");
+  std::ofstream(path) << R"([scenario]
+name = "tiny"
+[model]
+num_layers = 2
+hidden_size = 16
+ffn_hidden_size = 32
+num_attention_heads = 2
+vocab_size = 256
+seq_length = 8
+micro_batch_size = 1
+mtp_num_layers = 1
+[training]
+steps = 2
+num_microbatches = 2
+seed = )" << seed << R"(
+[data]
+kind = "text"
+path = "/usr/share/common-licenses/GPL-3"
+[[variant]]
+name = "ref_p2"
+implementation = "reference"
+pp = 2
+[[variant]]
+name = "cand_p2"
+implementation = "candidate"
+pp = 2
+[[variant]]
+name = "ref_p1"
+implementation = "reference"
+[[expectation]]
+name = "placement"
+variants = ["ref_p2", "cand_p2"]
+class = "bitwise"
+why = "the candidate on the reference's layout is the reference"
+[[expectation]]
+name = "p1_fails"
+variants = ["ref_p2", "ref_p1"]
+class = "bitwise"
+records = ["grad"]
+why = "a pair that fails: P = 1 sums the embedding's uses in another order"
+)";
+  return path;
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(CheckOutputTest, NothingEvaluatedIsNotAPassUnlessAllowed) {
+  ScratchDir dir;
+  const std::string junit = dir.file("junit.xml");
+  const auto r = run("check scenarios/default.toml --variant ref_p1 --out " + dir.file("o") +
+                     " --junit " + junit);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("nothing was proven"));
+  EXPECT_THAT(r.out, HasSubstr("0 passed, 0 failed, 10 skipped"));
+  EXPECT_THAT(r.out, HasSubstr("SKIP"));
+  const std::string x = read_text(junit);
+  EXPECT_THAT(x, HasSubstr("skipped=\"13\""));  // one test case per pair that was not compared
+  EXPECT_EQ(count(x, "<skipped "), 13);
+  EXPECT_THAT(x, HasSubstr("not evaluated: variant(s) ref_p4v2 not run"));
+  const auto j = nlohmann::json::parse(read_text(dir.file("o/report.json")));
+  EXPECT_EQ(j["schema_version"], 2);
+  EXPECT_EQ(j["verdict"], "nothing evaluated");
+  EXPECT_EQ(j["counts"]["skipped"], 10);
+  EXPECT_EQ(j["expectations"][0]["status"], "skipped");
+  EXPECT_EQ(run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " +
+                dir.file("o"))
+                .code,
+            0);
+}
+
+TEST(CheckOutputTest, JUnitHasOneCasePerPairAndTheHtmlNamesTheFirstDivergence) {
+  ScratchDir dir;
+  const std::string sc = tiny_scenario(dir);
+  const auto r = run("check " + sc + " --out " + dir.file("o") + " --junit " + dir.file("j.xml"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("## p1_fails FAILED: ref_p2 vs ref_p1"));
+  // The failing pair names the owner of the first divergence and how to re-train both.
+  EXPECT_THAT(r.out, HasSubstr("is owned by stage 0 (pipeline rank 0, virtual stage 0) in "
+                               "ref_p2"));
+  EXPECT_THAT(r.out, HasSubstr("# re-train ref_p1: mtp-harness run " + sc +
+                               " --variant ref_p1 --out " + dir.file("o") + "/ref_p1.h5"));
+  const std::string x = read_text(dir.file("j.xml"));
+  EXPECT_EQ(count(x, "<testcase "), 2);
+  EXPECT_THAT(x, HasSubstr("tests=\"2\" failures=\"1\" errors=\"0\" skipped=\"0\""));
+  EXPECT_THAT(x, HasSubstr("name=\"placement/ref_p2_vs_cand_p2\""));
+  EXPECT_THAT(x, HasSubstr("name=\"p1_fails/ref_p2_vs_ref_p1\""));
+  EXPECT_TRUE(std::regex_search(x, std::regex("time=\"[0-9]+\\.[0-9]{3}\"")));
+  // (In this tiny model the two sums of the embedding's uses agree at step 1, not at step 2.)
+  EXPECT_THAT(x, HasSubstr("<failure message=\"ref_p2 vs ref_p1 (bitwise): step 2 "
+                           "grad/embedding.word_embeddings.weight"));
+  const std::string html = read_text(dir.file("o/report.html"));
+  EXPECT_THAT(html, HasSubstr("first divergence"));
+  EXPECT_THAT(html, HasSubstr("stage 0 (pipeline rank 0, virtual stage 0)"));
+  EXPECT_THAT(html, Not(HasSubstr("http://")));
+  const auto j = nlohmann::json::parse(read_text(dir.file("o/report.json")));
+  const auto& pair = j["expectations"][1]["pairs"][0];
+  EXPECT_EQ(pair["comparison"]["first_divergence"]["name"], "embedding.word_embeddings.weight");
+  EXPECT_EQ(pair["owners"]["embedding.word_embeddings.weight"]["pipeline_rank"], 0);
+  EXPECT_EQ(j["variants"][0]["losses"].size(), 2u);
+}
+
+TEST(CheckOutputTest, BadInputStillWritesAJUnitErrorCase) {
+  ScratchDir dir;
+  const std::string bad = dir.file("bad.toml");
+  std::ofstream(bad) << "[scenario]\nname = \"x\"\n[model]\nhidden_size = -3\n";
+  const auto r = run("check " + bad + " --junit " + dir.file("j.xml"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  const std::string x = read_text(dir.file("j.xml"));
+  EXPECT_THAT(x, HasSubstr("errors=\"1\""));
+  EXPECT_THAT(x, HasSubstr("<error message=\"" + bad + ":4:15:"));
+}
+
+TEST(CheckOutputTest, EveryCheckGetsItsOwnRunDirectoryAndScenariosNeverMix) {
+  ScratchDir dir;
+  const std::string sc = tiny_scenario(dir);
+  ASSERT_EQ(run("check " + sc + " --variant ref_p2 --variant cand_p2", dir.path()).code, 0);
+  ASSERT_EQ(run("check " + sc + " --variant ref_p2 --variant cand_p2", dir.path()).code, 0);
+  std::vector<std::string> runs;
+  for (const auto& e : fs::directory_iterator(dir.file("runs/tiny"))) {
+    if (!e.is_symlink()) runs.push_back(e.path().filename().string());
+  }
+  std::sort(runs.begin(), runs.end());
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_TRUE(std::regex_match(runs[0], std::regex("[0-9]{8}T[0-9]{6}Z(-[0-9]+)?")));
+  EXPECT_EQ(fs::read_symlink(dir.file("runs/tiny/latest")).string(), runs[1]);
+  EXPECT_TRUE(fs::exists(dir.file("runs/tiny/latest/ref_p2.h5")));
+  // The records embed the scenario text; another scenario's records refuse to share --out.
+  const std::string out = dir.file("runs/tiny/latest");
+  EXPECT_THAT(run("info " + out + "/ref_p2.h5").out, HasSubstr("seed = 1234"));
+  const std::string other = tiny_scenario(dir, 99);
+  const auto mixed = run("check " + other + " --variant ref_p2 --variant cand_p2 --out " + out);
+  EXPECT_EQ(mixed.code, 2) << mixed.out;
+  EXPECT_THAT(mixed.out, HasSubstr("it was made from another scenario text (scenario \"tiny\")"));
+  EXPECT_THAT(mixed.out, HasSubstr("records of different scenarios never share a run directory"));
+  // No progress line when stderr is not a terminal.
+  EXPECT_THAT(run("check " + other + " --variant ref_p2 --variant cand_p2", dir.path()).out,
+              Not(HasSubstr("ETA")));
+}
+
+TEST(InfoTest, PrintsEveryStepsLosses) {
+  ScratchDir dir;
+  const auto r = run("check " + tiny_scenario(dir) + " --variant ref_p2 --variant cand_p2 --out " +
+                     dir.path());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto info = run("info " + dir.file("ref_p2.h5"));
+  EXPECT_EQ(info.code, 0);
+  EXPECT_THAT(info.out, HasSubstr("losses:\n# step  lm  mtp_1  total\n"));
+  EXPECT_TRUE(std::regex_search(info.out, std::regex("\n     1  [0-9.]+  [0-9.]+  [0-9.]+\n"
+                                                     "     2  [0-9.]+  [0-9.]+  [0-9.]+\n")))
+      << info.out;
+  EXPECT_THAT(info.out, HasSubstr("schema_version = 2"));
+  EXPECT_THAT(info.out, HasSubstr("blas_core = "));
+  EXPECT_THAT(info.out, HasSubstr("aten_cpu_capability = "));
+}
+
+TEST(DigestRecordTest, DigestRecordsAreSmallAndLocalizeNamesTheElement) {
+  ScratchDir dir;
+  const std::string sc = tiny_scenario(dir);
+  const auto r = run("check " + sc + " --record digest --out " + dir.path());
+  EXPECT_EQ(r.code, 1) << r.out;  // p1_fails fails, on digests alone
+  EXPECT_THAT(r.out, HasSubstr("digests differ in"));
+  const auto full = run("check " + sc + " --record full --variant ref_p2 --variant cand_p2 --out " +
+                        dir.file("full"));
+  ASSERT_EQ(full.code, 0) << full.out;
+  EXPECT_LT(fs::file_size(dir.file("ref_p2.h5")), fs::file_size(dir.file("full/ref_p2.h5")));
+  // Digest-only against full: equal by digests.
+  const auto same = run("compare " + dir.file("ref_p2.h5") + " " + dir.file("full/ref_p2.h5"));
+  EXPECT_EQ(same.code, 0) << same.out;
+  EXPECT_THAT(same.out, HasSubstr("decided by digests alone"));
+  const std::string pair = dir.file("ref_p2.h5") + " " + dir.file("ref_p1.h5") + " --records grad";
+  const auto blocks = run("compare " + pair);
+  EXPECT_EQ(blocks.code, 1);
+  EXPECT_THAT(blocks.out, HasSubstr("first divergence: step 2 grad/embedding.word_embeddings."
+                                    "weight: digests differ in 1 of 1 blocks"));
+  const auto loc = run("compare " + pair + " --localize --json " + dir.file("loc.json"));
+  EXPECT_EQ(loc.code, 1) << loc.out;
+  EXPECT_THAT(loc.out, HasSubstr("the re-run of A reproduces"));
+  EXPECT_THAT(loc.out, HasSubstr("the re-run of B reproduces"));
+  EXPECT_TRUE(std::regex_search(
+      loc.out, std::regex("first divergence: step 2 grad/embedding\\.word_embeddings\\.weight"
+                          "\\[[0-9]+, [0-9]+\\]: a=\\S+ \\(0x[0-9a-f]{8}\\) b=\\S+ "
+                          "\\(0x[0-9a-f]{8}\\)")))
+      << loc.out;
+  const auto j = nlohmann::json::parse(read_text(dir.file("loc.json")));
+  EXPECT_EQ(j["schema_version"], 2);
+  EXPECT_GE(j["first_divergence"]["digest"]["first_block"], 0);
+  EXPECT_EQ(j["localized"]["first_divergence"]["name"], "embedding.word_embeddings.weight");
+  EXPECT_EQ(j["localized"]["first_divergence"]["first"]["coord"].size(), 2u);
+}
+
+TEST(GoldenCliTest, NamesTheChangedTensorAndRefusesAnotherEnvironment) {
+  ScratchDir dir;
+  const std::string sc = tiny_scenario(dir);
+  const std::string g = " --golden-dir " + dir.file("g");
+  const auto missing = run("golden check " + sc + g);
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_THAT(missing.out, HasSubstr("no goldens for scenario \"tiny\""));
+  const auto made = run("golden update " + sc + g);
+  ASSERT_EQ(made.code, 0) << made.out;
+  EXPECT_THAT(made.out, HasSubstr("golden update tiny: new goldens of"));
+  const auto again = run("golden update " + sc + g);
+  EXPECT_THAT(again.out, HasSubstr("golden update tiny: unchanged"));
+  EXPECT_EQ(run("golden check " + sc + g).code, 0);
+  // Spoil one digest: the check names the variant, step and tensor.
+  const std::string file = dir.file("g/tiny.txt");
+  std::string text = read_text(file);
+  const std::string row = "digests cand_p2 2 grad ";
+  const size_t at = text.find(row);
+  ASSERT_NE(at, std::string::npos);
+  text[at + row.size()] = text[at + row.size()] == '0' ? '1' : '0';
+  std::ofstream(file) << text;
+  const auto changed = run("golden check " + sc + g);
+  EXPECT_EQ(changed.code, 1) << changed.out;
+  EXPECT_THAT(changed.out, HasSubstr("golden check tiny: DIFFERENT: 1 of"));
+  EXPECT_THAT(changed.out, HasSubstr("first: variant cand_p2 step 2 grad/embedding.word_embeddings"
+                                     ".weight"));
+  // Goldens of another BLAS: refused, unless asked.
+  text = std::regex_replace(read_text(file), std::regex("\nfingerprint blas [^\n]*"),
+                            "\nfingerprint blas reference BLAS");
+  std::ofstream(file) << text;
+  const auto refused = run("golden check " + sc + g);
+  EXPECT_EQ(refused.code, 2) << refused.out;
+  EXPECT_THAT(refused.out, HasSubstr("refusing to compare scenario \"tiny\""));
+  EXPECT_THAT(refused.out, HasSubstr("blas: \"reference BLAS\" (goldens)"));
+  EXPECT_EQ(run("golden check " + sc + g + " --allow-fingerprint-mismatch").code, 1);
+  const auto update = run("golden update " + sc + g);
+  EXPECT_THAT(update.out, HasSubstr("1 of"));
+  EXPECT_THAT(update.out, HasSubstr("environment: blas"));
+}
+
+TEST(EquivTest, SaysEqualOrNamesTheFirstDivergence) {
+  ScratchDir dir;
+  const auto eq = run("equiv 'E|t*3|(t|)*5mmL' 'E|t*3|(t|)*4tmm|L' --pp 4 --steps 1 --json " +
+                      dir.file("e.json"));
+  EXPECT_EQ(eq.code, 0) << eq.out;
+  EXPECT_THAT(eq.out, HasSubstr("# A: reference E|t*3|(t|)*5mmL (P 4, V 2"));
+  EXPECT_THAT(eq.out, HasSubstr("# B: candidate E|t*3|(t|)*4tmm|L (P 4, V 2"));
+  EXPECT_THAT(eq.out, HasSubstr("EQUAL (bitwise)"));
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir.file("e.json")))["equal"], true);
+  const auto diff = run("equiv 'Et*8mmL' 'E|t*3|(t|)*5mmL' --pp 1 --pp-b 4 --steps 1");
+  EXPECT_EQ(diff.code, 1) << diff.out;
+  EXPECT_THAT(diff.out, HasSubstr("first divergence: step 1 grad/embedding.word_embeddings."
+                                  "weight["));
+  EXPECT_THAT(diff.out, HasSubstr("is owned by stage 0 (pipeline rank 0, virtual stage 0) in A"));
+  const auto bad = run("equiv 'E|tt|L' 'E|t*3|(t|)*5mmL' --pp 2");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_THAT(bad.out, HasSubstr("layout A \"E|tt|L\" (P = 2, --model default: 8 decoder layers, "
+                                 "2 MTP depths)"));
+  EXPECT_EQ(run("equiv a b --pp 1 --model nope").code, 2);
+}
+
+}  // namespace
