@@ -16,7 +16,7 @@ export LSAN_OPTIONS=suppressions=$PWD/ci/lsan.supp:print_suppressions=0
 export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
 
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DMTP_TORCH_FREE=ON -DMTP_FUZZ=ON
+  -DMTP_TORCH_FREE=ON -DMTP_FUZZ=ON -DMTP_BUILD_BENCHMARKS=OFF
 cmake --build build-san -j "$(nproc)"
 ctest --test-dir build-san --output-on-failure -j "$(nproc)" --timeout 600
 

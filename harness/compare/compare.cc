@@ -74,8 +74,8 @@ class Walk {
                       const record::TensorInfo& info, TensorDiff& d);
   /// A tensor one record keeps only as digests: the first differing block, or why it cannot be
   /// compared.
-  void compare_digests(const record::TensorInfo& ia, const record::TensorInfo& ib,
-                       const std::vector<int64_t>& shape, TensorDiff& d);
+  void compare_digests(int step, const std::string& group, const std::string& name,
+                       const record::TensorInfo& ia, const record::TensorInfo& ib, TensorDiff& d);
 
   const RecordReader& a_;
   const RecordReader& b_;
@@ -149,14 +149,14 @@ void Walk::compare_tensor(int step, const std::string& group, const std::string&
     add(std::move(d));
     return;
   }
-  if (ia.digest && ib.digest && ia.digest->whole == ib.digest->whole &&
+  if (ia.digest && ib.digest && *ia.digest == *ib.digest &&
       !(options_.ignore_digests && ia.stored && ib.stored)) {
     d.by_digest = true;  // equal bytes: equal under every class, nothing to read
     ++result_.tensors_by_digest;
   } else if (ia.stored && ib.stored) {
     compare_stored(step, group, name, ia, d);
   } else {
-    compare_digests(ia, ib, ia.shape, d);
+    compare_digests(step, group, name, ia, ib, d);
     if (!d.structural.empty()) {
       add(std::move(d));
       return;
@@ -167,58 +167,111 @@ void Walk::compare_tensor(int step, const std::string& group, const std::string&
   add(std::move(d));
 }
 
+namespace {
+
+/// Adds chunk result `part` (a later chunk) into `d`.
+void merge_chunk(const TensorDiff& part, TensorDiff& d) {
+  d.mismatches += part.mismatches;
+  d.bit_mismatches += part.bit_mismatches;
+  d.max_ulp = std::max(d.max_ulp, part.max_ulp);
+  d.max_abs = std::max(d.max_abs, part.max_abs);
+  d.max_rel = std::max(d.max_rel, part.max_rel);
+  if (d.first_index < 0 && part.first_index >= 0) {
+    d.first_index = part.first_index;
+    d.a_value = part.a_value;
+    d.b_value = part.b_value;
+    d.a_bits = part.a_bits;
+    d.b_bits = part.b_bits;
+  }
+}
+
+/// Threads comparing the chunks of one tensor.
+size_t compare_threads(size_t chunks) {
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  return std::min<size_t>(chunks, std::min(4u, hw));
+}
+
+}  // namespace
+
 void Walk::compare_stored(int step, const std::string& group, const std::string& name,
                           const record::TensorInfo& info, TensorDiff& d) {
   const size_t esize = static_cast<size_t>(record::dtype_size(info.dtype));
   const uint64_t total = static_cast<uint64_t>(info.numel()) * esize;
+  if (total == 0) return;
   const size_t chunk = std::min<uint64_t>(total, kChunkBytes / esize * esize);
-  std::vector<uint8_t> buf_a(chunk), buf_b(chunk);
-  constexpr size_t kConcurrentReadBytes = size_t{1} << 20;  // below: not worth a thread
-  for (uint64_t offset = 0; offset < total; offset += chunk) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, total - offset));
-    if (n < kConcurrentReadBytes) {
-      a_.read_bytes(step, group, name, offset, n, buf_a.data());
-      b_.read_bytes(step, group, name, offset, n, buf_b.data());
-      compare_chunk(buf_a.data(), buf_b.data(), static_cast<int64_t>(offset / esize),
-                    static_cast<int64_t>(n / esize), info.dtype, cls_, d);
-      continue;
-    }
-    // B's chunk on a second thread while this one reads A's: the two files are read at once.
-    std::exception_ptr b_error;
-    std::thread reader([&] {
-      try {
+  const size_t chunks = static_cast<size_t>((total + chunk - 1) / chunk);
+  const auto ma = a_.mapped_bytes(step, group, name);
+  const auto mb = b_.mapped_bytes(step, group, name);
+  // Each chunk's result in its own slot, merged in chunk order: the same result for any thread
+  // count. Both files are read by the comparing threads themselves, in place (memory maps: no
+  // copy) or, for files HDF5 lays out otherwise, into per-thread buffers.
+  std::vector<TensorDiff> parts(chunks);
+  auto work = [&](size_t first, size_t stride) {
+    std::vector<uint8_t> buf_a, buf_b;
+    for (size_t c = first; c < chunks; c += stride) {
+      const uint64_t offset = c * chunk;
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, total - offset));
+      const uint8_t* pa;
+      const uint8_t* pb;
+      if (ma) {
+        pa = ma->first + offset;
+      } else {
+        buf_a.resize(chunk);
+        a_.read_bytes(step, group, name, offset, n, buf_a.data());
+        pa = buf_a.data();
+      }
+      if (mb) {
+        pb = mb->first + offset;
+      } else {
+        buf_b.resize(chunk);
         b_.read_bytes(step, group, name, offset, n, buf_b.data());
+        pb = buf_b.data();
+      }
+      compare_chunk(pa, pb, static_cast<int64_t>(offset / esize), static_cast<int64_t>(n / esize),
+                    info.dtype, cls_, parts[c]);
+    }
+  };
+  const size_t threads = compare_threads(chunks);
+  std::vector<std::exception_ptr> errors(threads);
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      try {
+        work(t, threads);
       } catch (...) {
-        b_error = std::current_exception();
+        errors[t] = std::current_exception();
       }
     });
-    try {
-      a_.read_bytes(step, group, name, offset, n, buf_a.data());
-    } catch (...) {
-      reader.join();
-      throw;
-    }
-    reader.join();
-    if (b_error) std::rethrow_exception(b_error);
-    compare_chunk(buf_a.data(), buf_b.data(), static_cast<int64_t>(offset / esize),
-                  static_cast<int64_t>(n / esize), info.dtype, cls_, d);
   }
+  try {
+    work(0, threads);
+  } catch (...) {
+    errors[0] = std::current_exception();
+  }
+  for (auto& th : pool) th.join();
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  for (const TensorDiff& part : parts) merge_chunk(part, d);
   if (d.first_index >= 0) d.first_coord = unflatten(d.first_index, info.shape);
 }
 
-void Walk::compare_digests(const record::TensorInfo& ia, const record::TensorInfo& ib,
-                           const std::vector<int64_t>& shape, TensorDiff& d) {
+void Walk::compare_digests(int step, const std::string& group, const std::string& name,
+                           const record::TensorInfo& ia, const record::TensorInfo& ib,
+                           TensorDiff& d) {
   if (!ia.digest || !ib.digest) {
     d.structural = fmt::format("{} holds only digests and {} has none (a record of schema "
                                "version 1): cannot be compared",
                                ia.stored ? "B" : "A", ia.stored ? "A" : "B");
     return;
   }
+  const record::TensorDigest da = a_.block_digests(step, group, name);
+  const record::TensorDigest db = b_.block_digests(step, group, name);
   d.by_digest = true;
-  d.blocks = static_cast<int64_t>(ia.digest->blocks.size());
-  d.differing_blocks = ia.digest->differing_blocks(*ib.digest);
-  d.first_block = ia.digest->first_differing_block(*ib.digest).value_or(0);
-  d.first_block_coord = unflatten(d.first_block * record::kDigestBlockElements, shape);
+  d.blocks = static_cast<int64_t>(da.blocks.size());
+  d.differing_blocks = da.differing_blocks(db);
+  d.first_block = da.first_differing_block(db).value_or(0);
+  d.first_block_coord = unflatten(d.first_block * record::kDigestBlockElements, ia.shape);
 }
 
 void Walk::compare_group(int step, const std::string& group) {

@@ -58,7 +58,7 @@ TEST(CompareDigestTest, EqualDigestsDecideWithoutReadingTheValues) {
   write(dir.file("a.h5"), g, Storage::kFull);
   write(dir.file("b.h5"), g, Storage::kFull);
   // Spoil B's bytes in the file behind HDF5's back: the digests still say "equal".
-  const uint64_t offset = *RecordReader(dir.file("b.h5")).info(1, "grad", "w").raw_offset;
+  const uint64_t offset = *RecordReader(dir.file("b.h5")).raw_offset(1, "grad", "w");
   {
     std::fstream f(dir.file("b.h5"), std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(static_cast<std::streamoff>(offset + 4 * 1000));

@@ -271,22 +271,32 @@ void StepRecorder::write_batch(int64_t step, const at::Tensor& tokens, const at:
   write_tensor(step, "batch", "loss_mask", loss_mask);
 }
 
-double StepRecorder::write_losses(int64_t step, const std::vector<double>& lm_per_mb,
-                                  const std::vector<std::vector<double>>& mtp_per_mb) {
-  const int D = static_cast<int>(plan_.model.mtp_num_layers);
+StepLossAverages average_losses(const RunPlan& plan, const std::vector<double>& lm_per_mb,
+                                const std::vector<std::vector<double>>& mtp_per_mb) {
+  const int D = static_cast<int>(plan.model.mtp_num_layers);
   const auto K = static_cast<double>(lm_per_mb.size());
   // Per-microbatch values averaged in microbatch order (float64).
-  double lm = 0.0;
-  for (double v : lm_per_mb) lm += v;
-  lm /= K;
-  std::vector<double> mtp(D, 0.0);
+  StepLossAverages a;
+  for (double v : lm_per_mb) a.lm += v;
+  a.lm /= K;
+  a.mtp.assign(D, 0.0);
   for (int k = 0; k < D; ++k) {
-    for (const auto& per_depth : mtp_per_mb) mtp[k] += per_depth[k];
-    mtp[k] /= K;
+    for (const auto& per_depth : mtp_per_mb) a.mtp[k] += per_depth[k];
+    a.mtp[k] /= K;
   }
-  double total = lm, mtp_sum = 0.0;
-  for (double v : mtp) mtp_sum += v;
-  if (D > 0) total += plan_.model.mtp_loss_scaling_factor / static_cast<double>(D) * mtp_sum;
+  double mtp_sum = 0.0;
+  for (double v : a.mtp) mtp_sum += v;
+  a.total = a.lm;
+  if (D > 0) a.total += plan.model.mtp_loss_scaling_factor / static_cast<double>(D) * mtp_sum;
+  return a;
+}
+
+double StepRecorder::write_losses(int64_t step, const std::vector<double>& lm_per_mb,
+                                  const std::vector<std::vector<double>>& mtp_per_mb) {
+  const StepLossAverages a = average_losses(plan_, lm_per_mb, mtp_per_mb);
+  const int D = static_cast<int>(plan_.model.mtp_num_layers);
+  const double lm = a.lm, total = a.total;
+  const std::vector<double>& mtp = a.mtp;
   // Averages are taken in float64, then stored in the training dtype (fp32 for bf16 runs, whose
   // losses are computed in fp32) so that ulp:N counts units of that dtype.
   auto scalar = [this](double v) { return at::scalar_tensor(v, at::kDouble).to(loss_dtype_); };

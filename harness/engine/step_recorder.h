@@ -35,6 +35,17 @@ namespace mtp::engine {
 /// Batches and losses are always kept in full.
 record::Storage step_storage(const RunPlan& plan, int64_t step);
 
+/// A step's losses over the global batch: lm and mtp_1..mtp_D averaged over the K = DP·M
+/// microbatches in float64 in global order, total = lm + (λ/D)·Σ mtp_k.
+struct StepLossAverages {
+  double lm = 0.0;
+  std::vector<double> mtp;
+  double total = 0.0;
+};
+/// The averages of per-microbatch losses lm[k], mtp[k][depth] (global microbatch order).
+StepLossAverages average_losses(const RunPlan& plan, const std::vector<double>& lm,
+                                const std::vector<std::vector<double>>& mtp);
+
 /// What the record says about where and how the variant ran.
 struct RecordContext {
   std::string scenario_name;

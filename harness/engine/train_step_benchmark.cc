@@ -19,15 +19,18 @@
 //       are built once per repetition, untimed (the initial weights once per size); one untimed
 //       step warms up. Excludes the embedding-group grad sum, the optimizer and the record, i.e.
 //       it is what differs between placements, kernel sets and attention backends.
-//   BM_TrainStep/<size>/<pipeline>/<dtype>/<attention>/<placement>/<kernels>/<dev>/extra_steps:k
+//   BM_TrainStep/<size>/<pipeline>/<dtype>/<attention>/<placement>/<kernels>/<dev>/
+//   record:<none|digest|full>/extra_steps:k
 //       One optimizer step end to end through run_variant(): (RunResult.wall_seconds of a
 //       steps = 1 + k run − that of a steps = 1 run) / k, for the same variant. Setup (initial
 //       weights, chunks, record header and step-0 weights) and step 1 cancel out; what remains is
 //       the mean of k steady-state steps: forward and backward, embedding-group grad sum, Adam,
-//       and writing the step's batch, losses, grads and weights to the HDF5 record (the record
-//       cannot be switched off; it is written under $TMPDIR and deleted: ~2 GB per small-model
-//       step, so the small rows are for manual runs). k = 3 divides the run-to-run noise of the
-//       setup by 3. One iteration (two runs).
+//       and the record: none (RunOptions::write_record = false: no gathers, no file), digest
+//       (record = "digest": every grad and weight snapshot, digested and written as digests by
+//       the step recorder's writer thread) or full (every byte written to the HDF5 file under
+//       $TMPDIR, then deleted: ~2 GB per small-model step). digest / none is the recording
+//       overhead issue 9 bounds (≤ 1.2). k = 3 divides the run-to-run noise of the setup by 3.
+//       One iteration (two runs).
 //
 // Axes:
 //   pipeline   p1: P = 1, no pipelining; p4v2: P = 4, V = 2, interleaved 1F1B
@@ -403,7 +406,14 @@ void BM_PipelineStep(benchmark::State& state, Setting setting) {
 
 /// BM_TrainStep: one optimizer step end to end, (wall(steps = 1 + k) − wall(steps = 1)) / k of
 /// run_variant() with k = state.range(0), see the file comment.
-void BM_TrainStep(benchmark::State& state, Setting setting) {
+/// What BM_TrainStep records.
+enum class RecordChoice { kNone, kDigest, kFull };
+
+const char* record_choice_name(RecordChoice r) {
+  return r == RecordChoice::kNone ? "none" : r == RecordChoice::kDigest ? "digest" : "full";
+}
+
+void BM_TrainStep(benchmark::State& state, Setting setting, RecordChoice record) {
   if (auto why = mtp::bench::device_unavailable(setting.dev)) {
     state.SkipWithError(why->c_str());
     return;
@@ -417,18 +427,23 @@ void BM_TrainStep(benchmark::State& state, Setting setting) {
     auto impl = make_implementation(setting.placement);
     const mtp::data::DataConfig data = bench_data(tmp.path());
     mtp::config::TrainingConfig training = training_config(setting);
+    training.record = record == RecordChoice::kFull ? mtp::config::RecordMode::kFull
+                                                    : mtp::config::RecordMode::kDigest;
     // One run of `steps` steps; returns its wall seconds and record size, record deleted.
     auto run = [&](int64_t steps, double* wall, double* record_bytes) {
       training.steps = steps;
       mtp::engine::RunOptions options;
+      options.write_record = record != RecordChoice::kNone;
       options.record_path = (tmp.path() / ("steps" + std::to_string(steps) + ".h5")).string();
       options.scenario_name = "train_step_benchmark";
       options.recv_timeout = std::chrono::milliseconds(600000);
       const mtp::engine::RunResult r = mtp::engine::run_variant(
           mtp::engine::plan_variant(cfg, training, variant, *impl), *impl, data, options);
       *wall = r.wall_seconds;
-      *record_bytes = static_cast<double>(fs::file_size(options.record_path));
-      fs::remove(options.record_path);
+      *record_bytes = options.write_record
+                          ? static_cast<double>(fs::file_size(options.record_path))
+                          : 0.0;
+      if (options.write_record) fs::remove(options.record_path);
     };
     double wall_short = 0, wall_long = 0, bytes_short = 0, bytes_long = 0, seconds = 0;
     for (auto _ : state) {
@@ -496,12 +511,16 @@ void register_benchmarks() {
           ->Unit(benchmark::kMillisecond);
     }
     for (const Setting& s : settings_for(dev)) {
-      benchmark::RegisterBenchmark(("BM_TrainStep/" + setting_name(s)).c_str(), BM_TrainStep, s)
-          ->ArgNames({"extra_steps"})
-          ->Arg(3)
-          ->Iterations(1)
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond);
+      for (RecordChoice r : {RecordChoice::kNone, RecordChoice::kDigest, RecordChoice::kFull}) {
+        benchmark::RegisterBenchmark(
+            ("BM_TrainStep/" + setting_name(s) + "/record:" + record_choice_name(r)).c_str(),
+            BM_TrainStep, s, r)
+            ->ArgNames({"extra_steps"})
+            ->Arg(3)
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+      }
     }
   }
 }

@@ -88,9 +88,9 @@ class RankWorker {
         optimizer_(make_optimizer(plan_, model_, topo_, rank, comm_)) {}
 
   void run(RunResult& result) {
-    if (rank_ == 0) open_record();
+    if (rank_ == 0 && ctx_.options.write_record) open_record();
     if (ctx_.start.optimizer) load_optimizer_state();
-    if (plan_.training.save_optimizer_state && ctx_.start.step > 0) {
+    if (plan_.training.save_optimizer_state && ctx_.start.step > 0 && ctx_.options.write_record) {
       save_optimizer_state(ctx_.start.step);
     }
     const int64_t steps = plan_.training.steps;
@@ -109,9 +109,13 @@ class RankWorker {
           run_rank_step(rs, plan_.layout, plan_.schedule, mbs, comm_.transport(), exec);
       gather_losses(step, losses, result);
       finalize_model_grads(model_, placement_, topo_, rank_, comm_);
-      gather_main_grads_to_first_rank(model_, topo_, rank_, comm_);
+      // The recording rank needs every main grad for the record and for the canonical norm.
+      const bool need_grads = ctx_.options.write_record || plan_.clip_grad > 0.0;
+      if (need_grads) gather_main_grads_to_first_rank(model_, topo_, rank_, comm_);
       std::vector<at::Tensor> grads =
-          gather_params(step, "grad", [](const LocalParam& p) { return p.main_grad; });
+          need_grads
+              ? gather_params(step, "grad", [](const LocalParam& p) { return p.main_grad; })
+              : std::vector<at::Tensor>{};
       clip(step, grads);
       grads.clear();
       optimizer_->step(step);
@@ -125,14 +129,15 @@ class RankWorker {
         }
       }
       check_replicas(step);
-      if (bf16()) optimizer_->gather_masters_to_first_rank();
-      gather_params(step, "weight",
-                    [this](const LocalParam& p) { return master_of(p); });
-      if (bf16()) {
-        gather_params(step, "model_weight", [](const LocalParam& p) { return p.weight; });
+      if (ctx_.options.write_record) {
+        if (bf16()) optimizer_->gather_masters_to_first_rank();
+        gather_params(step, "weight", [this](const LocalParam& p) { return master_of(p); });
+        if (bf16()) {
+          gather_params(step, "model_weight", [](const LocalParam& p) { return p.weight; });
+        }
+        if (plan_.training.save_optimizer_state) save_optimizer_state(step);
       }
-      if (plan_.training.save_optimizer_state) save_optimizer_state(step);
-      if (recorder_ && ctx_.options.on_step) {
+      if (rank_ == 0 && ctx_.options.on_step) {
         ctx_.options.on_step(step, steps, std::chrono::duration<double>(
                                               std::chrono::steady_clock::now() - ctx_.t0)
                                               .count());
@@ -253,7 +258,7 @@ class RankWorker {
       }
       comm_.send(0, t.to(ctx_.device));
     }
-    if (!recorder_) return;
+    if (rank_ != 0) return;
     std::vector<double> lm(M * DP);
     std::vector<std::vector<double>> mtp(M * DP, std::vector<double>(D));
     for (int dp = 0; dp < DP; ++dp) {
@@ -272,7 +277,8 @@ class RankWorker {
         for (int k = 0; k < D; ++k) mtp[mb * DP + dp][k] = acc[mb][1 + k];
       }
     }
-    result.total_loss.push_back(recorder_->write_losses(step, lm, mtp));
+    result.total_loss.push_back(recorder_ ? recorder_->write_losses(step, lm, mtp)
+                                          : average_losses(plan_, lm, mtp).total);
   }
 
   // The rank (data-parallel rank 0) whose copy of placement parameter `i` is recorded.
@@ -298,12 +304,12 @@ class RankWorker {
         MTP_INTERNAL_ASSERT(lp != nullptr, fmt::format("rank {} owns {} but holds no copy", rank_,
                                                        p.name));
         t = of(*lp);
-        if (!recorder_) comm_.send(0, t);
-      } else if (recorder_) {
+        if (rank_ != 0) comm_.send(0, t);
+      } else if (rank_ == 0) {
         t = comm_.recv(owner, p.shape);
       }
-      if (recorder_) {
-        recorder_->write_tensor(step, group, name_of(p.name), t);
+      if (rank_ == 0) {
+        if (recorder_) recorder_->write_tensor(step, group, name_of(p.name), t);
         out.push_back(t);
       }
     }
@@ -317,7 +323,7 @@ class RankWorker {
     const double max_norm = plan_.clip_grad;
     if (!(max_norm > 0.0)) return;
     at::Tensor coeff = at::ones({1}, at::TensorOptions().dtype(at::kDouble).device(ctx_.device));
-    if (recorder_) {
+    if (rank_ == 0) {
       double sumsq = 0.0;
       for (const auto& g : grads) {
         auto d = g.to(at::kDouble);
@@ -325,8 +331,10 @@ class RankWorker {
       }
       const double norm = std::sqrt(sumsq);
       const double c = std::min(max_norm / (norm + 1e-6), 1.0);
-      recorder_->set_step_attr(step, "grad_norm", norm);
-      recorder_->set_step_attr(step, "clip_coeff", c);
+      if (recorder_) {
+        recorder_->set_step_attr(step, "grad_norm", norm);
+        recorder_->set_step_attr(step, "clip_coeff", c);
+      }
       coeff.fill_(c);
     }
     comm_.broadcast(topo_.world(), 0, coeff);

@@ -43,6 +43,9 @@ struct RunOptions {
   transport::Transport* transport = nullptr;  ///< null: an in-process transport for all ranks
   int device_index = 0;         ///< CUDA device of this process's ranks (device = cuda)
   std::string record_path;      ///< HDF5 record to write (atomically)
+  /// false: no record at all (benchmarks time the step without recording); the ranks then skip
+  /// the gathers that only feed it (the main grads still reach rank 0 when clipping is on).
+  bool write_record = true;
   std::string scenario_name;
   std::string scenario_text;    ///< the scenario file's text, embedded in the record
   std::chrono::milliseconds recv_timeout{120000};

@@ -127,7 +127,7 @@ GoldenFile golden_from_records(const std::string& scenario, const std::string& s
                 "made from records of this build",
                 r->path(), step, group, name));
           }
-          row.digests.push_back(short_digest(info.digest->whole));
+          row.digests.push_back(short_digest(*info.digest));
         }
         g.rows.push_back(std::move(row));
       }

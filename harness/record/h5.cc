@@ -427,11 +427,8 @@ void Dataset::read(hid_t mem_type, void* buf) const {
 }
 
 std::optional<uint64_t> Dataset::raw_offset() const {
-  PropList dcpl(check(H5Dget_create_plist(id()), where(), "cannot get creation properties"),
-                H5Pclose, where());
-  if (H5Pget_layout(dcpl.id()) != H5D_CONTIGUOUS || H5Pget_nfilters(dcpl.id()) != 0) {
-    return std::nullopt;
-  }
+  // HDF5 gives an offset only for contiguous storage, which cannot carry filters; chunked and
+  // compact datasets (and unallocated ones) answer HADDR_UNDEF.
   const haddr_t offset = H5Dget_offset(id());
   if (offset == HADDR_UNDEF) {
     take_error_message();  // not allocated: no error worth keeping

@@ -203,7 +203,7 @@ class Dataset : public Object {
   /// Reads the whole dataset into `buf`, converting to `mem_type`.
   void read(hid_t mem_type, void* buf) const;
   /// The file offset of the dataset's raw data when the bytes can be read from the file
-  /// directly: contiguous layout, no filters, storage allocated. nullopt otherwise.
+  /// directly: contiguous layout (which has no filters), storage allocated. nullopt otherwise.
   std::optional<uint64_t> raw_offset() const;
 };
 

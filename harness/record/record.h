@@ -17,7 +17,11 @@
 // version 1 records carry only `dtype`. A tensor stored in full holds its bytes; a digest-only
 // tensor (Storage::kDigest: `record = "digest"`) is a dataset with a null dataspace, the file
 // type of its dtype, and attributes `storage` = "digest" and `shape` ("[8, 2, 32]", "[]" for a
-// scalar) besides the digests.
+// scalar) besides the digests. Every group of a step also carries the attribute
+// `tensor_index` (version 2): a JSON array, in creation order, of
+// [name, dtype, [shape...], "full" | "digest", "<xxh3_128>"] for each of its datasets, so that
+// names, shapes and digests are known without opening a dataset (what makes a digest comparison
+// cheap); the reader checks each dataset against it when the dataset is opened.
 // Groups track link creation order, and datasets are written in canonical order (the order of
 // the model's parameters), so readers list names in that order. Object timestamps are off, so
 // the same content gives the same bytes.
@@ -34,6 +38,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -97,15 +102,13 @@ struct TensorView {
   }
 };
 
-/// TensorInfo: what the record says about one tensor without reading its bytes.
+/// TensorInfo: what the record says about one tensor without reading its bytes (from the
+/// group's tensor index when the record has one: no dataset is opened).
 struct TensorInfo {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
-  bool stored = true;                 ///< false: digest-only (Storage::kDigest)
-  std::optional<TensorDigest> digest;  ///< nullopt for version-1 records (no digests)
-  /// File offset of the raw bytes when they can be read from the file directly (contiguous,
-  /// unfiltered, stored in the native little-endian layout of dtype); nullopt otherwise.
-  std::optional<uint64_t> raw_offset;
+  bool stored = true;               ///< false: digest-only (Storage::kDigest)
+  std::optional<Digest128> digest;  ///< the tensor's digest; nullopt for version-1 records
   int64_t numel() const;
 };
 
@@ -175,8 +178,16 @@ class RecordReader {
   std::vector<std::string> names(int step, const std::string& group) const;
   /// dtype and shape without reading the data.
   TensorData describe(int step, const std::string& group, const std::string& name) const;
-  /// dtype, shape, storage, digests and raw offset (indexed when the record was opened).
+  /// dtype, shape, storage and digest (indexed when the record was opened; no dataset I/O).
   const TensorInfo& info(int step, const std::string& group, const std::string& name) const;
+  /// The tensor's block digests (opens the dataset and checks it against the index). Throws
+  /// RecordError for a version-1 record (no digests) or a dataset that disagrees.
+  TensorDigest block_digests(int step, const std::string& group, const std::string& name) const;
+  /// File offset of the raw bytes when they can be read from the file directly (contiguous,
+  /// allocated, stored in the native little-endian layout of its dtype); nullopt otherwise
+  /// (digest-only tensors too). Opens the dataset (checked against the index).
+  std::optional<uint64_t> raw_offset(int step, const std::string& group,
+                                     const std::string& name) const;
   /// The record format version (root attribute schema_version; 1 when absent).
   int64_t schema_version() const;
   /// Reads one dataset. Throws RecordError if it does not exist, holds only a digest, cannot be
@@ -184,11 +195,17 @@ class RecordReader {
   /// not bad_alloc).
   TensorData read(int step, const std::string& group, const std::string& name) const;
   /// Reads `n` bytes of the tensor's data starting at byte `offset` into `out`: straight from the
-  /// file with pread when info().raw_offset is set (callable from several threads at once),
+  /// file with pread when raw_offset() is set (callable from several threads at once),
   /// else through read(). Throws RecordError for a digest-only tensor, a range past the tensor,
   /// or a file shorter than the dataset claims.
   void read_bytes(int step, const std::string& group, const std::string& name, uint64_t offset,
                   size_t n, void* out) const;
+  /// The tensor's bytes in place, without a copy: a read-only memory map of the file (made on
+  /// first use, shared by every tensor, unmapped with the reader) when raw_offset() is set and
+  /// the data lies within the file; nullopt otherwise (then use read_bytes). The pointer stays
+  /// valid while the reader lives (a file truncated meanwhile by another process would fault).
+  std::optional<std::pair<const uint8_t*, size_t>> mapped_bytes(int step, const std::string& group,
+                                                                const std::string& name) const;
 
  private:
   struct Impl;

@@ -2,6 +2,7 @@
 // shape, so listing and describe() need no further I/O (record.h).
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,11 +12,13 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "harness/common/system_memory.h"
 #include "harness/common/utf8.h"
@@ -29,9 +32,21 @@
 namespace mtp::record {
 namespace {
 
+/// What opening a dataset tells beyond the index: its block digests and raw offset.
+struct Details {
+  std::optional<TensorDigest> digest;  ///< nullopt for version-1 records
+  std::optional<uint64_t> raw_offset;
+};
+
+struct Entry {
+  TensorInfo info;
+  /// Filled when the dataset is opened: at once without a tensor index, lazily with one.
+  mutable std::optional<Details> details;
+};
+
 struct GroupIndex {
-  std::vector<std::string> names;                      ///< creation order
-  std::unordered_map<std::string, TensorInfo> descs;  ///< dtype, shape, storage, digests
+  std::vector<std::string> names;                  ///< creation order
+  std::unordered_map<std::string, Entry> entries;  ///< by name
 };
 
 struct StepIndex {
@@ -67,9 +82,11 @@ const char* object_kind(H5I_type_t t) {
 struct RecordReader::Impl {
   std::string path;
   h5::File file;
-  int fd = -1;            // for read_bytes (pread); opened after the schema check
+  int fd = -1;            // for read_bytes (pread) and mapped_bytes; opened after the schema check
   uint64_t file_size = 0;
+  mutable void* map = nullptr;  // mapped_bytes' map of the whole file (under `lazy`)
   ~Impl() {
+    if (map != nullptr) ::munmap(map, file_size);
     if (fd >= 0) ::close(fd);
   }
   std::map<int, StepIndex> steps;
@@ -86,9 +103,14 @@ struct RecordReader::Impl {
   void probe_in_child(int version) const;  // index() in a child; a crash is bad input
   void require(const h5::Group& parent, const h5::Link& link, H5I_type_t want) const;
   GroupIndex index_group(const h5::Group& g) const;
-  TensorInfo describe_dataset(const h5::Dataset& ds) const;
+  /// The group's entries from its tensor_index attribute (checked against its links).
+  void read_tensor_index(const h5::Group& g, GroupIndex& gi) const;
+  std::pair<TensorInfo, Details> describe_dataset(const h5::Dataset& ds) const;
   std::optional<TensorDigest> read_digest(const h5::Dataset& ds, int64_t numel) const;
+  /// The dataset's details, opening it (once) and checking it against the index.
+  const Details& details(int s, const std::string& g, const std::string& name) const;
   int64_t schema_version = 1;
+  mutable std::mutex lazy;  // guards Entry::details (read_bytes runs on several threads)
 
   const StepIndex& step(int s) const {
     auto it = steps.find(s);
@@ -107,13 +129,16 @@ struct RecordReader::Impl {
     return *st.groups[static_cast<size_t>(i)];
   }
 
-  const TensorInfo& desc(int s, const std::string& g, const std::string& name) const {
+  const Entry& entry(int s, const std::string& g, const std::string& name) const {
     const GroupIndex& gi = group(s, g);
-    auto it = gi.descs.find(name);
-    if (it == gi.descs.end()) {
+    auto it = gi.entries.find(name);
+    if (it == gi.entries.end()) {
       fail("", fmt::format("no dataset '{}' in step {} group '{}'", name, s, g));
     }
     return it->second;
+  }
+  const TensorInfo& desc(int s, const std::string& g, const std::string& name) const {
+    return entry(s, g, name).info;
   }
 
   static std::string dataset_path(int s, const std::string& g, const std::string& name) {
@@ -168,8 +193,9 @@ std::optional<TensorDigest> RecordReader::Impl::read_digest(const h5::Dataset& d
   return d;
 }
 
-TensorInfo RecordReader::Impl::describe_dataset(const h5::Dataset& ds) const {
+std::pair<TensorInfo, Details> RecordReader::Impl::describe_dataset(const h5::Dataset& ds) const {
   TensorInfo t;
+  Details details;
   t.dtype = dataset_dtype(ds);
   h5::DataSpace space = ds.space();
   if (space.kind() == H5S_NULL) {
@@ -208,28 +234,110 @@ TensorInfo RecordReader::Impl::describe_dataset(const h5::Dataset& ds) const {
     }
     numel *= u;
   }
-  t.digest = read_digest(ds, static_cast<int64_t>(numel));
-  if (schema_version >= 2 && !t.digest) {
+  details.digest = read_digest(ds, static_cast<int64_t>(numel));
+  if (schema_version >= 2 && !details.digest) {
     fail(ds.where().path, fmt::format("has no '{}' attribute (a record of schema version {} "
                                       "digests every tensor)", kDigestAttr, schema_version));
   }
+  if (details.digest) t.digest = details.digest->whole;
   if (t.stored && numel > 0 && ds.type().equals(memory_type(t.dtype))) {
-    t.raw_offset = ds.raw_offset();
+    details.raw_offset = ds.raw_offset();
   }
-  return t;
+  return {t, details};
+}
+
+void RecordReader::Impl::read_tensor_index(const h5::Group& g, GroupIndex& gi) const {
+  const std::string where = g.where().path;
+  const std::string text = read_string_attr(g, kTensorIndexAttr);
+  const nlohmann::json index = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto bad = [&](size_t i, const std::string& why) {
+    fail(where, fmt::format("attribute '{}' entry {}: {}", kTensorIndexAttr, i, why));
+  };
+  if (!index.is_array()) fail(where, fmt::format("attribute '{}' is not a JSON array", kTensorIndexAttr));
+  if (index.size() != gi.names.size()) {
+    fail(where, fmt::format("attribute '{}' lists {} tensors but the group holds {} datasets",
+                            kTensorIndexAttr, index.size(), gi.names.size()));
+  }
+  for (size_t i = 0; i < index.size(); ++i) {
+    const nlohmann::json& e = index[i];
+    if (!e.is_array() || e.size() != 5 || !e[0].is_string() || !e[1].is_string() ||
+        !e[2].is_array() || !e[3].is_string() || !e[4].is_string()) {
+      bad(i, "expected [name, dtype, [shape...], storage, digest]");
+    }
+    const std::string name = e[0].get<std::string>();
+    if (name != gi.names[i]) {
+      bad(i, fmt::format("names \"{}\" where the group's dataset {} is \"{}\"", printable(name),
+                         i, printable(gi.names[i])));
+    }
+    Entry entry;
+    try {
+      entry.info.dtype = parse_dtype(e[1].get<std::string>());
+    } catch (const InputError&) {
+      bad(i, fmt::format("unknown dtype \"{}\"", printable(e[1].get<std::string>())));
+    }
+    uint64_t numel = 1;
+    const uint64_t max_elems = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) /
+                               static_cast<uint64_t>(dtype_size(entry.info.dtype));
+    for (const auto& d : e[2]) {
+      if (!d.is_number_unsigned()) bad(i, "a dimension is not a non-negative integer");
+      const uint64_t u = d.get<uint64_t>();
+      if (u > (uint64_t{1} << 62) || (u != 0 && numel > max_elems / u)) bad(i, "is too large");
+      numel *= u;
+      entry.info.shape.push_back(static_cast<int64_t>(u));
+    }
+    const std::string storage = e[3].get<std::string>();
+    if (storage != storage_name(Storage::kFull) && storage != storage_name(Storage::kDigest)) {
+      bad(i, fmt::format("storage \"{}\" is neither \"full\" nor \"digest\"", printable(storage)));
+    }
+    entry.info.stored = storage == storage_name(Storage::kFull);
+    entry.info.digest = Digest128::parse_hex(e[4].get<std::string>());
+    if (!entry.info.digest) bad(i, "the digest is not 32 hex digits");
+    gi.entries.emplace(name, std::move(entry));
+  }
+}
+
+const Details& RecordReader::Impl::details(int s, const std::string& g,
+                                           const std::string& name) const {
+  const Entry& e = entry(s, g, name);
+  std::lock_guard<std::mutex> lock(lazy);
+  if (e.details) return *e.details;
+  const std::string object = "/" + dataset_path(s, g, name);
+  h5::Group parent = file.root().open_group(fmt::format("steps/{}/{}", step_group_name(s), g));
+  if (parent.kind_of(name) != H5I_DATASET) fail(object, "is not a dataset");
+  auto [info, details] = describe_dataset(parent.open_dataset(name));
+  const TensorInfo& want = e.info;
+  if (info.dtype != want.dtype || info.shape != want.shape || info.stored != want.stored ||
+      info.digest != want.digest) {
+    fail(object, fmt::format("disagrees with the group's '{}' attribute (dtype, shape, storage "
+                             "or digest): a corrupt or hand-edited record",
+                             kTensorIndexAttr));
+  }
+  e.details = details;
+  return *e.details;
 }
 
 GroupIndex RecordReader::Impl::index_group(const h5::Group& g) const {
   GroupIndex gi;
-  for (const h5::Link& link : g.links()) {
+  const std::vector<h5::Link> links = g.links();
+  for (const h5::Link& link : links) {
     if (!is_valid_utf8(link.name)) {
       // Names go into JSON reports, which hold only UTF-8.
       fail(printable(g.where().child(link.name).path), "dataset name is not valid UTF-8");
     }
-    require(g, link, H5I_DATASET);
-    h5::Dataset ds = g.open_dataset(link.name);
-    gi.descs.emplace(link.name, describe_dataset(ds));
+    if (link.type != H5L_TYPE_HARD) {
+      fail(g.where().child(link.name).path,
+           fmt::format("is {}; a record holds only groups and datasets", link_kind(link.type)));
+    }
     gi.names.push_back(link.name);
+  }
+  if (g.has_attribute(kTensorIndexAttr)) {
+    read_tensor_index(g, gi);  // each dataset is opened (and checked) when first needed
+    return gi;
+  }
+  for (const h5::Link& link : links) {  // no index (version 1, foreign files): open each now
+    require(g, link, H5I_DATASET);
+    auto [info, details] = describe_dataset(g.open_dataset(link.name));
+    gi.entries.emplace(link.name, Entry{info, details});
   }
   return gi;
 }
@@ -439,6 +547,23 @@ const TensorInfo& RecordReader::info(int step, const std::string& group,
   return impl_->desc(step, group, name);
 }
 
+TensorDigest RecordReader::block_digests(int step, const std::string& group,
+                                         const std::string& name) const {
+  h5::ErrorSilencer quiet;
+  const Details& d = impl_->details(step, group, name);
+  if (!d.digest) {
+    impl_->fail("/" + Impl::dataset_path(step, group, name),
+                "carries no digests (a record of schema version 1)");
+  }
+  return *d.digest;
+}
+
+std::optional<uint64_t> RecordReader::raw_offset(int step, const std::string& group,
+                                                 const std::string& name) const {
+  h5::ErrorSilencer quiet;
+  return impl_->details(step, group, name).raw_offset;
+}
+
 int64_t RecordReader::schema_version() const { return impl_->schema_version; }
 
 TensorData RecordReader::read(int step, const std::string& group, const std::string& name) const {
@@ -450,6 +575,7 @@ TensorData RecordReader::read(int step, const std::string& group, const std::str
                         "its values are not in the record (re-run with --dump-steps, or compare "
                         "with --localize)");
   }
+  impl_->details(step, group, name);  // the dataset agrees with the index (its shape sizes `t`)
   TensorData t = describe(step, group, name);
   // A corrupt or hostile record may declare any shape: refuse what cannot be allocated, with
   // the declared size, instead of failing in the allocator (or the OOM killer).
@@ -493,15 +619,16 @@ void RecordReader::read_bytes(int step, const std::string& group, const std::str
                                     offset + n, total));
   }
   if (n == 0) return;
-  if (!info.raw_offset || impl_->fd < 0) {
+  const std::optional<uint64_t> raw = raw_offset(step, group, name);
+  if (!raw || impl_->fd < 0) {
     const TensorData t = read(step, group, name);
     std::memcpy(out, t.bytes.data() + offset, n);
     return;
   }
-  const uint64_t begin = *info.raw_offset + offset;
+  const uint64_t begin = *raw + offset;
   if (begin + n > impl_->file_size) {
     impl_->fail(object, fmt::format("the data ends at byte {} of a file of {} bytes (truncated)",
-                                    *info.raw_offset + total, impl_->file_size));
+                                    *raw + total, impl_->file_size));
   }
   auto* p = static_cast<char*>(out);
   size_t done = 0;
@@ -514,6 +641,28 @@ void RecordReader::read_bytes(int step, const std::string& group, const std::str
     }
     done += static_cast<size_t>(got);
   }
+}
+
+std::optional<std::pair<const uint8_t*, size_t>> RecordReader::mapped_bytes(
+    int step, const std::string& group, const std::string& name) const {
+  const TensorInfo& info = impl_->desc(step, group, name);
+  if (!info.stored) return std::nullopt;
+  const uint64_t total =
+      static_cast<uint64_t>(info.numel()) * static_cast<uint64_t>(dtype_size(info.dtype));
+  const std::optional<uint64_t> raw = raw_offset(step, group, name);
+  if (!raw || impl_->fd < 0 || total == 0 || *raw > impl_->file_size ||
+      total > impl_->file_size - *raw) {
+    return std::nullopt;
+  }
+  std::lock_guard<std::mutex> lock(impl_->lazy);
+  if (impl_->map == nullptr) {
+    void* m = ::mmap(nullptr, impl_->file_size, PROT_READ, MAP_SHARED, impl_->fd, 0);
+    if (m == MAP_FAILED) return std::nullopt;
+    ::madvise(m, impl_->file_size, MADV_SEQUENTIAL);
+    impl_->map = m;
+  }
+  return std::make_pair(static_cast<const uint8_t*>(impl_->map) + *raw,
+                        static_cast<size_t>(total));
 }
 
 }  // namespace mtp::record

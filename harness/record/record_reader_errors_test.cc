@@ -271,7 +271,7 @@ TEST(RecordReaderErrorsTest, DigestAttributesAreChecked) {
   ScratchDir dir;
   const std::string path = dir.file("r.h5");
   build_digested(path, [](const h5::Dataset&) {});
-  EXPECT_TRUE(RecordReader(path).info(1, "grad", "w").digest.has_value());
+  EXPECT_TRUE(RecordReader(path).info(1, "grad", "w").digest.has_value());  // no index: eager
 
   build_digested(dir.file("a.h5"), [](const h5::Dataset& ds) {
     write_attr(ds, "xxh3_128", std::string("not hex"));
@@ -292,6 +292,60 @@ TEST(RecordReaderErrorsTest, DigestAttributesAreChecked) {
     H5Adelete(ds.id(), "xxh3_128_blocks");
   });
   expect_open_error(dir.file("e.h5"), "has no 'xxh3_128' attribute (a record of schema version 2");
+}
+
+/// A record written by RecordWriter (a grad "w" of 3 floats) whose grad group's tensor_index is
+/// then replaced by `index`.
+std::string with_tensor_index(const ScratchDir& dir, const std::string& name,
+                              const std::string& index) {
+  const std::string path = dir.file(name);
+  {
+    RecordWriter w(path);
+    w.write(1, "grad", TensorData::from_f32("w", {3}, {1.0f, 2.0f, 3.0f}));
+    w.commit();
+  }
+  h5::ErrorSilencer quiet;
+  h5::File f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose, h5::Where{path});
+  write_attr(f.root().open_group("steps/000001/grad"), "tensor_index", index);
+  return path;
+}
+
+TEST(RecordReaderErrorsTest, TensorIndexIsCheckedAgainstTheGroupAndItsDatasets) {
+  ScratchDir dir;
+  const std::string digest = digest_bytes(std::vector<float>{1, 2, 3}.data(), 12, 4).whole.hex();
+  // Intact: names, shape and digest come from the index, the dataset agrees when opened.
+  const std::string ok = with_tensor_index(
+      dir, "ok.h5", "[[\"w\", \"float32\", [3], \"full\", \"" + digest + "\"]]");
+  RecordReader good(ok);
+  EXPECT_EQ(good.info(1, "grad", "w").shape, std::vector<int64_t>{3});
+  EXPECT_EQ(good.block_digests(1, "grad", "w").blocks.size(), 1u);
+  expect_open_error(with_tensor_index(dir, "a.h5", "{}"), "attribute 'tensor_index' is not a JSON array");
+  expect_open_error(with_tensor_index(dir, "b.h5", "[]"),
+                    "attribute 'tensor_index' lists 0 tensors but the group holds 1 datasets");
+  expect_open_error(
+      with_tensor_index(dir, "c.h5", "[[\"v\", \"float32\", [3], \"full\", \"" + digest + "\"]]"),
+      "entry 0: names \"v\" where the group's dataset 0 is \"w\"");
+  expect_open_error(
+      with_tensor_index(dir, "d.h5", "[[\"w\", \"float33\", [3], \"full\", \"" + digest + "\"]]"),
+      "entry 0: unknown dtype \"float33\"");
+  expect_open_error(with_tensor_index(dir, "e.h5", "[[\"w\", \"float32\", [-3], \"full\", \"" +
+                                                       digest + "\"]]"),
+                    "entry 0: a dimension is not a non-negative integer");
+  expect_open_error(with_tensor_index(dir, "f.h5", "[[\"w\", \"float32\", [3], \"full\", \"x\"]]"),
+                    "entry 0: the digest is not 32 hex digits");
+  // An index that disagrees with its dataset is found when the dataset is opened.
+  const std::string lying = with_tensor_index(
+      dir, "g.h5", "[[\"w\", \"float32\", [4], \"full\", \"" + digest + "\"]]");
+  RecordReader r(lying);
+  EXPECT_EQ(r.info(1, "grad", "w").shape, std::vector<int64_t>{4});
+  try {
+    r.read(1, "grad", "w");
+    ADD_FAILURE() << "read a dataset that disagrees with the index";
+  } catch (const RecordError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("/steps/000001/grad/w: disagrees with the group's "
+                                    "'tensor_index' attribute"));
+  }
+  EXPECT_THROW(r.block_digests(1, "grad", "w"), RecordError);
 }
 
 TEST(RecordReaderErrorsTest, SchemaVersionMustBeKnown) {

@@ -433,18 +433,19 @@ TEST(RecordTest, EveryTensorCarriesTheDigestOfItsBytes) {
   EXPECT_EQ(i.shape, big.shape);
   ASSERT_TRUE(i.digest.has_value());
   const TensorDigest want = digest_bytes(big.bytes.data(), big.bytes.size(), 4);
-  EXPECT_EQ(i.digest->whole, want.whole);
-  ASSERT_EQ(i.digest->blocks.size(), 2u);
-  EXPECT_EQ(i.digest->first_differing_block(want), std::nullopt);
+  EXPECT_EQ(*i.digest, want.whole);
+  const TensorDigest blocks = r.block_digests(1, "grad", "w");
+  ASSERT_EQ(blocks.blocks.size(), 2u);
+  EXPECT_EQ(blocks.first_differing_block(want), std::nullopt);
   // The raw bytes sit at raw_offset in the file, as the fast comparison reads them.
-  ASSERT_TRUE(i.raw_offset.has_value());
+  const std::optional<uint64_t> raw = r.raw_offset(1, "grad", "w");
+  ASSERT_TRUE(raw.has_value());
   const std::vector<char> file = read_bytes(path);
-  ASSERT_LE(*i.raw_offset + big.bytes.size(), file.size());
-  EXPECT_EQ(std::memcmp(file.data() + *i.raw_offset, big.bytes.data(), big.bytes.size()), 0);
-  EXPECT_EQ(r.info(1, "loss", "lm").digest->blocks.size(), 1u);
-  EXPECT_EQ(r.info(1, "loss", "lm").digest->whole,
-            digest_bytes(scalar.bytes.data(), 4, 4).whole);
-  EXPECT_TRUE(r.info(1, "weight", "e").digest->blocks.empty());
+  ASSERT_LE(*raw + big.bytes.size(), file.size());
+  EXPECT_EQ(std::memcmp(file.data() + *raw, big.bytes.data(), big.bytes.size()), 0);
+  EXPECT_EQ(r.block_digests(1, "loss", "lm").blocks.size(), 1u);
+  EXPECT_EQ(*r.info(1, "loss", "lm").digest, digest_bytes(scalar.bytes.data(), 4, 4).whole);
+  EXPECT_TRUE(r.block_digests(1, "weight", "e").blocks.empty());
   expect_same(r.read(1, "grad", "w"), big);
 }
 
@@ -466,13 +467,12 @@ TEST(RecordTest, DigestOnlyTensorsKeepShapeDtypeAndDigestButNoBytes) {
     EXPECT_FALSE(d.stored);
     EXPECT_EQ(d.dtype, DType::kBF16);
     EXPECT_EQ(d.shape, w.shape);
-    EXPECT_EQ(d.digest->whole, full.info(1, "weight", name).digest->whole);
-    EXPECT_FALSE(d.raw_offset.has_value());
+    EXPECT_EQ(*d.digest, *full.info(1, "weight", name).digest);
+    EXPECT_FALSE(digest.raw_offset(1, "weight", name).has_value());
     EXPECT_EQ(digest.describe(1, "weight", name).shape, w.shape);
   }
   EXPECT_EQ(digest.info(1, "loss", "total").shape, std::vector<int64_t>{});
-  EXPECT_EQ(digest.info(1, "loss", "total").digest->whole,
-            full.info(1, "loss", "total").digest->whole);
+  EXPECT_EQ(*digest.info(1, "loss", "total").digest, *full.info(1, "loss", "total").digest);
   try {
     digest.read(1, "weight", "decoder.w");
     ADD_FAILURE() << "read a digest-only tensor";

@@ -7,8 +7,12 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <map>
 
 #include "harness/common/temp_file.h"
+#include "harness/common/utf8.h"
 #include "harness/record/h5.h"
 #include "harness/record/h5_attr.h"
 #include "harness/record/h5_dtype.h"
@@ -31,6 +35,8 @@ struct RecordWriter::Impl {
   h5::File file;     // declared before `steps`, so `steps` closes first
   h5::Group steps;
   bool committed = false;
+  /// Each (step, group)'s tensor_index (record.h), written to the group in commit().
+  std::map<std::pair<int, std::string>, nlohmann::json> index;
 
   [[noreturn]] void fail(const std::string& what) const {
     throw RecordError(fmt::format("{}: {}", path, what));
@@ -118,6 +124,7 @@ void RecordWriter::write(int step, const std::string& group, const TensorView& t
                             fmt::join(record_groups(), ", ")));
   }
   std::string problem = dataset_name_problem(t.name);
+  if (problem.empty() && !is_valid_utf8(t.name)) problem = "the name is not valid UTF-8";
   if (!problem.empty()) {
     impl_->fail(fmt::format("{}: invalid dataset name: {}", where, problem));
   }
@@ -178,12 +185,20 @@ void RecordWriter::write(int step, const std::string& group, const TensorView& t
       ds.write(memory_type(t.dtype), t.data);
     }
   });
+  nlohmann::json& entries = impl_->index[{step, group}];
+  if (entries.is_null()) entries = nlohmann::json::array();
+  entries.push_back({t.name, dtype_name(t.dtype), t.shape, storage_name(storage),
+                     digest->whole.hex()});
 }
 
 void RecordWriter::commit() {
   h5::ErrorSilencer quiet;
   impl_->require_open();
   impl_->io([&] {
+    for (const auto& [where, entries] : impl_->index) {
+      h5::Group g = impl_->step_group(where.first).open_group(where.second);
+      write_attr(g, kTensorIndexAttr, entries.dump());
+    }
     impl_->steps.close();
     impl_->file.close();  // flushes
   });

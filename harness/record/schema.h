@@ -17,6 +17,8 @@ inline constexpr const char* kDigestAttr = "xxh3_128";
 inline constexpr const char* kBlockDigestsAttr = "xxh3_128_blocks";
 inline constexpr const char* kStorageAttr = "storage";
 inline constexpr const char* kShapeAttr = "shape";
+/// Group attribute: the JSON index of the group's datasets (record.h).
+inline constexpr const char* kTensorIndexAttr = "tensor_index";
 
 /// Largest step number a 6-digit step group name can hold.
 inline constexpr int kMaxStep = 999999;

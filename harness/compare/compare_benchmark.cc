@@ -1,0 +1,115 @@
+// File: harness/compare/compare_benchmark.cc
+//
+// `compare` of two identical full records of one step of issue 8's "small" model (185M fp32
+// parameters, grad and weight: ~1.48 GB each, made once under $TMPDIR), against h5diff on the
+// same files:
+//
+//   BM_CompareRecords/digests   compare_records(): every tensor decided by its digests
+//   BM_CompareRecords/values    compare_records_with(ignore_digests): every value read (both
+//                               files at once, kChunkBytes at a time, straight from the file)
+//                               and compared bitwise
+//   BM_H5Diff                   `h5diff -q A B` (hdf5-tools) as a subprocess
+//
+// Counters: GBps = bytes of both records / time. The files are read once untimed first, so every
+// row reads from the page cache (the question is the comparator's cost, not the disk's).
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "harness/compare/compare.h"
+#include "harness/record/record.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string tmp_dir() {
+  const char* t = std::getenv("TMPDIR");
+  return t && *t ? t : "/tmp";
+}
+
+/// The two records (written on first use, removed at exit) and their total size.
+struct Records {
+  std::string a = tmp_dir() + "/mtp_compare_benchmark_a.h5";
+  std::string b = tmp_dir() + "/mtp_compare_benchmark_b.h5";
+  double bytes = 0;
+
+  Records() {
+    const int64_t H = 1024, F = 2816, V = 32768;
+    std::vector<std::vector<int64_t>> shapes{{V, H}};
+    for (int layer = 0; layer < 9; ++layer) {
+      for (auto s : std::vector<std::vector<int64_t>>{
+               {H}, {3 * H, H}, {H, H}, {H}, {2 * F, H}, {H, F}}) {
+        shapes.push_back(s);
+      }
+    }
+    shapes.push_back({H, 2 * H});
+    shapes.push_back({H});
+    shapes.push_back({V, H});
+    std::vector<float> values(size_t{V} * H);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 9973) * 1e-4f;
+    for (const std::string& path : {a, b}) {
+      mtp::record::RecordWriter w(path);
+      for (const char* group : {"grad", "weight"}) {
+        for (size_t i = 0; i < shapes.size(); ++i) {
+          size_t n = 1;
+          for (int64_t d : shapes[i]) n *= static_cast<size_t>(d);
+          w.write(1, group,
+                  mtp::record::TensorView{"t" + std::to_string(i), mtp::record::DType::kF32,
+                                          shapes[i], values.data(), n * 4});
+        }
+      }
+      w.commit();
+    }
+    bytes = static_cast<double>(fs::file_size(a) + fs::file_size(b));
+    // Warm the page cache.
+    (void)std::system(("cat '" + a + "' '" + b + "' > /dev/null").c_str());
+  }
+  ~Records() {
+    std::error_code ec;
+    fs::remove(a, ec);
+    fs::remove(b, ec);
+  }
+};
+
+Records& records() {
+  static Records r;
+  return r;
+}
+
+void BM_CompareRecords(benchmark::State& state, bool values) {
+  Records& r = records();
+  mtp::compare::Selection sel;
+  sel.groups = {"grad", "weight"};
+  mtp::compare::CompareOptions options;
+  options.ignore_digests = values;
+  for (auto _ : state) {
+    mtp::record::RecordReader a(r.a), b(r.b);
+    const auto result = mtp::compare::compare_records_with(
+        a, b, mtp::compare::CompareClass::parse("bitwise"), sel, options);
+    if (!result.equal) state.SkipWithError("identical records compared as different");
+  }
+  state.counters["GBps"] =
+      benchmark::Counter(r.bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+void BM_H5Diff(benchmark::State& state) {
+  Records& r = records();
+  const std::string cmd = "h5diff -q '" + r.a + "' '" + r.b + "'";
+  for (auto _ : state) {
+    if (std::system(cmd.c_str()) != 0) state.SkipWithError(("failed: " + cmd).c_str());
+  }
+  state.counters["GBps"] =
+      benchmark::Counter(r.bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+BENCHMARK_CAPTURE(BM_CompareRecords, digests, false)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_CompareRecords, values, true)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_H5Diff)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,127 @@
+// File: harness/record/record_benchmark.cc
+//
+// What recording costs off the critical path: the digest's throughput, and the record writer's
+// throughput to the disk under $TMPDIR (default /tmp), for one step of issue 8's "small" model
+// (185M parameters: a step's fp32 main grads and weights, ~1.5 GB).
+//
+//   BM_DigestBytes/threads:t      digest_bytes() of 256 MiB of float32 on t threads (the step
+//                                 recorder's writer thread uses min(8, cores / 2)); counter
+//                                 GBps = bytes / time
+//   BM_RecordWrite/<full|digest>  RecordWriter: one step of the small model's tensors (its
+//                                 parameter shapes, fp32, twice: grad and weight) written with
+//                                 digests computed by the writer, then commit() (flush, fsync,
+//                                 rename, directory sync); counters GBps = tensor bytes / time
+//                                 (what the writer thread sustains), file_MB
+//
+// Time: real time (the writer is one thread; digests may use more). The file system is printed
+// in the context (`df` of $TMPDIR's device).
+#include <benchmark/benchmark.h>
+#include <sys/statvfs.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "harness/record/digest.h"
+#include "harness/record/record.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using mtp::record::DType;
+using mtp::record::Storage;
+using mtp::record::TensorView;
+
+std::string tmp_dir() {
+  const char* t = std::getenv("TMPDIR");
+  return t && *t ? t : "/tmp";
+}
+
+/// The small model's parameter shapes (8 layers, H 1024, F 2816, V 32768, D 1, untied).
+std::vector<std::vector<int64_t>> small_model_shapes() {
+  const int64_t H = 1024, F = 2816, V = 32768;
+  std::vector<std::vector<int64_t>> s{{V, H}};
+  for (int layer = 0; layer < 9; ++layer) {  // 8 decoder layers and the MTP depth's
+    s.push_back({H});
+    s.push_back({3 * H, H});
+    s.push_back({H, H});
+    s.push_back({H});
+    s.push_back({2 * F, H});
+    s.push_back({H, F});
+  }
+  s.push_back({H, 2 * H});  // eh_proj
+  s.push_back({H});
+  s.push_back({V, H});  // output layer
+  return s;
+}
+
+void BM_DigestBytes(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  std::vector<float> data(size_t{64} << 20);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i % 1000) * 0.001f;
+  const size_t bytes = data.size() * sizeof(float);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(mtp::record::digest_bytes(data.data(), bytes, 4, threads));
+  }
+  state.counters["GBps"] = benchmark::Counter(static_cast<double>(bytes) * state.iterations() /
+                                                  1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
+void BM_RecordWrite(benchmark::State& state, Storage storage) {
+  const auto shapes = small_model_shapes();
+  size_t max_elems = 0, total = 0;
+  for (const auto& s : shapes) {
+    size_t n = 1;
+    for (int64_t d : s) n *= static_cast<size_t>(d);
+    max_elems = std::max(max_elems, n);
+    total += n;
+  }
+  std::vector<float> values(max_elems);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 977) * 1e-3f;
+  const std::string path = tmp_dir() + "/mtp_record_benchmark.h5";
+  double file_bytes = 0;
+  for (auto _ : state) {
+    mtp::record::RecordWriter w(path);
+    for (const char* group : {"grad", "weight"}) {
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        size_t n = 1;
+        for (int64_t d : shapes[i]) n *= static_cast<size_t>(d);
+        w.write(1, group,
+                TensorView{"t" + std::to_string(i), DType::kF32, shapes[i], values.data(), n * 4},
+                storage);
+      }
+    }
+    w.commit();
+    state.PauseTiming();
+    file_bytes = static_cast<double>(fs::file_size(path));
+    fs::remove(path);
+    state.ResumeTiming();
+  }
+  state.counters["GBps"] = benchmark::Counter(2.0 * total * 4 * state.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
+  state.counters["file_MB"] = file_bytes / 1e6;
+}
+
+BENCHMARK(BM_DigestBytes)->ArgName("threads")->Arg(1)->Arg(4)->Arg(8)->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_RecordWrite, full, Storage::kFull)->UseRealTime()->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_RecordWrite, digest, Storage::kDigest)->UseRealTime()->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  struct statvfs v;
+  if (::statvfs(tmp_dir().c_str(), &v) == 0) {
+    benchmark::AddCustomContext("tmpdir", tmp_dir());
+    benchmark::AddCustomContext("tmpdir_free_GB",
+                                std::to_string(static_cast<double>(v.f_bavail) * v.f_frsize / 1e9));
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
