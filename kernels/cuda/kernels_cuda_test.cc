@@ -191,6 +191,7 @@ TYPED_TEST(KernelsCudaTest, EmbeddingBackwardMatchesCpu_CUDA) {
   auto shapes = embedding_shapes();
   shapes.push_back({4096, 1027, 32000});  // large vocabulary, most rows empty
   shapes.push_back({20000, 64, 100});     // ~200 contributions per row
+  shapes.push_back({2048, 1024, 4096});   // the small model's width: 16-byte vectors, 128+ threads
   for (const auto& s : shapes) {
     SCOPED_TRACE("T=" + std::to_string(s.tokens) + " H=" + std::to_string(s.hidden) +
                  " V=" + std::to_string(s.vocab));
