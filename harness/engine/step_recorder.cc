@@ -1,6 +1,7 @@
 #include "harness/engine/step_recorder.h"
 
 #include <c10/core/Event.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <fmt/format.h>
