@@ -68,28 +68,35 @@ struct BlasFacts {
   std::string blas = "unknown", core = "n/a", threads = "n/a";
 };
 
-/// The BLAS the process resolved sgemm_ to, and OpenBLAS's own description when it is OpenBLAS.
+/// The file of the first loaded library that defines `symbol`, or "" when none does.
+std::string library_of(const char* symbol) {
+  void* addr = ::dlsym(RTLD_DEFAULT, symbol);
+  Dl_info info;
+  if (addr == nullptr || ::dladdr(addr, &info) == 0 || info.dli_fname == nullptr) return "";
+  char real[PATH_MAX];
+  return ::realpath(info.dli_fname, real) ? real : info.dli_fname;
+}
+
+/// The BLAS the process resolved sgemm_ to, and OpenBLAS's own description when that library
+/// is OpenBLAS (OpenBLAS's LAPACK also exports openblas_* functions, so they count only when
+/// they come from sgemm_'s library).
 BlasFacts blas_facts() {
   BlasFacts f;
-  void* sgemm = ::dlsym(RTLD_DEFAULT, "sgemm_");
-  std::string file = "sgemm_ not found";
-  Dl_info info;
-  if (sgemm != nullptr && ::dladdr(sgemm, &info) != 0 && info.dli_fname != nullptr) {
-    char real[PATH_MAX];
-    file = ::realpath(info.dli_fname, real) ? real : info.dli_fname;
-  }
+  const std::string file = library_of("sgemm_");
+  f.blas = file.empty() ? "sgemm_ not found" : file;
+  // Look the OpenBLAS functions up in sgemm_'s own library (and what it depends on).
+  void* lib = file.empty() ? nullptr : ::dlopen(file.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  if (lib == nullptr) return f;
   using CharFn = char* (*)();
   using IntFn = int (*)();
-  auto config = reinterpret_cast<CharFn>(::dlsym(RTLD_DEFAULT, "openblas_get_config"));
-  auto corename = reinterpret_cast<CharFn>(::dlsym(RTLD_DEFAULT, "openblas_get_corename"));
-  auto threads = reinterpret_cast<IntFn>(::dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
-  if (config != nullptr) {
-    f.blas = fmt::format("{} ({})", config(), file);
-    if (corename != nullptr) f.core = corename();
-    if (threads != nullptr) f.threads = std::to_string(threads());
-  } else {
-    f.blas = file;
-  }
+  auto config = reinterpret_cast<CharFn>(::dlsym(lib, "openblas_get_config"));
+  auto corename = reinterpret_cast<CharFn>(::dlsym(lib, "openblas_get_corename"));
+  auto threads = reinterpret_cast<IntFn>(::dlsym(lib, "openblas_get_num_threads"));
+  ::dlclose(lib);  // RTLD_NOLOAD took one more reference to a loaded library: give it back
+  if (config == nullptr) return f;
+  f.blas = fmt::format("{} ({})", config(), file);
+  if (corename != nullptr) f.core = corename();
+  if (threads != nullptr) f.threads = std::to_string(threads());
   return f;
 }
 
@@ -101,7 +108,10 @@ struct Pin {
 constexpr Pin kPins[] = {{"OPENBLAS_CORETYPE", "Haswell"},
                          {"OPENBLAS_NUM_THREADS", "1"},
                          {"ATEN_CPU_CAPABILITY", "avx2"},
-                         {"DNNL_MAX_CPU_ISA", "AVX2"}};
+                         {"DNNL_MAX_CPU_ISA", "AVX2"},
+                         // LibTorch wheels (the GPU machine's) take BLAS from MKL, whose GEMM
+                         // results depend on the operands' alignment unless strict CNR is on.
+                         {"MKL_CBWR", "AVX2,STRICT"}};
 constexpr const char* kPinnedMarker = "MTP_CPU_DISPATCH_PINNED";
 
 }  // namespace
@@ -121,15 +131,16 @@ void pin_blas_threads() {
 void pin_cpu_dispatch(int argc, char** argv) {
   (void)argc;
   if (std::getenv(kPinnedMarker) != nullptr || !cpu_has_avx2_fma()) return;
-  bool set_coretype = false;
+  bool set_at_load = false;
   for (const Pin& p : kPins) {
     if (std::getenv(p.name) != nullptr) continue;
     ::setenv(p.name, p.value, 1);
-    set_coretype = set_coretype || std::strcmp(p.name, "OPENBLAS_CORETYPE") == 0;
+    set_at_load = set_at_load || std::strcmp(p.name, "OPENBLAS_CORETYPE") == 0 ||
+                  std::strcmp(p.name, "MKL_CBWR") == 0;
   }
   ::setenv(kPinnedMarker, "1", 1);
-  if (set_coretype) {
-    // OpenBLAS chose its kernels when it loaded, before main: start again with the variable.
+  if (set_at_load) {
+    // OpenBLAS and MKL read theirs when they load, before main: start again with them set.
     ::execv("/proc/self/exe", argv);
     // execv failed: carry on; the fingerprint records OpenBLAS's own choice.
   }
@@ -169,7 +180,8 @@ bool fingerprint_key_changes_bits(const std::string& key) {
   static const std::set<std::string> kBits{
       "blas", "blas_core", "blas_threads", "compiler", "libc", "cpu_fma", "torch_version",
       "aten_cpu_capability", "device", "deterministic_algorithms", "intra_op_threads",
-      "OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "ATEN_CPU_CAPABILITY", "DNNL_MAX_CPU_ISA"};
+      "OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "ATEN_CPU_CAPABILITY", "DNNL_MAX_CPU_ISA",
+      "MKL_CBWR"};
   return kBits.count(key) > 0;
 }
 
