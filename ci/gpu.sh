@@ -53,7 +53,9 @@ B=$build/mtp-harness
 if want tests; then
 # The goldens (golden.*) hold CPU digests of this project's Debian environment: another LibTorch
 # and BLAS make other bits, and golden check refuses them by design, so they are left out here.
-step ctest ctest --test-dir $build --output-on-failure -j 8 --timeout 900 -LE golden
+# (--output-log writes as it goes: a run stopped at the device call's limit still returns it.)
+step ctest ctest --test-dir $build --output-on-failure -j 8 --timeout 900 -LE golden \
+  --output-log "$out/ctest.log"
 grep -E "tests passed|tests failed|\(Failed\)|\(SEGFAULT\)|Not Run" "$log/ctest.log" | tail -15 | tee -a "$summary"
 fi
 
