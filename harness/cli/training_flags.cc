@@ -32,8 +32,12 @@ void apply_training_flags(const TrainingFlags& flags, config::TrainingConfig& tr
     for (auto& v : variants) v.record.reset();
   }
   if (!flags.dump_steps.empty()) {
-    const std::set<int> steps = scenario::parse_step_spec(flags.dump_steps,
-                                                          static_cast<int>(training.steps));
+    std::set<int> steps;
+    try {
+      steps = scenario::parse_step_spec(flags.dump_steps, static_cast<int>(training.steps));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--dump-steps: {}", e.what()));
+    }
     if (steps.empty()) {  // "all"
       for (int64_t s = 0; s <= training.steps; ++s) training.dump_steps.insert(s);
     }

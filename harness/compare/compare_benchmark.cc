@@ -21,48 +21,21 @@
 
 #include "harness/compare/compare.h"
 #include "harness/record/record.h"
+#include "harness/record/testing/small_step_record.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string tmp_dir() {
-  const char* t = std::getenv("TMPDIR");
-  return t && *t ? t : "/tmp";
-}
-
 /// The two records (written on first use, removed at exit) and their total size.
 struct Records {
-  std::string a = tmp_dir() + "/mtp_compare_benchmark_a.h5";
-  std::string b = tmp_dir() + "/mtp_compare_benchmark_b.h5";
+  std::string a = mtp::record::testing::bench_tmp_dir() + "/mtp_compare_benchmark_a.h5";
+  std::string b = mtp::record::testing::bench_tmp_dir() + "/mtp_compare_benchmark_b.h5";
   double bytes = 0;
 
   Records() {
-    const int64_t H = 1024, F = 2816, V = 32768;
-    std::vector<std::vector<int64_t>> shapes{{V, H}};
-    for (int layer = 0; layer < 9; ++layer) {
-      for (auto s : std::vector<std::vector<int64_t>>{
-               {H}, {3 * H, H}, {H, H}, {H}, {2 * F, H}, {H, F}}) {
-        shapes.push_back(s);
-      }
-    }
-    shapes.push_back({H, 2 * H});
-    shapes.push_back({H});
-    shapes.push_back({V, H});
-    std::vector<float> values(size_t{V} * H);
-    for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 9973) * 1e-4f;
     for (const std::string& path : {a, b}) {
-      mtp::record::RecordWriter w(path);
-      for (const char* group : {"grad", "weight"}) {
-        for (size_t i = 0; i < shapes.size(); ++i) {
-          size_t n = 1;
-          for (int64_t d : shapes[i]) n *= static_cast<size_t>(d);
-          w.write(1, group,
-                  mtp::record::TensorView{"t" + std::to_string(i), mtp::record::DType::kF32,
-                                          shapes[i], values.data(), n * 4});
-        }
-      }
-      w.commit();
+      mtp::record::testing::write_small_model_step(path, mtp::record::Storage::kFull);
     }
     bytes = static_cast<double>(fs::file_size(a) + fs::file_size(b));
     // Warm the page cache.

@@ -25,36 +25,14 @@
 
 #include "harness/record/digest.h"
 #include "harness/record/record.h"
+#include "harness/record/testing/small_step_record.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using mtp::record::DType;
 using mtp::record::Storage;
-using mtp::record::TensorView;
-
-std::string tmp_dir() {
-  const char* t = std::getenv("TMPDIR");
-  return t && *t ? t : "/tmp";
-}
-
-/// The small model's parameter shapes (8 layers, H 1024, F 2816, V 32768, D 1, untied).
-std::vector<std::vector<int64_t>> small_model_shapes() {
-  const int64_t H = 1024, F = 2816, V = 32768;
-  std::vector<std::vector<int64_t>> s{{V, H}};
-  for (int layer = 0; layer < 9; ++layer) {  // 8 decoder layers and the MTP depth's
-    s.push_back({H});
-    s.push_back({3 * H, H});
-    s.push_back({H, H});
-    s.push_back({H});
-    s.push_back({2 * F, H});
-    s.push_back({H, F});
-  }
-  s.push_back({H, 2 * H});  // eh_proj
-  s.push_back({H});
-  s.push_back({V, H});  // output layer
-  return s;
-}
+using mtp::record::testing::bench_tmp_dir;
+using mtp::record::testing::write_small_model_step;
 
 void BM_DigestBytes(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
@@ -70,36 +48,16 @@ void BM_DigestBytes(benchmark::State& state) {
 }
 
 void BM_RecordWrite(benchmark::State& state, Storage storage) {
-  const auto shapes = small_model_shapes();
-  size_t max_elems = 0, total = 0;
-  for (const auto& s : shapes) {
-    size_t n = 1;
-    for (int64_t d : s) n *= static_cast<size_t>(d);
-    max_elems = std::max(max_elems, n);
-    total += n;
-  }
-  std::vector<float> values(max_elems);
-  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 977) * 1e-3f;
-  const std::string path = tmp_dir() + "/mtp_record_benchmark.h5";
-  double file_bytes = 0;
+  const std::string path = bench_tmp_dir() + "/mtp_record_benchmark.h5";
+  double file_bytes = 0, tensor_bytes = 0;
   for (auto _ : state) {
-    mtp::record::RecordWriter w(path);
-    for (const char* group : {"grad", "weight"}) {
-      for (size_t i = 0; i < shapes.size(); ++i) {
-        size_t n = 1;
-        for (int64_t d : shapes[i]) n *= static_cast<size_t>(d);
-        w.write(1, group,
-                TensorView{"t" + std::to_string(i), DType::kF32, shapes[i], values.data(), n * 4},
-                storage);
-      }
-    }
-    w.commit();
+    tensor_bytes = static_cast<double>(write_small_model_step(path, storage));
     state.PauseTiming();
     file_bytes = static_cast<double>(fs::file_size(path));
     fs::remove(path);
     state.ResumeTiming();
   }
-  state.counters["GBps"] = benchmark::Counter(2.0 * total * 4 * state.iterations() / 1e9,
+  state.counters["GBps"] = benchmark::Counter(tensor_bytes * state.iterations() / 1e9,
                                               benchmark::Counter::kIsRate);
   state.counters["file_MB"] = file_bytes / 1e6;
 }
@@ -115,8 +73,8 @@ BENCHMARK_CAPTURE(BM_RecordWrite, digest, Storage::kDigest)->UseRealTime()->Iter
 
 int main(int argc, char** argv) {
   struct statvfs v;
-  if (::statvfs(tmp_dir().c_str(), &v) == 0) {
-    benchmark::AddCustomContext("tmpdir", tmp_dir());
+  if (::statvfs(bench_tmp_dir().c_str(), &v) == 0) {
+    benchmark::AddCustomContext("tmpdir", bench_tmp_dir());
     benchmark::AddCustomContext("tmpdir_free_GB",
                                 std::to_string(static_cast<double>(v.f_bavail) * v.f_frsize / 1e9));
   }
