@@ -41,6 +41,12 @@ void apply_determinism() {
     ctx.setBenchmarkCuDNN(false);
     ctx.setAllowTF32CuBLAS(false);
     ctx.setAllowTF32CuDNN(false);
+    // LibTorch sends bf16 CPU matrix products to oneDNN when the CPU has AVX-512 (BW, VL, DQ),
+    // whatever ISA oneDNN itself is pinned to (DNNL_MAX_CPU_ISA=AVX2, environment.h): oneDNN then
+    // has no bf16 kernel to run ("could not create a primitive descriptor iterator"), and where it
+    // has one, its bits depend on the CPU. Off, every CPU takes ATen's own bf16 GEMM, compiled
+    // for the pinned ATEN_CPU_CAPABILITY.
+    ctx.setUserEnabledMkldnn(false);
     try {
       at::set_num_interop_threads(1);
     } catch (const std::exception&) {
