@@ -9,6 +9,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "kernels/cpu/kernels_cpu.h"
+#include "kernels/internal/arg_checks.h"
 #include "kernels/numerics.h"
 
 #if defined(MTP_KERNELS_WITH_CUDA)
@@ -347,6 +348,32 @@ at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& labels) {
 at::Tensor masked_cross_entropy(const at::Tensor& logits, const at::Tensor& labels,
                                 const at::Tensor& mask) {
   return MaskedCrossEntropyFn::apply(logits, labels, mask);
+}
+
+at::Tensor block_digests(const at::Tensor& t, int64_t block_elements) {
+  constexpr const char* kOp = "mtp::kernels::block_digests";
+  const int64_t element = static_cast<int64_t>(t.element_size());
+  TORCH_CHECK(block_elements > 0 &&
+                  static_cast<uint64_t>(block_elements) * static_cast<uint64_t>(element) <=
+                      internal::kMaxDigestBlockBytes,
+              kOp, ": block_elements = ", block_elements, " of ", element,
+              "-byte elements is outside [1, ", internal::kMaxDigestBlockBytes, " bytes]");
+  const bool cuda = use_cuda(t, kOp);
+  const at::Tensor c = t.contiguous();
+  const int64_t blocks = (c.numel() + block_elements - 1) / block_elements;
+  at::Tensor out = at::empty({blocks, 2}, c.options().dtype(at::kLong));
+  const uint64_t nbytes = static_cast<uint64_t>(c.numel()) * static_cast<uint64_t>(element);
+  const uint64_t block_bytes = static_cast<uint64_t>(block_elements * element);
+  auto* digests = reinterpret_cast<uint64_t*>(out.data_ptr<int64_t>());
+  if (!cuda) {
+    cpu::block_digests(c.data_ptr(), nbytes, block_bytes, digests);
+    return out;
+  }
+#if defined(MTP_KERNELS_WITH_CUDA)
+  const c10::cuda::CUDAGuard guard(c.device());
+  cuda::block_digests(c.data_ptr(), nbytes, block_bytes, digests, current_stream());
+#endif
+  return out;
 }
 
 bool flash_attention_available() {

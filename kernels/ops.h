@@ -40,6 +40,15 @@ at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& labels);
 at::Tensor masked_cross_entropy(const at::Tensor& logits, const at::Tensor& labels,
                                 const at::Tensor& mask);
 
+/// block_digests: the record digests' blocks of `t`'s bytes (harness/record/digest.h), computed
+/// on t's device: t any dtype and shape (made contiguous), cut into blocks of `block_elements`
+/// elements (the last one shorter; block_elements · element size ≤ 512 KiB) → int64
+/// [ceil(numel / block_elements), 2] on t's device, per block the XXH3-128 (seed 0) of its bytes,
+/// high half then low, as bit patterns (kernels/xxh3.h; libxxhash's value). On CUDA it runs on
+/// the current stream, ordered after the work that produced t. c10::Error for a bad
+/// block_elements or a device without the kernels.
+at::Tensor block_digests(const at::Tensor& t, int64_t block_elements);
+
 /// cuda_kernels_built: whether CUDA tensors can be dispatched (built against a CUDA LibTorch).
 bool cuda_kernels_built();
 

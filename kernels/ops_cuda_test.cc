@@ -116,6 +116,21 @@ TEST(KernelOpsCudaTest, OpsMatchCpuOps_CUDA) {
   }
 }
 
+TEST(KernelOpsCudaTest, BlockDigestsOfADeviceTensorEqualTheHostTensors_CUDA) {
+  MTP_SKIP_WITHOUT_CUDA_OPS();
+  at::manual_seed(12);
+  // A non-contiguous view too: the op digests the contiguous bytes, as the record does.
+  const at::Tensor big = at::randn({700, 500});
+  for (const at::Tensor& t : {big, big.to(at::kBFloat16), big.to(at::kDouble), big.t(),
+                              big.narrow(0, 1, 3), at::empty({0}, at::kFloat)}) {
+    SCOPED_TRACE(c10::toString(t.scalar_type()) + std::string(" ") + std::to_string(t.numel()));
+    const at::Tensor host = block_digests(t, 65536);
+    const at::Tensor dev = block_digests(t.to(at::kCUDA), 65536);
+    ASSERT_TRUE(dev.is_cuda());
+    EXPECT_TRUE(at::equal(host, dev.cpu()));
+  }
+}
+
 // --- flash attention ---------------------------------------------------------------------------
 
 #define MTP_SKIP_WITHOUT_FLASH()                                                        \

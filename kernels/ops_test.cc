@@ -4,6 +4,7 @@
 // the fp32 model op within 1e-2, bitwise repeatability, the bf16 conversion against c10's, and
 // the errors.
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <c10/core/GradMode.h>
 #include <c10/util/BFloat16.h>
@@ -260,6 +261,28 @@ TEST(KernelOpsTest, BadInputsThrow) {
   EXPECT_THROW(masked_cross_entropy(at::randn({3, 2, 5}), at::zeros({2, 3}, at::kLong),
                                     at::ones({3, 2})),
                c10::Error);
+}
+
+TEST(BlockDigestsOpTest, EachRowIsXxh3OfABlockOfTheContiguousBytes) {
+  at::manual_seed(13);
+  const at::Tensor base = at::randn({300, 500});  // 150000 elements: 3 blocks, the last short
+  for (const at::Tensor& t : {base, base.to(at::kBFloat16), base.t()}) {
+    const at::Tensor d = block_digests(t, 65536);
+    ASSERT_EQ(d.sizes(), (at::IntArrayRef{3, 2}));
+    ASSERT_EQ(d.scalar_type(), at::kLong);
+    const at::Tensor c = t.contiguous();
+    const auto* bytes = static_cast<const uint8_t*>(c.data_ptr());
+    const size_t block = 65536 * c.element_size(), total = c.numel() * c.element_size();
+    for (int64_t b = 0; b < 3; ++b) {
+      const size_t len = std::min(block, total - b * block);
+      const XXH128_hash_t h = XXH3_128bits(bytes + b * block, len);
+      EXPECT_EQ(static_cast<uint64_t>(d[b][0].item<int64_t>()), h.high64) << "block " << b;
+      EXPECT_EQ(static_cast<uint64_t>(d[b][1].item<int64_t>()), h.low64) << "block " << b;
+    }
+  }
+  EXPECT_EQ(block_digests(at::empty({0}), 65536).size(0), 0);
+  EXPECT_THROW(block_digests(base, 0), c10::Error);
+  EXPECT_THROW(block_digests(base.to(at::kDouble), 65537), c10::Error);  // > 512 KiB blocks
 }
 
 }  // namespace

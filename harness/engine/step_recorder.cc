@@ -21,6 +21,7 @@
 #include "harness/engine/dtypes.h"
 #include "harness/engine/resource_estimate.h"
 #include "harness/gpu/gpu.h"
+#include "kernels/ops.h"
 
 #ifndef MTP_GIT_REVISION
 #define MTP_GIT_REVISION "unknown"
@@ -124,12 +125,6 @@ record::DType record_dtype(const std::string& name, at::ScalarType t) {
     case at::kBFloat16: return record::DType::kBF16;
     default: throw InternalError(fmt::format("cannot record dtype of {}", name));
   }
-}
-
-/// Threads that digest one large tensor's blocks (the result does not depend on the count).
-int digest_threads() {
-  const unsigned hw = std::thread::hardware_concurrency();
-  return static_cast<int>(std::clamp<unsigned>(hw > 2 ? hw / 2 : 1, 1, 8));
 }
 
 }  // namespace
@@ -311,10 +306,17 @@ void StepRecorder::write_tensor(int64_t step, const std::string& group, const st
                                 const at::Tensor& t) {
   const bool always_full = group == "batch" || group == "loss";
   const record::Storage storage = always_full ? record::Storage::kFull : step_storage(plan_, step);
+  const record::DType dtype = record_dtype(name, t.scalar_type());
+  const int s = static_cast<int>(step);
+  // A digest-only tensor on a GPU is digested there (kernels::block_digests, on the current
+  // stream, so before anything later changes it): 16 bytes per block go to the host instead of a
+  // snapshot of the tensor. Elsewhere the snapshot is the tensor's bytes.
+  const bool device_digest = storage == record::Storage::kDigest && t.is_cuda();
   Writer::Job job;
   {
     c10::NoGradGuard no_grad;
-    job.snapshot = t.detach().clone(at::MemoryFormat::Contiguous);
+    job.snapshot = device_digest ? kernels::block_digests(t.detach(), record::kDigestBlockElements)
+                                 : t.detach().clone(at::MemoryFormat::Contiguous);
   }
   if (job.snapshot.is_cuda()) {
     c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
@@ -322,14 +324,29 @@ void StepRecorder::write_tensor(int64_t step, const std::string& group, const st
     job.ready->record(impl.getStream(job.snapshot.device()));
   }
   job.bytes = job.snapshot.nbytes();
-  const record::DType dtype = record_dtype(name, job.snapshot.scalar_type());
-  const int s = static_cast<int>(step);
-  job.run = [s, group, name, dtype, storage](record::RecordWriter& w, const at::Tensor& host) {
-    record::TensorView v{name, dtype, host.sizes().vec(), host.data_ptr(), host.nbytes()};
-    const record::TensorDigest d =
-        record::digest_bytes(v.data, v.nbytes, record::dtype_size(dtype), digest_threads());
-    w.write(s, group, v, storage, &d);
-  };
+  if (device_digest) {
+    const std::vector<int64_t> shape = t.sizes().vec();
+    const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+    job.run = [s, group, name, dtype, shape, nbytes](record::RecordWriter& w,
+                                                     const at::Tensor& host) {
+      record::TensorDigest d;
+      const auto* halves = reinterpret_cast<const uint64_t*>(host.data_ptr<int64_t>());
+      for (int64_t b = 0; b < host.size(0); ++b) {
+        d.blocks.push_back(record::Digest128{halves[2 * b], halves[2 * b + 1]});
+      }
+      d.whole = record::combine_block_digests(d.blocks);
+      w.write(s, group, record::TensorView{name, dtype, shape, nullptr, nbytes},
+              record::Storage::kDigest, &d);
+    };
+  } else {
+    job.run = [s, group, name, dtype, storage](record::RecordWriter& w, const at::Tensor& host) {
+      record::TensorView v{name, dtype, host.sizes().vec(), host.data_ptr(), host.nbytes()};
+      const record::TensorDigest d =
+          record::digest_bytes(v.data, v.nbytes, record::dtype_size(dtype),
+                                record::default_digest_threads());
+      w.write(s, group, v, storage, &d);
+    };
+  }
   writer_->submit(std::move(job));
 }
 

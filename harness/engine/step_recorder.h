@@ -11,7 +11,9 @@
 // clone; on CUDA ordered by an event on the current stream) and return; one writer thread copies
 // snapshots to the host (on CUDA on a stream of its own, so the copy overlaps the next step's
 // kernels), digests them (harness/record/digest.h) and writes the HDF5 file in submission order,
-// so the file is the same as a synchronous writer's. At most kMaxBytesInFlight of snapshots wait
+// so the file is the same as a synchronous writer's. A digest-only tensor on a GPU is digested
+// on the GPU instead (kernels::block_digests: the same XXH3-128 block digests, on the current
+// stream): its snapshot is 16 bytes per 64 Ki elements, not the tensor. At most kMaxBytesInFlight of snapshots wait
 // (write_* blocks beyond that). A write error is rethrown by the next write_* or by commit().
 #pragma once
 

@@ -63,6 +63,11 @@ Digest128 xxh3_128(const void* data, size_t n) {
 
 }  // namespace
 
+int default_digest_threads() {
+  const unsigned hw = std::thread::hardware_concurrency();
+  return static_cast<int>(std::clamp<unsigned>(hw > 2 ? hw / 2 : 1, 1, 8));
+}
+
 Digest128 combine_block_digests(const std::vector<Digest128>& blocks) {
   std::vector<unsigned char> canonical(blocks.size() * sizeof(XXH128_canonical_t));
   for (size_t i = 0; i < blocks.size(); ++i) {

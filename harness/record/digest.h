@@ -58,6 +58,10 @@ struct TensorDigest {
 /// depend on it. Throws InternalError when nbytes is not a multiple of element_size.
 TensorDigest digest_bytes(const void* data, size_t nbytes, int element_size, int threads = 1);
 
+/// default_digest_threads: threads the step recorder's writer digests one large tensor's blocks
+/// with: half the hardware threads, between 1 and 8 (the result does not depend on it).
+int default_digest_threads();
+
 /// combine_block_digests: the tensor digest of these block digests (XXH3-128 of their canonical
 /// bytes in order).
 Digest128 combine_block_digests(const std::vector<Digest128>& blocks);

@@ -90,7 +90,8 @@ enum class Storage { kFull, kDigest };
 const char* storage_name(Storage s);
 
 /// TensorView: a tensor to write, whose bytes the caller keeps alive during the call
-/// (row-major, `nbytes == numel · dtype_size(dtype)`).
+/// (row-major, `nbytes == numel · dtype_size(dtype)`). `data` may be null for a digest-only write
+/// whose digest the caller gives (RecordWriter::write): its bytes are never read.
 struct TensorView {
   std::string name;
   DType dtype = DType::kF32;

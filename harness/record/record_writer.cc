@@ -146,6 +146,9 @@ void RecordWriter::write(int step, const std::string& group, const TensorView& t
     impl_->fail(fmt::format("{}: {} bytes given, but {} elements of {} need {}", where,
                             t.nbytes, numel, dtype_name(t.dtype), want));
   }
+  MTP_INTERNAL_ASSERT(t.data != nullptr || t.nbytes == 0 ||
+                          (storage == Storage::kDigest && digest != nullptr),
+                      fmt::format("{}: no bytes to write or digest", where));
   TensorDigest computed;
   if (digest == nullptr) {
     computed = digest_bytes(t.data, t.nbytes, dtype_size(t.dtype), digest_threads);

@@ -87,4 +87,13 @@ void cross_entropy_backward(const T* logits, const int64_t* labels, const Acc<T>
                             const Acc<T>* grad_loss, const Acc<T>* row_max, const Acc<T>* row_sum,
                             int64_t rows, int64_t vocab, T* grad_logits);
 
+/// block_digests: the record digests' blocks (harness/record/digest.h) of a byte buffer.
+///   data    nbytes bytes, any alignment
+///   out     [ceil(nbytes / block_bytes), 2] uint64, output: per block of block_bytes bytes (the
+///           last one shorter) XXH3-128 with seed 0, high half then low (kernels/xxh3.h; the
+///           value libxxhash's XXH3_128bits gives)
+/// Blocks are independent; each is hashed one 1 KiB round at a time. nbytes = 0 writes nothing.
+/// Throws std::invalid_argument (block_bytes outside [1, 512 KiB], null pointers).
+void block_digests(const void* data, uint64_t nbytes, uint64_t block_bytes, uint64_t* out);
+
 }  // namespace mtp::kernels::cpu

@@ -80,4 +80,13 @@ void cross_entropy_backward(const T* logits, const int64_t* labels, const Acc<T>
                             const Acc<T>* grad_loss, const Acc<T>* row_max, const Acc<T>* row_sum,
                             int64_t rows, int64_t vocab, T* grad_logits, cudaStream_t stream);
 
+/// block_digests: out [ceil(nbytes / block_bytes), 2] uint64 (device) from nbytes bytes at
+/// `data` (device, any alignment; 8-byte aligned reads are single loads), as
+/// cpu::block_digests: per block XXH3-128 (seed 0), high half then low. One block of 256 threads
+/// per digest block: each warp sums whole 1 KiB rounds (coalesced 1 KiB loads, lane sums mod
+/// 2^64 across the warp), then one thread chains the rounds' scrambles and finishes the hash.
+/// Throws std::invalid_argument (block_bytes outside [1, 512 KiB], null pointers), CudaError.
+void block_digests(const void* data, uint64_t nbytes, uint64_t block_bytes, uint64_t* out,
+                   cudaStream_t stream);
+
 }  // namespace mtp::kernels::cuda

@@ -340,5 +340,82 @@ TEST(KernelsCudaEdgeTest, SmallWorkspaceAndBadSizesThrow_CUDA) {
                std::invalid_argument);
 }
 
+// --- Block digests (XXH3-128 per block) --------------------------------------------------------
+
+/// Random bytes from a fixed LCG (no dependence on the testbed's element types).
+std::vector<uint8_t> digest_input(size_t n, uint64_t seed) {
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    b = static_cast<uint8_t>(seed >> 56);
+  }
+  return v;
+}
+
+/// GPU digests of bytes [offset, offset + n) of `host` (uploaded whole), the output poisoned
+/// with `poison` first.
+std::vector<uint64_t> gpu_digests(const std::vector<uint8_t>& host, size_t offset, size_t n,
+                                  uint64_t block, unsigned char poison) {
+  DeviceBuffer<uint8_t> in(host);
+  const size_t blocks = (n + block - 1) / block;
+  DeviceBuffer<uint64_t> out(2 * blocks);
+  out.fill_bytes(poison);
+  inputs_ready();
+  Stream stream;
+  block_digests(in.get() + offset, n, block, out.get(), stream.get());
+  stream.sync();
+  return out.download();
+}
+
+std::vector<uint64_t> cpu_digests(const std::vector<uint8_t>& host, size_t offset, size_t n,
+                                  uint64_t block) {
+  std::vector<uint64_t> out(2 * ((n + block - 1) / block));
+  cpu::block_digests(host.data() + offset, n, block, out.data());
+  return out;
+}
+
+TEST(BlockDigestsCudaTest, EqualTheCpuDigestsForEveryPathAndBlockSize_CUDA) {
+  MTP_SKIP_WITHOUT_CUDA_DEVICE();
+  const std::vector<uint8_t> host = digest_input((size_t{1} << 21) + 64, 21);
+  // Record blocks of 1-, 2-, 4- and 8-byte elements, and block sizes that leave every short and
+  // long path (0–240 bytes, partial rounds, 1 KiB boundaries) for the last block.
+  for (uint64_t block : {uint64_t{65536}, uint64_t{131072}, uint64_t{262144}, uint64_t{524288},
+                         uint64_t{1000}, uint64_t{1024}, uint64_t{241}, uint64_t{240}, uint64_t{17},
+                         uint64_t{1}}) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{3}, size_t{8}, size_t{16}, size_t{100},
+                     size_t{129}, size_t{240}, size_t{241}, size_t{1024}, size_t{1025},
+                     size_t{262144 * 3 + 1000}, size_t{1} << 21}) {
+      if (block < 64 && n > 100000) continue;  // millions of one-byte blocks: slow, no new path
+      SCOPED_TRACE("block " + std::to_string(block) + " n " + std::to_string(n));
+      EXPECT_EQ(gpu_digests(host, 0, n, block, 0xab), cpu_digests(host, 0, n, block));
+    }
+  }
+}
+
+TEST(BlockDigestsCudaTest, MisalignedInputsRepeatsAndPoisonedOutputs_CUDA) {
+  MTP_SKIP_WITHOUT_CUDA_DEVICE();
+  const std::vector<uint8_t> host = digest_input(600000, 22);
+  for (size_t offset : {size_t{1}, size_t{2}, size_t{4}, size_t{7}}) {
+    SCOPED_TRACE("offset " + std::to_string(offset));
+    EXPECT_EQ(gpu_digests(host, offset, 500000, 262144, 0x00),
+              cpu_digests(host, offset, 500000, 262144));
+  }
+  // Bitwise repeatable, and every output word written whatever the poison.
+  const auto a = gpu_digests(host, 0, 590000, 131072, 0x00);
+  EXPECT_EQ(a, gpu_digests(host, 0, 590000, 131072, 0xff));
+  EXPECT_EQ(a, cpu_digests(host, 0, 590000, 131072));
+}
+
+TEST(BlockDigestsCudaTest, BadArgumentsThrow_CUDA) {
+  MTP_SKIP_WITHOUT_CUDA_DEVICE();
+  DeviceBuffer<uint64_t> out(2);
+  DeviceBuffer<uint8_t> in(std::vector<uint8_t>(8, 1));
+  EXPECT_THROW(block_digests(in.get(), 8, 0, out.get(), nullptr), std::invalid_argument);
+  EXPECT_THROW(block_digests(in.get(), 8, (uint64_t{1} << 19) + 1, out.get(), nullptr),
+               std::invalid_argument);
+  EXPECT_THROW(block_digests(nullptr, 8, 8, out.get(), nullptr), std::invalid_argument);
+  EXPECT_NO_THROW(block_digests(nullptr, 0, 8, nullptr, nullptr));
+}
+
 }  // namespace
 }  // namespace mtp::kernels::cuda

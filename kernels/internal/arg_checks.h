@@ -108,4 +108,21 @@ inline bool check_cross_entropy_backward(const char* fn, const void* logits, con
   return any;
 }
 
+/// Largest digest block: 65536 elements of 8 bytes (the CUDA kernel keeps one 64-byte sum per
+/// KiB of a block in shared memory).
+inline constexpr uint64_t kMaxDigestBlockBytes = uint64_t{1} << 19;
+
+/// block_digests: block_bytes in [1, kMaxDigestBlockBytes]; data and out needed when nbytes > 0.
+inline bool check_block_digests(const char* fn, const void* data, uint64_t nbytes,
+                                uint64_t block_bytes, const void* out) {
+  if (block_bytes == 0 || block_bytes > kMaxDigestBlockBytes) {
+    throw std::invalid_argument(std::string(fn) + ": block_bytes = " +
+                                std::to_string(block_bytes) + " is outside [1, " +
+                                std::to_string(kMaxDigestBlockBytes) + "]");
+  }
+  require_ptr(fn, "data", data, nbytes > 0);
+  require_ptr(fn, "out", out, nbytes > 0);
+  return nbytes > 0;
+}
+
 }  // namespace mtp::kernels::internal

@@ -1,0 +1,93 @@
+// File: kernels/cuda/digest.cu
+//
+// Block digests (XXH3-128 per block) of a device buffer (kernels_cuda.h): the record's digests
+// computed where the tensor lives, so that a digest-only record copies 16 bytes per block to the
+// host instead of the tensor.
+#include "kernels/cuda/kernels_cuda.h"
+#include "kernels/internal/arg_checks.h"
+#include "kernels/xxh3.h"
+
+namespace mtp::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr uint64_t kMaxRounds = internal::kMaxDigestBlockBytes / xxh3::kRoundBytes;
+
+__constant__ uint8_t kSecret[xxh3::kSecretSize] = {MTP_XXH3_DEFAULT_SECRET_BYTES};
+
+/// One thread block per digest block. Inputs of at most 240 bytes: thread 0 alone. Longer ones:
+/// warp w sums rounds w, w + 8, …: lane l reads bytes [32·l, 32·l + 32) of the round (stripe
+/// l / 2, its words 4·(l mod 2) … + 3) and the 16 lanes of one parity add their four lane sums
+/// by shuffles; thread 0 then chains the rounds and finishes (kernels/xxh3.h). Every sum is
+/// mod 2^64, so the result does not depend on the order of the additions.
+__global__ void __launch_bounds__(kThreads)
+    block_digests_kernel(const uint8_t* data, uint64_t nbytes, uint64_t block_bytes,
+                         uint64_t* out) {
+  __shared__ uint8_t secret[xxh3::kSecretSize];
+  __shared__ uint64_t sums[kMaxRounds][8];
+  const uint64_t b = blockIdx.x;
+  const uint8_t* in = data + b * block_bytes;
+  const uint64_t len = nbytes - b * block_bytes < block_bytes ? nbytes - b * block_bytes
+                                                              : block_bytes;
+  for (int i = static_cast<int>(threadIdx.x); i < xxh3::kSecretSize; i += kThreads) {
+    secret[i] = kSecret[i];
+  }
+  __syncthreads();
+  if (len <= xxh3::kMidSizeMax) {
+    if (threadIdx.x == 0) {
+      const xxh3::Hash128 h = xxh3::hash128(in, len, secret);
+      out[2 * b] = h.high;
+      out[2 * b + 1] = h.low;
+    }
+    return;
+  }
+  const uint64_t rounds = xxh3::full_rounds(len);
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int stripe = lane >> 1, half = lane & 1;
+  for (uint64_t r = warp; r < rounds; r += kWarps) {
+    const uint8_t* p = in + r * xxh3::kRoundBytes + stripe * xxh3::kStripeBytes + half * 32;
+    const uint8_t* k = secret + stripe * 8 + half * 32;
+    uint64_t part[4] = {0, 0, 0, 0};  // accumulator lanes 4·half … 4·half + 3
+    for (int j = 0; j < 4; ++j) {
+      const uint64_t v = xxh3::detail::read64(p + 8 * j);
+      const uint64_t key = v ^ xxh3::detail::read64(k + 8 * j);
+      part[j ^ 1] += v;
+      part[j] += (key & 0xffffffffULL) * (key >> 32);
+    }
+    for (int offset = 2; offset < 32; offset <<= 1) {
+      for (int j = 0; j < 4; ++j) part[j] += __shfl_xor_sync(0xffffffffu, part[j], offset);
+    }
+    if (lane < 2) {
+      for (int j = 0; j < 4; ++j) sums[r][4 * lane + j] = part[j];
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint64_t acc[8];
+    xxh3::chain_rounds(sums, rounds, secret, acc);
+    const xxh3::Hash128 h = xxh3::finish_long(in, len, secret, acc);
+    out[2 * b] = h.high;
+    out[2 * b + 1] = h.low;
+  }
+}
+
+}  // namespace
+
+void block_digests(const void* data, uint64_t nbytes, uint64_t block_bytes, uint64_t* out,
+                   cudaStream_t stream) {
+  if (!internal::check_block_digests("cuda::block_digests", data, nbytes, block_bytes, out)) {
+    return;
+  }
+  const uint64_t blocks = (nbytes + block_bytes - 1) / block_bytes;
+  if (blocks > 0x7fffffffULL) {
+    throw std::invalid_argument("cuda::block_digests: " + std::to_string(blocks) +
+                                " blocks exceed one launch's grid");
+  }
+  block_digests_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      static_cast<const uint8_t*>(data), nbytes, block_bytes, out);
+  MTP_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace mtp::kernels::cuda
