@@ -2,7 +2,9 @@
 
 #include "harness/common/temp_file.h"
 
+#include <execinfo.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -61,10 +63,30 @@ extern "C" void remove_temps_and_exit(int sig) {
   ::_exit(128 + sig);
 }
 
-/// A crash (abort, segfault, ...): remove the temporaries, then die of the same signal as before
-/// (the handler was installed with SA_RESETHAND, so the default action runs: status, core dump).
+/// Writes `text` to stderr (async-signal-safe).
+void write_stderr(const char* text) {
+  size_t n = std::strlen(text);
+  while (n > 0) {
+    const ssize_t w = ::write(STDERR_FILENO, text, n);
+    if (w <= 0) return;
+    text += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+/// A crash (abort, segfault, ...): remove the temporaries, print where it happened (the frames'
+/// binaries and offsets: `addr2line -f -C -e BINARY OFFSET` names them), then die of the same
+/// signal as before (the handler was installed with SA_RESETHAND, so the default action runs:
+/// status, core dump).
 extern "C" void remove_temps_and_reraise(int sig) {
   remove_temps();
+  write_stderr("mtp-harness: fatal signal ");
+  char num[4] = {static_cast<char>('0' + sig / 10 % 10), static_cast<char>('0' + sig % 10), '\n',
+                 '\0'};
+  write_stderr(sig < 10 ? num + 1 : num);
+  write_stderr("mtp-harness: backtrace (binary(+offset) [address]):\n");
+  void* frames[64];
+  ::backtrace_symbols_fd(frames, ::backtrace(frames, 64), STDERR_FILENO);
   ::raise(sig);
 }
 
@@ -163,6 +185,8 @@ void install_signal_cleanup() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&sa.sa_mask, sig);
   sa.sa_handler = remove_temps_and_exit;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  void* warm[1];
+  ::backtrace(warm, 1);  // loads libgcc's unwinder now: a crash handler cannot load it
   sa.sa_handler = remove_temps_and_reraise;
   sa.sa_flags = SA_RESETHAND;
   for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::sigaction(sig, &sa, nullptr);
@@ -178,9 +202,24 @@ TempDirectory::TempDirectory(const std::string& prefix) {
   path_ = tmpl;
 }
 
-TempDirectory::~TempDirectory() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
+TempDirectory::~TempDirectory() { remove_tree(path_); }
+
+namespace {
+
+/// nftw callback: directories after their contents (FTW_DEPTH), links as links (FTW_PHYS).
+int remove_entry(const char* path, const struct stat*, int type, struct FTW*) {
+  if (type == FTW_DP) {
+    ::rmdir(path);
+  } else {
+    ::unlink(path);
+  }
+  return 0;  // carry on: remove what can be removed
+}
+
+}  // namespace
+
+void remove_tree(const std::string& path) noexcept {
+  ::nftw(path.c_str(), remove_entry, 32, FTW_DEPTH | FTW_PHYS);
 }
 
 }  // namespace mtp

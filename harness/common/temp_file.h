@@ -80,6 +80,14 @@ class TempDirectory {
   std::string path_;
 };
 
+/// Removes `path` and, when it is a directory, everything under it (symbolic links themselves,
+/// never what they point to); a missing path is no error; never throws. POSIX nftw, not
+/// std::filesystem::remove_all: LibTorch wheels (2.11 on the GPU machine) export their own copy
+/// of remove_all, which the dynamic linker binds a caller's to, and which jumps to address 0
+/// (cuda-gdb: `std::filesystem::remove_all(path const&, error_code&) from libtorch.so`, called
+/// from ~TempDirectory: every `golden`, `replay`, `equiv` and `compare --localize` there crashed).
+void remove_tree(const std::string& path) noexcept;
+
 /// The directory part of `path` ("." when it has none, "/" for a file in the root).
 std::string parent_directory(const std::string& path);
 

@@ -79,7 +79,7 @@ TEST(TempFileTest, SignalsRemoveTemporariesAndExitWith128PlusTheSignal) {
   }
 }
 
-TEST(TempFileTest, CrashesAndUncaughtExceptionsRemoveTemporariesToo) {
+TEST(TempFileTest, CrashesAndUncaughtExceptionsRemoveTemporariesAndPrintABacktrace) {
   ScratchDir dir;
   EXPECT_EXIT(
       {
@@ -88,8 +88,38 @@ TEST(TempFileTest, CrashesAndUncaughtExceptionsRemoveTemporariesToo) {
         ::close(a.open_exclusive());
         std::terminate();  // as an exception escaping a thread does
       },
-      ::testing::KilledBySignal(SIGABRT), "");
+      ::testing::KilledBySignal(SIGABRT), "mtp-harness: fatal signal 6\nmtp-harness: backtrace");
   EXPECT_THAT(dir.entries(), IsEmpty());
+}
+
+TEST(RemoveTreeTest, RemovesNestedContentButNeverFollowsLinks) {
+  ScratchDir dir;
+  const std::string outside = dir.file("outside.txt");
+  std::ofstream(outside) << "kept";
+  const std::string tree = dir.file("tree");
+  std::filesystem::create_directories(tree + "/a/b");
+  std::ofstream(tree + "/a/b/file") << "x";
+  std::ofstream(tree + "/top") << "y";
+  std::filesystem::create_symlink(outside, tree + "/a/link");
+  std::filesystem::create_directory_symlink(dir.path(), tree + "/dirlink");
+  remove_tree(tree);
+  EXPECT_FALSE(std::filesystem::exists(tree));
+  EXPECT_EQ(read_text(outside), "kept");  // the link's target survives
+  EXPECT_THAT(dir.entries(), ElementsAre("outside.txt"));
+  remove_tree(tree);  // missing: nothing happens
+  remove_tree(outside);  // a plain file
+  EXPECT_THAT(dir.entries(), IsEmpty());
+}
+
+TEST(RemoveTreeTest, TempDirectoryRemovesItselfWithItsContent) {
+  std::string path;
+  {
+    TempDirectory t("mtp-remove-tree-test");
+    path = t.path();
+    std::filesystem::create_directories(path + "/x/y");
+    std::ofstream(path + "/x/y/z.h5") << "record";
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 }  // namespace

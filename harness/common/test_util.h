@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/common/temp_file.h"
+
 namespace mtp::testing_util {
 
 /// ScratchDir: a fresh directory under testing::TempDir(), removed with its content at the end.
@@ -28,10 +30,7 @@ class ScratchDir {
     }
     path_ = tmpl;
   }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
+  ~ScratchDir() { remove_tree(path_); }  // not std::filesystem::remove_all (temp_file.h)
   ScratchDir(const ScratchDir&) = delete;
   ScratchDir& operator=(const ScratchDir&) = delete;
 
