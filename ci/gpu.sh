@@ -8,7 +8,17 @@
 #   MTP_GPU_PARTS: which parts to run after the build, comma-separated, default all of
 #   tests,scenarios,p2,bench,records (the build always runs). One device call holds at most 10
 #   minutes: run tests,scenarios,p2 in one call and bench and records in the next ones (the
-#   build folder stays while the machine is warm).
+#   build folder stays while the machine is warm). Parts not in the default:
+#     matrix   every BM_PipelineStep CUDA row and BM_Attention, one repetition, into JSON
+#              (golden/perf/RESULTS.md's tables)
+#     profile  Chrome traces (Kineto: CUDA kernels and CPU operators) of the steps named by
+#              MTP_PROFILE_FILTER, into OUT_DIR/traces.tar.gz
+#     digest   the default scenario on the GPU with full records and with digest-only records
+#              (digests computed on the GPU): every tensor must compare EQUAL by digests
+#     diag     commands that crashed on this machine before (golden check, replay), with the
+#              crash handler's backtrace resolved by addr2line
+#   MTP_CTEST_REGEX: run only the tests matching it (part tests). MTP_SKIP_COMPARE_BENCH and
+#   MTP_RECORD_ROWS (e.g. 'record:(none|digest)') shorten part records.
 set -uo pipefail
 parts=",${MTP_GPU_PARTS:-tests,scenarios,p2,bench,records},"
 want() { [[ $parts == *",$1,"* ]]; }
@@ -54,8 +64,8 @@ if want tests; then
 # The goldens (golden.*) hold CPU digests of this project's Debian environment: another LibTorch
 # and BLAS make other bits, and golden check refuses them by design, so they are left out here.
 # (--output-log writes as it goes: a run stopped at the device call's limit still returns it.)
-step ctest ctest --test-dir $build --output-on-failure -j 8 --timeout 900 -LE golden \
-  --output-log "$out/ctest.log"
+step ctest ctest --test-dir $build --output-on-failure -j "$(nproc)" --timeout 300 -LE golden \
+  ${MTP_CTEST_REGEX:+-R "$MTP_CTEST_REGEX"} --output-log "$out/ctest.log"
 grep -E "tests passed|tests failed|\(Failed\)|\(SEGFAULT\)|Not Run" "$log/ctest.log" | tail -15 | tee -a "$summary"
 fi
 
@@ -150,6 +160,55 @@ if step perf_merge $B perf merge $work/kernels_benchmark.json $work/train_step_b
   fi
 fi
 fi
+if want diag; then
+# A crash prints "binary(+offset) [address]" frames (harness/common/temp_file.cc); name them.
+resolve() {
+  grep -o "mtp-harness(+0x[0-9a-f]*)" "$1" | grep -o "0x[0-9a-f]*" |
+    xargs -r addr2line -f -C -i -e $B | paste - - | head -40 >> "$1"
+}
+step diag_golden $B golden check scenarios/default.toml --golden-dir $work/no-goldens
+resolve "$log/diag_golden.log"
+# The debugger's view of the same crash (cuda-gdb debugs host code too).
+if command -v cuda-gdb > /dev/null; then
+  step diag_gdb timeout 180 cuda-gdb -batch -ex run -ex "bt 40" -ex "info registers rip" \
+    -ex "x/4i \$pc" --args $B golden check scenarios/default.toml --golden-dir $work/no-goldens
+  grep -v -E "^\[(New |Thread |Switching|Detaching)" "$log/diag_gdb.log" | tail -60 |
+    sed 's/^/  gdb: /' | tee -a "$summary"
+fi
+tail -45 "$log/diag_golden.log" | sed 's/^/  golden: /' | tee -a "$summary"
+step diag_record $B run scenarios/default.toml --variant cand_p4v2_tmm --save-optimizer-state \
+  --out $R/diag/full.h5
+step diag_replay $B replay $R/diag/full.h5
+resolve "$log/diag_replay.log"
+tail -45 "$log/diag_replay.log" | sed 's/^/  replay: /' | tee -a "$summary"
+fi
+if want digest; then
+step digest_full $B check scenarios/default.toml --device cuda --record full --out $R/digest_full -q
+step digest_only $B check scenarios/default.toml --device cuda --record digest --out $R/digest_only -q
+grep -E "expectation\(s\)" "$log/digest_only.log" | sed 's/^/  digest-only records: /' | tee -a "$summary"
+for f in $R/digest_full/*.h5; do
+  v=$(basename $f .h5)
+  step "digest_vs_full_$v" $B compare $R/digest_only/$v.h5 $f --records batch,loss,grad,weight
+  grep -E "EQUAL|DIFFERENT|decided by digests|first divergence" "$log/digest_vs_full_$v.log" | sed "s/^/  $v: /" | tee -a "$summary"
+done
+fi
+if want matrix; then
+gpu_ctx="gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1),driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
+step matrix_pipeline_step env TMPDIR=/tmp timeout 300 $build/train_step_benchmark \
+  --benchmark_filter="${MTP_MATRIX_FILTER:-BM_PipelineStep/.*/cuda/}" --benchmark_context="$gpu_ctx" \
+  --benchmark_out=$work/matrix_pipeline_step.json --benchmark_out_format=json
+grep -E "^BM_" "$log/matrix_pipeline_step.log" >> "$summary"
+step matrix_attention timeout 120 $build/kernels_benchmark --benchmark_filter='BM_Attention/.*/cuda/' \
+  --benchmark_context="$gpu_ctx" --benchmark_out=$work/matrix_attention.json --benchmark_out_format=json
+grep -E "^BM_" "$log/matrix_attention.log" >> "$summary"
+fi
+if want profile; then
+mkdir -p $work/traces
+step profile env TMPDIR=/tmp MTP_BENCH_TRACE_DIR=$work/traces timeout 300 $build/train_step_benchmark \
+  --benchmark_filter="${MTP_PROFILE_FILTER:-BM_PipelineStep/(small|tiny)/p1/bf16/flash/reference/harness/cuda}"
+grep -E "^BM_" "$log/profile.log" >> "$summary"
+tar -C $work -czf "$out/traces.tar.gz" traces
+fi
 if want records; then
 gpu_ctx="gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1),driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
 # Issue 9: the record writer's and the digest's throughput on this machine's disk, and compare
@@ -158,13 +217,25 @@ step bench_record env TMPDIR=/tmp timeout 240 $build/record_benchmark \
   --benchmark_out=$work/record_benchmark.json --benchmark_out_format=json
 grep -E "^BM_" "$log/bench_record.log" >> "$summary"
 df -h /tmp | tail -1 | sed 's/^/disk of \/tmp: /' >> "$summary"
+# The same writer on tmpfs (memory), and the disk's own sequential write with fsync: which of
+# the two limits the full-record rate.
+step bench_record_shm env TMPDIR=/dev/shm timeout 240 $build/record_benchmark \
+  --benchmark_filter=BM_RecordWrite --benchmark_out=$work/record_benchmark_shm.json \
+  --benchmark_out_format=json
+grep -E "^BM_" "$log/bench_record_shm.log" | sed 's/^/(\/dev\/shm) /' >> "$summary"
+df -h /dev/shm | tail -1 | sed 's/^/\/dev\/shm: /' >> "$summary"
+step disk_dd dd if=/dev/zero of=/tmp/mtp-dd.bin bs=16M count=96 conv=fsync
+tail -1 "$log/disk_dd.log" | sed 's/^/dd 1.6 GB to \/tmp with fsync: /' >> "$summary"
+rm -f /tmp/mtp-dd.bin
+if [ -z "${MTP_SKIP_COMPARE_BENCH:-}" ]; then
 step bench_compare env TMPDIR=/tmp timeout 240 $build/compare_benchmark --benchmark_min_time=1 \
   --benchmark_out=$work/compare_benchmark.json --benchmark_out_format=json
 grep -E "^BM_" "$log/bench_compare.log" >> "$summary"
+fi
 # Whole steps of the small model in bf16 at P = 1 with no record, digest records and full
 # records (issue 9: digest ≤ 1.2× none), one repetition each (two runs of 1 and 4 steps).
 step bench_train_step_record env TMPDIR=/tmp timeout 300 $build/train_step_benchmark \
-  --benchmark_filter='BM_TrainStep/small/p1/bf16/flash/reference/harness/cuda/record' \
+  --benchmark_filter="BM_TrainStep/small/p1/bf16/flash/reference/harness/cuda/${MTP_RECORD_ROWS:-record}" \
   --benchmark_context="$gpu_ctx" --benchmark_out=$work/train_step_record.json \
   --benchmark_out_format=json
 grep -E "^BM_" "$log/bench_train_step_record.log" >> "$summary"

@@ -21,16 +21,17 @@
 //       it is what differs between placements, kernel sets and attention backends.
 //   BM_TrainStep/<size>/<pipeline>/<dtype>/<attention>/<placement>/<kernels>/<dev>/
 //   record:<none|digest|full>/extra_steps:k
-//       One optimizer step end to end through run_variant(): (RunResult.wall_seconds of a
-//       steps = 1 + k run − that of a steps = 1 run) / k, for the same variant. Setup (initial
-//       weights, chunks, record header and step-0 weights) and step 1 cancel out; what remains is
-//       the mean of k steady-state steps: forward and backward, embedding-group grad sum, Adam,
-//       and the record: none (RunOptions::write_record = false: no gathers, no file), digest
-//       (record = "digest": every grad and weight snapshot, digested and written as digests by
-//       the step recorder's writer thread) or full (every byte written to the HDF5 file under
-//       $TMPDIR, then deleted: ~2 GB per small-model step). digest / none is the recording
-//       overhead issue 9 bounds (≤ 1.2). k = 3 divides the run-to-run noise of the setup by 3.
-//       One iteration (two runs).
+//       One optimizer step end to end through run_variant(): one run of 1 + k steps, timed from
+//       the end of its step 1 (RunOptions::on_step) to the end of the run (RunResult.
+//       wall_seconds: the record's commit, i.e. the writer thread's backlog, included), over k.
+//       Setup (initial weights, chunks, record header, step-0 weights) and the warm-up step stay
+//       out; what remains is the mean of k steady-state steps: forward and backward, the
+//       embedding-group grad sum, Adam and the record: none (RunOptions::write_record = false:
+//       no gathers, no file), digest (record = "digest": on a GPU every grad and weight digested
+//       there, kernels::block_digests; on the CPU snapshots digested by the writer thread) or
+//       full (every byte written to the HDF5 file under $TMPDIR, then deleted: ~2 GB per
+//       small-model step). digest / none is the recording overhead issue 9 bounds (≤ 1.2).
+//       One iteration (one run; a one-step run more for the record's size per step).
 //
 // Axes:
 //   pipeline   p1: P = 1, no pipelining; p4v2: P = 4, V = 2, interleaved 1F1B
@@ -58,8 +59,8 @@
 //                       TFLOP/s for fp32 (no tensor cores: TF32 is off). CUDA rows only, and only
 //                       meaningful on an H200 (the peaks are in the run context)
 //   parameters          (BM_PipelineStep) unique parameters, MTP included
-//   wall_short_s, wall_long_s, record_MB_per_step  (BM_TrainStep) the two runs and the record's
-//                       growth per extra step
+//   wall_s, first_step_end_s, record_MB_per_step  (BM_TrainStep) the run's wall time, the end
+//                       of its step 1, and the record's growth per extra step
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <benchmark/benchmark.h>
@@ -87,10 +88,12 @@
 #include "harness/engine/determinism.h"
 #include "harness/engine/executor.h"
 #include "harness/engine/plan.h"
+#include "harness/common/temp_file.h"
 #include "harness/engine/trainer.h"
 #include "harness/perf/model_flops.h"
 #include "harness/transport/transport.h"
 #include "kernels/testing/benchmark_util.h"
+#include "kernels/testing/trace_util.h"
 #include "reference/reference.h"
 
 namespace {
@@ -213,10 +216,7 @@ class TempDir {
     }
     path_ = tmpl;
   }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
+  ~TempDir() { mtp::remove_tree(path_.string()); }  // not fs::remove_all (temp_file.h)
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   const fs::path& path() const { return path_; }
@@ -330,6 +330,17 @@ class MainGrads {
   std::vector<std::vector<std::pair<at::Tensor, at::Tensor>>> grads_;
 };
 
+/// The Chrome trace file of `name` ('/' → '_') under $MTP_BENCH_TRACE_DIR, or "" when that
+/// variable is unset: benchmarks then record one more step (BM_PipelineStep) or run
+/// (BM_TrainStep) under the Kineto profiler (kernels/testing/trace_util.h), outside the timing.
+std::string trace_path(const std::string& name) {
+  const char* dir = std::getenv("MTP_BENCH_TRACE_DIR");
+  if (dir == nullptr || *dir == '\0') return "";
+  std::string file = name;
+  std::replace(file.begin(), file.end(), '/', '_');
+  return (fs::path(dir) / (file + ".trace.json")).string();
+}
+
 /// Sets tokens_per_second, model_TFLOPs and (CUDA) MFU from `seconds` over `steps` steps.
 void set_throughput_counters(benchmark::State& state, const Setting& s,
                              const mtp::config::ModelConfig& cfg, double steps, double seconds) {
@@ -398,6 +409,14 @@ void BM_PipelineStep(benchmark::State& state, Setting setting) {
     }
     set_throughput_counters(state, setting, cfg, static_cast<double>(state.iterations()),
                             seconds);
+    if (const std::string path = trace_path("BM_PipelineStep/" + setting_name(setting));
+        !path.empty()) {
+      mtp::bench::TraceRegion trace;
+      trace.start();
+      mtp::engine::run_pipeline_step(chunks, layout, plan.schedule, mbs, *transport, exec);
+      trace.stop_and_save(at::zeros({1}, at::TensorOptions().device(device)), path);
+      reset_grads();
+    }
     state.counters["parameters"] = static_cast<double>(count_parameters(init));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
@@ -429,14 +448,18 @@ void BM_TrainStep(benchmark::State& state, Setting setting, RecordChoice record)
     mtp::config::TrainingConfig training = training_config(setting);
     training.record = record == RecordChoice::kFull ? mtp::config::RecordMode::kFull
                                                     : mtp::config::RecordMode::kDigest;
-    // One run of `steps` steps; returns its wall seconds and record size, record deleted.
-    auto run = [&](int64_t steps, double* wall, double* record_bytes) {
+    // One run of `steps` steps: its wall seconds (the record's commit included), the seconds at
+    // the end of its first step (RunOptions::on_step) and its record size; record deleted.
+    auto run = [&](int64_t steps, double* wall, double* first_step_end, double* record_bytes) {
       training.steps = steps;
       mtp::engine::RunOptions options;
       options.write_record = record != RecordChoice::kNone;
       options.record_path = (tmp.path() / ("steps" + std::to_string(steps) + ".h5")).string();
       options.scenario_name = "train_step_benchmark";
       options.recv_timeout = std::chrono::milliseconds(600000);
+      options.on_step = [first_step_end](int64_t step, int64_t, double seconds) {
+        if (step == 1) *first_step_end = seconds;
+      };
       const mtp::engine::RunResult r = mtp::engine::run_variant(
           mtp::engine::plan_variant(cfg, training, variant, *impl), *impl, data, options);
       *wall = r.wall_seconds;
@@ -445,20 +468,31 @@ void BM_TrainStep(benchmark::State& state, Setting setting, RecordChoice record)
                           : 0.0;
       if (options.write_record) fs::remove(options.record_path);
     };
-    double wall_short = 0, wall_long = 0, bytes_short = 0, bytes_long = 0, seconds = 0;
+    double wall = 0, first = 0, bytes = 0, seconds = 0, bytes_one = 0, unused = 0;
     for (auto _ : state) {
-      run(1, &wall_short, &bytes_short);
-      run(1 + extra_steps, &wall_long, &bytes_long);
-      const double t = std::max((wall_long - wall_short) / static_cast<double>(extra_steps), 1e-9);
+      run(1 + extra_steps, &wall, &first, &bytes);
+      const double t = std::max((wall - first) / static_cast<double>(extra_steps), 1e-9);
       state.SetIterationTime(t);
       seconds += t;
     }
+    // The record's growth per step: a one-step run's record against the long run's.
+    if (record != RecordChoice::kNone) run(1, &unused, &unused, &bytes_one);
     set_throughput_counters(state, setting, cfg, static_cast<double>(state.iterations()),
                             seconds);
-    state.counters["wall_short_s"] = wall_short;
-    state.counters["wall_long_s"] = wall_long;
+    if (const std::string path =
+            trace_path("BM_TrainStep/" + setting_name(setting) + "/record:" +
+                       record_choice_name(record));
+        !path.empty()) {
+      mtp::bench::TraceRegion trace;
+      trace.start();
+      run(2, &unused, &unused, &unused);
+      trace.stop_and_save(
+          at::zeros({1}, at::TensorOptions().device(bench_device(setting.dev))), path);
+    }
+    state.counters["wall_s"] = wall;
+    state.counters["first_step_end_s"] = first;
     state.counters["record_MB_per_step"] =
-        (bytes_long - bytes_short) / static_cast<double>(extra_steps) / 1e6;
+        (bytes - bytes_one) / static_cast<double>(extra_steps) / 1e6;
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
@@ -516,7 +550,7 @@ void register_benchmarks() {
             ("BM_TrainStep/" + setting_name(s) + "/record:" + record_choice_name(r)).c_str(),
             BM_TrainStep, s, r)
             ->ArgNames({"extra_steps"})
-            ->Arg(3)
+            ->Arg(4)
             ->Iterations(1)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
