@@ -99,6 +99,7 @@ int check(const CheckOptions& opt) {
   settings.max_memory = opt.max_memory;
   settings.verbose = opt.verbose;
   settings.progress = !opt.quiet && stderr_is_terminal();
+  settings.announce_long_runs = !opt.quiet;
   settings.retrain_flags = retrain_flags;
 
   std::cout << fmt::format("# mtp-harness check: scenario \"{}\" ({})\n", sc.name, sc.source);

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include "harness/cli/cli_test_util.h"
@@ -23,6 +24,7 @@ extern char** environ;
 
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
@@ -252,6 +254,29 @@ TEST(CliFaultTest, AbsurdRunsAreRefusedFromTheEstimateBeforeTraining) {
   EXPECT_EQ(run("check scenarios/default.toml --max-memory lots").code, 2);
 }
 
+TEST(CliFaultTest, LongRunsSayHowLongTheyWillTake) {
+  // After step 1 a variant whose remaining steps take longer than a minute says so on stderr,
+  // terminal or not; MTP_LONG_RUN_SECONDS=0 makes every run "long" here.
+  ScratchDir dir;
+  ::setenv("MTP_LONG_RUN_SECONDS", "0", 1);
+  const auto r = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " +
+                     dir.file("a"));
+  const auto q = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --quiet --out " +
+                     dir.file("b"));
+  ::unsetenv("MTP_LONG_RUN_SECONDS");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("# \\[1/1\\] ref_p1: a long run: about [0-9]+ s more \\(2 more steps at "
+                        "[0-9.]+ s each, measured on step 1 with the setup\\)\n")))
+      << r.out;
+  EXPECT_EQ(q.code, 0) << q.out;
+  EXPECT_THAT(q.out, Not(HasSubstr("a long run")));
+  // Without the seam a short run says nothing.
+  const auto s = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " +
+                     dir.file("c"));
+  EXPECT_THAT(s.out, Not(HasSubstr("a long run")));
+}
+
 TEST(CliFaultTest, InputAtFaultExitsTwoBeforeAnyTraining) {
   ScratchDir dir;
   const std::string odd = dir.file("d\xff");
@@ -285,6 +310,35 @@ TEST(CliFaultTest, InputAtFaultExitsTwoBeforeAnyTraining) {
   auto out = run("check scenarios/default.toml --out /proc/runs");
   EXPECT_EQ(out.code, 2) << out.out;
   EXPECT_THAT(out.out, HasSubstr("--out /proc/runs: cannot create the directory"));
+}
+
+TEST(CliFaultTest, EveryCommandsOutputsAreCheckedBeforeItsWork) {
+  // run, replay, perf and data prepare refuse an output path they cannot write before training,
+  // replaying or reading anything (exit 2, the flag named), like check and compare.
+  ScratchDir dir;
+  const auto run_dir = run("run scenarios/default.toml --variant ref_p1 --out " + dir.path());
+  EXPECT_EQ(run_dir.code, 2) << run_dir.out;
+  EXPECT_THAT(run_dir.out, HasSubstr("--out " + dir.path()));
+  const auto run_dev = run("run scenarios/default.toml --variant ref_p1 --out /dev/full");
+  EXPECT_EQ(run_dev.code, 2) << run_dev.out;
+  const auto replay = run("replay golden/oracle/megatron_selftest_fused.h5 --json /dev/full");
+  EXPECT_EQ(replay.code, 2) << replay.out;
+  EXPECT_THAT(replay.out, HasSubstr("--json /dev/full"));
+  EXPECT_THAT(replay.out, Not(HasSubstr("# ran ")));  // nothing was trained
+  const auto replay_out = run("replay golden/oracle/megatron_selftest_fused.h5 --out /proc/x.h5");
+  EXPECT_EQ(replay_out.code, 2) << replay_out.out;
+  EXPECT_THAT(replay_out.out, HasSubstr("--out /proc/x.h5"));
+  const auto merge = run("perf merge golden/perf/none.json --out /dev/full");
+  EXPECT_EQ(merge.code, 2) << merge.out;
+  EXPECT_THAT(merge.out, HasSubstr("--out /dev/full"));  // before reading the missing input
+  const auto cmp = run("perf compare a.json b.json --json " + dir.path());
+  EXPECT_EQ(cmp.code, 2) << cmp.out;
+  EXPECT_THAT(cmp.out, HasSubstr("--json " + dir.path()));
+  std::ofstream(dir.file("doc.txt")) << "text";
+  const auto prep = run("data prepare " + dir.file("doc.txt") + " /proc/nowhere/ds");
+  EXPECT_EQ(prep.code, 2) << prep.out;
+  EXPECT_THAT(prep.out, HasSubstr("OUT_PREFIX /proc/nowhere/ds.idx"));
+  EXPECT_THAT(dir.entries(), ElementsAre("doc.txt"));  // no temporary left anywhere here
 }
 
 /// Starts the harness with `args` (output discarded); returns its pid.

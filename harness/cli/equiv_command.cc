@@ -127,6 +127,7 @@ int run_equiv(const EquivOptions& opt) {
   s.out_dir = opt.keep.empty() ? tmp->path() : run_directory(sc, opt.keep);
   if (!opt.keep.empty()) write_file_atomically(s.out_dir + "/equiv.toml", text);
   s.progress = !opt.quiet && stderr_is_terminal();
+  s.announce_long_runs = !opt.quiet;
   s.print_rows = false;
   for (size_t i = 0; i < plans.size(); ++i) {
     const engine::RunPlan& p = plans[i];

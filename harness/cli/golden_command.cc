@@ -67,6 +67,7 @@ std::vector<std::pair<std::string, std::string>> records_of(const scenario::Scen
   RunSettings s;
   s.out_dir = tmp;
   s.progress = !quiet && stderr_is_terminal();
+  s.announce_long_runs = !quiet;
   s.print_rows = false;
   const ScenarioRun run = train_variants(digest_only, plan_variants(digest_only, {}), s);
   for (const auto& v : sc.variants) out.emplace_back(v.name, run.records.at(v.name));

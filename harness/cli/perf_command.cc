@@ -1,27 +1,18 @@
 // `mtp-harness perf compare` and `mtp-harness perf merge` (harness/perf).
 #include <fmt/format.h>
 
-#include <fstream>
 #include <iostream>
 
 #include "harness/cli/commands.h"
 #include "harness/common/error.h"
+#include "harness/common/output_file.h"
 #include "harness/perf/benchmark_json.h"
 #include "harness/perf/perf_compare.h"
 
 namespace mtp::cli {
-namespace {
-
-void write_text(const std::string& path, const std::string& text, const char* flag) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) throw InputError(fmt::format("{}: cannot write {}", flag, path));
-}
-
-}  // namespace
 
 int run_perf_compare(const PerfCompareCommandOptions& opt) {
+  if (!opt.json_path.empty()) check_output_file("--json", opt.json_path);
   perf::PerfCompareOptions options;
   options.threshold = opt.threshold;
   options.alpha = opt.alpha;
@@ -45,14 +36,15 @@ int run_perf_compare(const PerfCompareCommandOptions& opt) {
   }
   std::cout << perf::format_perf_table(c);
   if (!opt.json_path.empty()) {
-    write_text(opt.json_path, perf::perf_comparison_json(c).dump(2) + "\n", "--json");
+    write_file_atomically(opt.json_path, perf::perf_comparison_json(c).dump(2) + "\n");
   }
   return c.regressed() ? kExitMismatch : kExitOk;
 }
 
 int run_perf_merge(const PerfMergeOptions& opt) {
+  check_output_file("--out", opt.out);
   const std::string merged = perf::merge_benchmark_json(opt.inputs);
-  write_text(opt.out, merged, "--out");
+  write_file_atomically(opt.out, merged);
   std::cout << fmt::format("wrote {} ({} files)\n", opt.out, opt.inputs.size());
   return kExitOk;
 }

@@ -71,6 +71,18 @@ TEST_F(ReplayCliTest, AnotherPlacementIsCaught) {
   EXPECT_EQ(same.code, 0) << same.out;
 }
 
+TEST_F(ReplayCliTest, ClassGivenWithFlagReplacesTheDerivedOne) {
+  // The replay is bitwise equal, so a tolerance holds and "differ" (a negative control) fails.
+  const auto tol = run("replay " + dir_ + "/full.h5 --steps 1 --class tol:1e-3,1e-5");
+  EXPECT_EQ(tol.code, 0) << tol.out;
+  EXPECT_THAT(tol.out, HasSubstr("# class tol:0.001,1e-05: --class"));
+  const auto differ = run("replay " + dir_ + "/full.h5 --steps 1 --class differ");
+  EXPECT_EQ(differ.code, 1) << differ.out;
+  EXPECT_THAT(differ.out, HasSubstr("# class differ: --class"));
+  const auto bad = run("replay " + dir_ + "/full.h5 --class nearly");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+}
+
 TEST_F(ReplayCliTest, MegatronsOwnRecordReplaysUnderTheStatedTolerance) {
   const auto r = run("replay golden/oracle/megatron_selftest_fused.h5");
   EXPECT_EQ(r.code, 0) << r.out;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/commands.h"
+#include "harness/common/output_file.h"
 #include "harness/common/temp_file.h"
 #include "harness/compare/compare.h"
 #include "harness/engine/determinism.h"
@@ -165,6 +166,11 @@ int run_replay(const ReplayOptions& opt) {
   if (!opt.out.empty() && fs::exists(opt.out, ec) && fs::equivalent(opt.out, opt.record, ec)) {
     throw InputError(fmt::format("--out {}: is the record being replayed", opt.out));
   }
+  // --class is checked before anything runs.
+  const compare::CompareClass given_class =
+      opt.cls.empty() ? compare::CompareClass{} : compare::CompareClass::parse(opt.cls);
+  if (!opt.out.empty()) check_output_file("--out", opt.out);
+  if (!opt.json_path.empty()) check_output_file("--json", opt.json_path);
   std::unique_ptr<TempDirectory> tmp;
   if (opt.out.empty()) tmp = std::make_unique<TempDirectory>("mtp-harness-replay");
   ro.record_path = opt.out.empty() ? tmp->path() + "/replay.h5" : opt.out;
@@ -185,10 +191,9 @@ int run_replay(const ReplayOptions& opt) {
   const record::RecordReader replayed(ro.record_path);
   const std::vector<std::string> env =
       fingerprint_differences(rec.attrs(), replayed.attrs(), plan, ro.device_index);
-  compare::CompareClass cls;
+  compare::CompareClass cls = given_class;
   std::string why;
   if (!opt.cls.empty()) {
-    cls = compare::CompareClass::parse(opt.cls);
     why = "--class";
   } else if (env.empty()) {
     why = "the environment fingerprint matches the record's";
@@ -219,9 +224,7 @@ int run_replay(const ReplayOptions& opt) {
                      {"structural", r.structural},
                      {"first_divergence",
                       r.first_divergence ? r.first_divergence->describe() : ""}};
-    std::ofstream out(opt.json_path);
-    if (!out) throw InputError(fmt::format("--json: cannot write {}", opt.json_path));
-    out << j.dump(2) << "\n";
+    write_file_atomically(opt.json_path, j.dump(2) + "\n");
   }
   return r.holds() ? kExitOk : kExitMismatch;
 }

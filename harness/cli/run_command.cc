@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "harness/cli/commands.h"
+#include "harness/common/output_file.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/trainer.h"
 #include "harness/transport/transport.h"
@@ -130,7 +131,11 @@ int run_one(const RunCommandOptions& opt) {
     std::error_code ec;
     const auto parent = std::filesystem::path(ro.record_path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    if (ec) throw InputError(fmt::format("--out {}: cannot create {}: {}", ro.record_path, parent.string(), ec.message()));
+    if (ec) {
+      throw InputError(fmt::format("--out {}: cannot create {}: {}", ro.record_path,
+                                   parent.string(), ec.message()));
+    }
+    check_output_file("--out", ro.record_path);  // a directory, a device, no permission: exit 2
   }
   if (opt.launcher == "threads") return run_threads_per_gpu(sc, plan, *impl, ro, opt);
   if (!opt.launcher.empty()) {

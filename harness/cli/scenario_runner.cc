@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -36,26 +37,47 @@ std::string shell_quote(const std::string& s) {
 
 bool embedded(const scenario::Scenario& sc) { return sc.source.rfind("<", 0) == 0; }
 
-/// The progress line of one variant on stderr: "\r[3/10] name  step 2/3  4321 tokens/s  ETA 3 s".
+/// A variant whose remaining steps will take longer than this is announced on stderr.
+constexpr double kLongRunSeconds = 60.0;
+
+/// kLongRunSeconds, or $MTP_LONG_RUN_SECONDS when set (a test seam: 0 announces every run).
+double long_run_seconds() {
+  const char* v = std::getenv("MTP_LONG_RUN_SECONDS");
+  return v != nullptr && *v != '\0' ? std::atof(v) : kLongRunSeconds;
+}
+
+/// The progress of one variant on stderr: on a terminal, the line "\r[3/10] name  step 2/3
+/// 4321 tokens/s  ETA 3 s"; anywhere (unless quiet), once after step 1, how long the rest of a
+/// long variant will take.
 class Progress {
  public:
-  Progress(bool on, size_t index, size_t count, const std::string& name, double tokens_per_step)
-      : on_(on), index_(index), count_(count), name_(name), tokens_(tokens_per_step) {}
+  Progress(bool on, bool announce, size_t index, size_t count, const std::string& name,
+           double tokens_per_step)
+      : on_(on), announce_(announce), index_(index), count_(count), name_(name),
+        tokens_(tokens_per_step) {}
   ~Progress() {
     if (on_ && printed_) std::cerr << "\r\033[K" << std::flush;
   }
   void step(int64_t step, int64_t steps, double seconds) {
-    if (!on_) return;
     const double per_step = seconds / static_cast<double>(step);
+    const double remaining = per_step * static_cast<double>(steps - step);
+    if (announce_ && step == 1 && steps > 1 && remaining > long_run_seconds()) {
+      std::cerr << (printed_ ? "\r\033[K" : "")
+                << fmt::format("# [{}/{}] {}: a long run: about {:.0f} s more ({} more steps at "
+                               "{:.1f} s each, measured on step 1 with the setup)\n",
+                               index_ + 1, count_, name_, remaining, steps - step, per_step)
+                << std::flush;
+    }
+    if (!on_) return;
     std::cerr << fmt::format("\r\033[K[{}/{}] {}  step {}/{}  {:.0f} tokens/s  ETA {:.0f} s",
                              index_ + 1, count_, name_, step, steps, tokens_ / per_step,
-                             per_step * static_cast<double>(steps - step))
+                             remaining)
               << std::flush;
     printed_ = true;
   }
 
  private:
-  bool on_;
+  bool on_, announce_;
   size_t index_, count_;
   std::string name_;
   double tokens_;
@@ -189,7 +211,7 @@ ScenarioRun train_variants(const scenario::Scenario& sc, const std::vector<engin
                                               plan.model.seq_length);
     engine::RunResult rr;
     {
-      Progress progress(s.progress, i, plans.size(), v.name, tokens);
+      Progress progress(s.progress, s.announce_long_runs, i, plans.size(), v.name, tokens);
       ro.on_step = [&progress](int64_t step, int64_t steps, double seconds) {
         progress.step(step, steps, seconds);
       };

@@ -40,6 +40,9 @@ struct RunSettings {
   uint64_t max_memory = 0;       ///< --max-memory; 0 = what the device has
   bool verbose = false;          ///< print each variant's estimate and chunk map
   bool progress = false;         ///< a progress line on stderr (a terminal, not --quiet)
+  /// After step 1, say on stderr how long the rest of a variant will take when that is over a
+  /// minute (not --quiet).
+  bool announce_long_runs = true;
   bool print_rows = true;        ///< the variant table on stdout
   /// Flags that reproduce the run when appended to `mtp-harness run` (device, init, record).
   std::string retrain_flags;

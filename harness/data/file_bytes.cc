@@ -15,6 +15,7 @@
 #include <iterator>
 
 #include "harness/common/error.h"
+#include "harness/common/output_file.h"
 #include "harness/common/utf8.h"
 
 namespace mtp::data {
@@ -71,25 +72,8 @@ std::vector<uint8_t> read_file_bytes(const std::string& path, const std::string&
 }
 
 void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes) {
-  const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      throw InputError(fmt::format("data: cannot create '{}': {}", tmp, std::strerror(errno)));
-    }
-    out.write(reinterpret_cast<const char*>(bytes.data()),
-              static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw InputError(fmt::format("data: error while writing '{}'", tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw InputError(fmt::format("data: cannot rename '{}' to '{}': {}", tmp, path, why));
-  }
+  write_file_atomically(
+      path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 }  // namespace mtp::data

@@ -18,9 +18,10 @@ inline constexpr std::uintmax_t kMaxDataFileBytes = std::uintmax_t{1} << 30;
 /// is larger than kMaxDataFileBytes or cannot be read. An empty file is returned empty.
 std::vector<uint8_t> read_file_bytes(const std::string& path, const std::string& what);
 
-/// Writes `bytes` to "<path>.tmp-<pid>" and renames it to `path`, so that no half-written file
-/// is left under the final name. Throws InputError naming the path when it cannot be written
-/// (missing directory, no permission, disk full).
+/// Writes `bytes` to `path` through write_file_atomically (harness/common/output_file.h: a unique
+/// temporary created exclusively, checked, fsync'ed, renamed), so that no half-written file is
+/// left under either name. Throws InfraError naming the path when it cannot be written (callers
+/// check the path first with check_output_file: a bad path is an InputError).
 void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes);
 
 }  // namespace mtp::data
