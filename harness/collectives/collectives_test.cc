@@ -125,50 +125,62 @@ TEST(CollectivesTest, AllReduceFollowsTheGroupsMemberOrderNotTheRankOrder) {
   });
 }
 
-TEST(CollectivesTest, ReduceScatterShardsEqualTheAllReduceBits) {
-  for (int n : {2, 3, 5}) {
-    const int64_t numel = 23;
-    const auto expect = sum_in_order(n, numel, ascending(n));
-    run_ranks(n, [&](int r, Communicator& comm) {
-      Group g{"world", ascending(n)};
-      at::Tensor shard = comm.reduce_scatter_sum(g, input(r, numel));
-      const auto [b, e] = shard_range(numel, n, r);
-      ASSERT_EQ(shard.numel(), e - b);
-      EXPECT_TRUE(same_bits(shard, expect, b)) << "n " << n << " rank " << r;
-    });
+TEST(CollectivesTest, ReduceScatterShardsEqualTheAllReduceBitsForGroupSizes1To5) {
+  for (int n = 1; n <= 5; ++n) {
+    for (int64_t numel : {1, 7, 13, 23, 101}) {  // fewer elements than members too: empty shards
+      const auto expect = sum_in_order(n, numel, ascending(n));
+      run_ranks(n, [&](int r, Communicator& comm) {
+        Group g{"world", ascending(n)};
+        at::Tensor shard = comm.reduce_scatter_sum(g, input(r, numel));
+        const auto [b, e] = shard_range(numel, n, r);
+        ASSERT_EQ(shard.numel(), e - b);
+        EXPECT_TRUE(same_bits(shard, expect, b)) << "n " << n << " numel " << numel << " rank "
+                                                 << r;
+      });
+    }
   }
 }
 
-TEST(CollectivesTest, AllGatherConcatenatesShardsInMemberOrder) {
-  for (int n : {1, 2, 4, 5}) {
-    const int64_t numel = 17;
-    run_ranks(n, [&](int r, Communicator& comm) {
-      Group g{"world", ascending(n)};
-      const auto [b, e] = shard_range(numel, n, r);
-      at::Tensor mine = at::arange(b, e, at::kDouble) * 0.5;
-      at::Tensor full = comm.all_gather(g, mine, numel);
-      EXPECT_TRUE(at::equal(full, at::arange(numel, at::kDouble) * 0.5)) << "rank " << r;
-    });
+TEST(CollectivesTest, AllGatherConcatenatesShardsInMemberOrderForGroupSizes1To5) {
+  for (int n = 1; n <= 5; ++n) {
+    for (int64_t numel : {1, 7, 17, 64}) {
+      run_ranks(n, [&](int r, Communicator& comm) {
+        Group g{"world", ascending(n)};
+        const auto [b, e] = shard_range(numel, n, r);
+        at::Tensor mine = at::arange(b, e, at::kDouble) * 0.5;
+        at::Tensor full = comm.all_gather(g, mine, numel);
+        EXPECT_TRUE(at::equal(full, at::arange(numel, at::kDouble) * 0.5))
+            << "n " << n << " numel " << numel << " rank " << r;
+      });
+    }
   }
 }
 
-TEST(CollectivesTest, BroadcastAndGatherUseTheNamedRoot) {
-  run_ranks(4, [&](int r, Communicator& comm) {
-    Group g{"world", {0, 1, 2, 3}};
-    for (int root = 0; root < 4; ++root) {
-      at::Tensor t = at::full({3, 2}, static_cast<double>(10 * r + root));
-      comm.broadcast(g, root, t);
-      EXPECT_TRUE(at::equal(t, at::full({3, 2}, static_cast<double>(10 * root + root))));
-    }
-    auto got = comm.gather(g, 2, at::full({r + 1}, static_cast<float>(r)),
-                           {{1}, {2}, {3}, {4}});
-    if (r == 2) {
-      ASSERT_EQ(got.size(), 4u);
-      for (int i = 0; i < 4; ++i) EXPECT_TRUE(at::equal(got[i], at::full({i + 1}, float(i))));
-    } else {
-      EXPECT_TRUE(got.empty());
-    }
-  });
+TEST(CollectivesTest, BroadcastAndGatherUseTheNamedRootForGroupSizes1To5) {
+  for (int n = 1; n <= 5; ++n) {
+    run_ranks(n, [&](int r, Communicator& comm) {
+      Group g{"world", ascending(n)};
+      for (int root = 0; root < n; ++root) {
+        // Odd shape; every rank starts from its own values, all end with the root's bits.
+        at::Tensor t = input(r, 15).view({3, 5});
+        comm.broadcast(g, root, t);
+        EXPECT_TRUE(at::equal(t, input(root, 15).view({3, 5}))) << "n " << n << " root " << root;
+      }
+      std::vector<std::vector<int64_t>> shapes;
+      for (int i = 0; i < n; ++i) shapes.push_back({2 * i + 1});
+      for (int root = 0; root < n; ++root) {
+        auto got = comm.gather(g, root, input(r, 2 * r + 1), shapes);
+        if (r == root) {
+          ASSERT_EQ(got.size(), static_cast<size_t>(n));
+          for (int i = 0; i < n; ++i) {
+            EXPECT_TRUE(at::equal(got[i], input(i, 2 * i + 1))) << "n " << n << " member " << i;
+          }
+        } else {
+          EXPECT_TRUE(got.empty());
+        }
+      }
+    });
+  }
 }
 
 TEST(CollectivesTest, PointToPointMessagesArriveInSendOrder) {
