@@ -341,6 +341,59 @@ TEST(CliFaultTest, EveryCommandsOutputsAreCheckedBeforeItsWork) {
   EXPECT_THAT(dir.entries(), ElementsAre("doc.txt"));  // no temporary left anywhere here
 }
 
+TEST(CliFaultTest, OutputsNeverOverwriteInputsAndOddInputsNeverHang) {
+  ScratchDir dir;
+  const std::string rec = dir.file("rec.h5");
+  std::filesystem::copy_file("golden/oracle/megatron_selftest_fused.h5", rec);
+  const auto size = std::filesystem::file_size(rec);
+  // An output naming an input (or another output) is refused before any work; the input stays.
+  for (const std::string& args :
+       std::vector<std::string>{"replay " + rec + " --json " + rec,
+                                "replay " + rec + " --out " + dir.file("o.h5") + " --json " +
+                                    dir.file("o.h5"),
+                                "compare " + rec + " " + rec + " --json " + rec}) {
+    const auto r = run(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr("an output must not overwrite an input or another output"))
+        << args;
+    EXPECT_EQ(std::filesystem::file_size(rec), size) << args;
+  }
+  std::ofstream(dir.file("b.json")) << "{}";
+  const auto perf = run("perf compare " + dir.file("b.json") + " " + dir.file("b.json") +
+                        " --json " + dir.file("b.json"));
+  EXPECT_EQ(perf.code, 2) << perf.out;
+  EXPECT_EQ(mtp::testing_util::read_text(dir.file("b.json")), "{}");
+  // Devices and FIFOs as inputs: refused at once, no endless read.
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto zero = run("perf compare /dev/zero " + dir.file("b.json"));
+  EXPECT_EQ(zero.code, 2) << zero.out;
+  EXPECT_THAT(zero.out, HasSubstr("'/dev/zero' is not a regular file"));
+  std::filesystem::create_directory(dir.file("g"));
+  std::filesystem::create_symlink("/dev/zero", dir.file("g/default.txt"));
+  const auto gold = run("golden check scenarios/default.toml --golden-dir " + dir.file("g"));
+  EXPECT_EQ(gold.code, 2) << gold.out;
+  EXPECT_THAT(gold.out, HasSubstr("is not a regular file"));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
+  // Empty paths and prefixes, a non-UTF-8 record name in a JSON result: exit 2 before any work.
+  EXPECT_EQ(run("replay " + rec + " --out ''").code, 2);
+  EXPECT_EQ(run("replay " + rec + " --json ''").code, 2);
+  EXPECT_EQ(run("perf compare " + dir.file("b.json") + " x.json --json ''").code, 2);
+  EXPECT_EQ(run("run scenarios/default.toml --variant ref_p1 --dump-steps ''").code, 2);
+  std::ofstream(dir.file("t.txt")) << "text";
+  for (const std::string& prefix : {std::string("''"), dir.path() + "/"}) {
+    const auto p = run("data prepare " + dir.file("t.txt") + " " + prefix);
+    EXPECT_EQ(p.code, 2) << prefix << ": " << p.out;
+  }
+  const std::string odd = dir.file("r\xff.h5");
+  std::filesystem::copy_file(rec, odd);
+  const auto utf = run("replay '" + odd + "' --json " + dir.file("r.json"));
+  EXPECT_EQ(utf.code, 2) << utf.out;
+  EXPECT_THAT(utf.out, HasSubstr("is not valid UTF-8"));
+  EXPECT_THAT(utf.out, Not(HasSubstr("# ran ")));
+  // --scenario without --variant-like is not silently ignored.
+  EXPECT_EQ(run("replay " + rec + " --scenario scenarios/default.toml").code, 2);
+}
+
 /// Starts the harness with `args` (output discarded); returns its pid.
 pid_t spawn(const std::vector<std::string>& args) {
   std::vector<char*> argv{const_cast<char*>(MTP_HARNESS_BIN)};

@@ -93,6 +93,8 @@ int run_compare(const CompareOptions& opt) {
     check_output_file("--json", opt.json_path);
     require_utf8("record", opt.a, "the JSON result holds it");
     require_utf8("record", opt.b, "the JSON result holds it");
+    check_not_same_file("--json", opt.json_path, "record A", opt.a);
+    check_not_same_file("--json", opt.json_path, "record B", opt.b);
   }
   record::RecordReader a(opt.a);
   record::RecordReader b(opt.b);

@@ -5,7 +5,6 @@
 
 #include "harness/cli/commands.h"
 #include "harness/common/error.h"
-#include "harness/common/output_file.h"
 #include "harness/data/prepare.h"
 
 namespace mtp::cli {
@@ -18,8 +17,6 @@ int run_data_prepare(const DataPrepareOptions& opt) {
   const std::vector<std::string> texts(opt.args.begin(), opt.args.end() - 1);
   const std::string& prefix = opt.args.back();
   const auto split = data::parse_document_split(opt.split);
-  check_output_file("OUT_PREFIX", prefix + ".idx");
-  check_output_file("OUT_PREFIX", prefix + ".bin");
   const auto sum = data::prepare_byte_dataset(texts, prefix, split);
   std::cout << fmt::format("data prepare: wrote {0}.idx and {0}.bin: {1} documents from {2} "
                            "file(s) (one per {3}), {4} tokens including the EOD (id {5}) after "

@@ -124,7 +124,7 @@ int run_equiv(const EquivOptions& opt) {
   std::unique_ptr<TempDirectory> tmp;
   if (opt.keep.empty()) tmp = std::make_unique<TempDirectory>("mtp-harness-equiv");
   RunSettings s;
-  s.out_dir = opt.keep.empty() ? tmp->path() : run_directory(sc, opt.keep);
+  s.out_dir = opt.keep.empty() ? tmp->path() : run_directory(sc, opt.keep, "--keep");
   if (!opt.keep.empty()) write_file_atomically(s.out_dir + "/equiv.toml", text);
   s.progress = !opt.quiet && stderr_is_terminal();
   s.announce_long_runs = !opt.quiet;

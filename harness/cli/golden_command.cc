@@ -57,6 +57,10 @@ std::vector<std::pair<std::string, std::string>> records_of(const scenario::Scen
                                      "cover every variant of the scenario",
                                      records_dir, v.name, path));
       }
+      if (const std::string why = record_scenario_mismatch(path, sc); !why.empty()) {
+        throw InputError(fmt::format("--records {}: {}: {}; goldens of scenario \"{}\" compare "
+                                     "only its own records", records_dir, path, why, sc.name));
+      }
       out.emplace_back(v.name, path);
     }
     return out;
@@ -96,11 +100,7 @@ int run_golden(const GoldenOptions& opt) {
   for (const std::string& file : files) {
     const scenario::Scenario sc = scenario::load_scenario(file);
     const std::string path = opt.golden_dir + "/" + sc.name + ".txt";
-    const TempDirectory tmp("mtp-harness-golden");
-    const auto records = records_of(sc, opt.records, tmp.path(), opt.quiet);
-    const std::string text_digest =
-        record::digest_bytes(sc.text.data(), sc.text.size(), 1).whole.hex();
-    const golden::GoldenFile now = golden::golden_from_records(sc.name, text_digest, records);
+    // The goldens are read before anything trains: missing or unreadable ones fail at once.
     const bool have = fs::exists(path);
     if (!opt.update && !have) {
       throw InputError(fmt::format("{}: no goldens for scenario \"{}\" ({}); make them with "
@@ -108,6 +108,11 @@ int run_golden(const GoldenOptions& opt) {
                                    path, sc.name, file, file));
     }
     const golden::GoldenFile old = have ? golden::read_golden_file(path) : golden::GoldenFile{};
+    const TempDirectory tmp("mtp-harness-golden");
+    const auto records = records_of(sc, opt.records, tmp.path(), opt.quiet);
+    const std::string text_digest =
+        record::digest_bytes(sc.text.data(), sc.text.size(), 1).whole.hex();
+    const golden::GoldenFile now = golden::golden_from_records(sc.name, text_digest, records);
     const golden::GoldenDiff d = golden::diff_goldens(old, now);
     for (const auto& f : have ? d.fingerprint_info : std::vector<std::string>{}) {
       std::cout << fmt::format("# {}: note: environment differs (does not change bits): {}\n",

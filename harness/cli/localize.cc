@@ -16,9 +16,10 @@ namespace {
 std::string string_attr(const record::AttrMap& attrs, const std::string& key,
                         const std::string& path) {
   const auto it = attrs.find(key);
-  if (it == attrs.end() || std::get_if<std::string>(&it->second) == nullptr) {
+  if (it == attrs.end() || std::get_if<std::string>(&it->second) == nullptr ||
+      std::get<std::string>(it->second).empty()) {
     throw InputError(fmt::format("{}: --localize re-trains the record's variant, but the record "
-                                 "has no string attribute '{}' (a record of an older "
+                                 "has no (or an empty) string attribute '{}' (a record of an older "
                                  "mtp-harness, or not made by check/run)",
                                  path, key));
   }

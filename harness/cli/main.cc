@@ -55,7 +55,10 @@ void add_record_flags(CLI::App* app, mtp::cli::TrainingFlags& flags) {
                   "are at most 64 MiB; default: the scenario's, else auto)")
       ->check(CLI::IsMember({"full", "digest", "auto"}));
   app->add_option("--dump-steps", flags.dump_steps,
-                  "steps kept in full whatever the record mode: all | A | A-B | A- | A,B,...");
+                  "steps kept in full whatever the record mode: all | A | A-B | A- | A,B,...")
+      ->check(CLI::Validator(
+          [](std::string& v) { return v.empty() ? std::string("must not be empty") : ""; },
+          "STEPS", "non-empty"));
 }
 
 }  // namespace
@@ -164,7 +167,7 @@ int main(int argc, char** argv) {
                                           "hyperparameters, weights and batches) and compare "
                                           "(exit 0: equal under the class, 1: different, 2: bad "
                                           "input)");
-  rp->add_option("record", rep.record, "record (.h5)")->required();
+  rp->add_option("record", rep.record, "record (.h5)")->required()->check(non_empty);
   rp->add_option("--class", rep.cls, "bitwise | ulp:N | tol:RTOL,ATOL (default: bitwise when the "
                                      "environment fingerprint matches the record's, else the "
                                      "dtype's rounding tolerance)");
@@ -172,11 +175,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   rp->add_option("--variant-like", rep.variant_like, "run with this scenario variant's "
                                                      "implementation, layout, schedule, DP and "
-                                                     "optimizer");
+                                                     "optimizer")->check(non_empty);
   rp->add_option("--scenario", rep.scenario, "scenario of --variant-like (default: the embedded "
-                                             "default scenario)");
-  rp->add_option("--out", rep.out, "keep the new record here (default: a temporary file)");
-  rp->add_option("--json", rep.json_path, "also write the result as JSON");
+                                             "default scenario)")->check(non_empty);
+  rp->add_option("--out", rep.out, "keep the new record here (default: a temporary file)")
+      ->check(non_empty);
+  rp->add_option("--json", rep.json_path, "also write the result as JSON")->check(non_empty);
   rp->add_option("--device", rep.device, "cpu | cuda (default: the record's)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   rp->add_option("--max-rows", rep.max_rows, "differing tensors to list")->capture_default_str()
@@ -263,7 +267,8 @@ int main(int argc, char** argv) {
   auto* dp = d->add_subcommand("prepare", "write a byte-level Megatron indexed dataset "
                                           "(OUT_PREFIX.idx, OUT_PREFIX.bin; EOD 0 after each "
                                           "document) from text files");
-  dp->add_option("args", prep.args, "TEXT... OUT_PREFIX")->required()->expected(2, -1);
+  dp->add_option("args", prep.args, "TEXT... OUT_PREFIX")->required()->expected(2, -1)
+      ->check(non_empty);
   dp->add_option("--split", prep.split, "file (one document per file) | blank-lines (one per "
                                         "blank-line-separated block)")->capture_default_str()
       ->check(CLI::IsMember({"file", "blank-lines"}));
@@ -276,21 +281,24 @@ int main(int argc, char** argv) {
                                             "baseline's (exit 0: no regression, 1: a "
                                             "significant regression beyond the threshold or a "
                                             "failed run, 2: bad input)");
-  pfc->add_option("baseline", pc.baseline, "baseline JSON, e.g. golden/perf/h200.json")->required();
+  pfc->add_option("baseline", pc.baseline, "baseline JSON, e.g. golden/perf/h200.json")
+      ->required()->check(non_empty);
   pfc->add_option("contender", pc.contender, "contender JSON (same benchmarks, with "
-                                             "--benchmark_repetitions)")->required();
+                                             "--benchmark_repetitions)")
+      ->required()->check(non_empty);
   pfc->add_option("--threshold", pc.threshold, "a regression slows the median real time by more "
                                                "than this fraction")->capture_default_str();
   pfc->add_option("--alpha", pc.alpha, "significance level of the two-sided Mann-Whitney U "
                                        "test")->capture_default_str();
-  pfc->add_option("--json", pc.json_path, "also write the comparison as JSON");
+  pfc->add_option("--json", pc.json_path, "also write the comparison as JSON")->check(non_empty);
   pfc->add_flag("--allow-fingerprint-mismatch", pc.allow_fingerprint_mismatch,
                 "compare results measured on another GPU or driver (context keys gpu, driver)");
   auto* pfm = pf->add_subcommand("merge", "merge Google Benchmark JSON files measured on one "
                                           "machine into one file (one baseline for several "
                                           "benchmark programs)");
-  pfm->add_option("inputs", pm.inputs, "JSON files")->required()->expected(1, -1);
-  pfm->add_option("--out", pm.out, "the merged file")->required();
+  pfm->add_option("inputs", pm.inputs, "JSON files")->required()->expected(1, -1)
+      ->check(non_empty);
+  pfm->add_option("--out", pm.out, "the merged file")->required()->check(non_empty);
 
   if (argc > 1 && argv[1][0] != '-') {
     const std::string sub = argv[1];

@@ -80,7 +80,7 @@ TEST(PerfCliTest, BadInputExitsTwoNamingTheFile) {
   const std::string base = bench_file("base.json", kBase);
   const auto missing = run("perf compare " + base + " /nonexistent/new.json");
   EXPECT_EQ(missing.code, 2) << missing.out;
-  EXPECT_THAT(missing.out, HasSubstr("/nonexistent/new.json: cannot open"));
+  EXPECT_THAT(missing.out, HasSubstr("benchmark JSON '/nonexistent/new.json' does not exist"));
   const auto broken_path = temp_path("broken.json");
   std::ofstream(broken_path) << "{\"benchmarks\": [";
   const auto broken = run("perf compare " + base + " " + broken_path);

@@ -6,13 +6,20 @@
 #include "harness/cli/commands.h"
 #include "harness/common/error.h"
 #include "harness/common/output_file.h"
+#include "harness/common/utf8.h"
 #include "harness/perf/benchmark_json.h"
 #include "harness/perf/perf_compare.h"
 
 namespace mtp::cli {
 
 int run_perf_compare(const PerfCompareCommandOptions& opt) {
-  if (!opt.json_path.empty()) check_output_file("--json", opt.json_path);
+  if (!opt.json_path.empty()) {
+    check_output_file("--json", opt.json_path);
+    check_not_same_file("--json", opt.json_path, "the baseline", opt.baseline);
+    check_not_same_file("--json", opt.json_path, "the contender", opt.contender);
+    require_utf8("baseline", opt.baseline, "the JSON result holds it");
+    require_utf8("contender", opt.contender, "the JSON result holds it");
+  }
   perf::PerfCompareOptions options;
   options.threshold = opt.threshold;
   options.alpha = opt.alpha;
@@ -43,6 +50,10 @@ int run_perf_compare(const PerfCompareCommandOptions& opt) {
 
 int run_perf_merge(const PerfMergeOptions& opt) {
   check_output_file("--out", opt.out);
+  for (const std::string& in : opt.inputs) {
+    check_not_same_file("--out", opt.out, "input", in);
+    require_utf8("input", in, "the merged JSON holds it");
+  }
   const std::string merged = perf::merge_benchmark_json(opt.inputs);
   write_file_atomically(opt.out, merged);
   std::cout << fmt::format("wrote {} ({} files)\n", opt.out, opt.inputs.size());

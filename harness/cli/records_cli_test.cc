@@ -266,6 +266,23 @@ TEST(GoldenCliTest, NamesTheChangedTensorAndRefusesAnotherEnvironment) {
   EXPECT_THAT(update.out, HasSubstr("environment: blas"));
 }
 
+TEST(GoldenCliTest, RecordsOfAnotherScenarioTextAreRefused) {
+  // golden check --records compares only records made from the scenario's own text; `run`
+  // records carry that text too.
+  ScratchDir dir;
+  const std::string sc = tiny_scenario(dir);
+  const auto made = run("check " + sc + " --out " + dir.file("r") + " --quiet");
+  ASSERT_EQ(made.code, 1) << made.out;  // the tiny scenario's p1_fails fails by design
+  const auto one = run("run " + sc + " --variant ref_p1 --out " + dir.file("one.h5"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  EXPECT_THAT(run("info " + dir.file("one.h5")).out, HasSubstr("name = \"tiny\""));
+  std::ofstream(sc, std::ios::app) << "# the text changed\n";
+  const auto other = run("golden update " + sc + " --records " + dir.file("r") +
+                         " --golden-dir " + dir.file("g"));
+  EXPECT_EQ(other.code, 2) << other.out;
+  EXPECT_THAT(other.out, HasSubstr("it was made from another scenario text"));
+}
+
 TEST(EquivTest, SaysEqualOrNamesTheFirstDivergence) {
   ScratchDir dir;
   const auto eq = run("equiv 'E|t*3|(t|)*5mmL' 'E|t*3|(t|)*4tmm|L' --pp 4 --steps 1 --json " +

@@ -14,6 +14,7 @@
 #include "harness/cli/commands.h"
 #include "harness/common/output_file.h"
 #include "harness/common/temp_file.h"
+#include "harness/common/utf8.h"
 #include "harness/compare/compare.h"
 #include "harness/engine/determinism.h"
 #include "harness/engine/plan.h"
@@ -125,6 +126,10 @@ int run_replay(const ReplayOptions& opt) {
       std::count_if(groups.begin(), groups.end(),
                     [](const std::string& g) { return g == "weight" || g == "optimizer"; }) > 0;
   replay::RecordRun run = replay::read_record_run(rec, steps, optimizer_matters);
+  if (!opt.scenario.empty() && opt.variant_like.empty()) {
+    throw InputError(fmt::format("--scenario {}: names the scenario of --variant-like, which is "
+                                 "not given", opt.scenario));
+  }
   if (!opt.variant_like.empty()) {
     const scenario::Scenario sc =
         opt.scenario.empty() ? scenario::parse_scenario(scenarios::default_scenario_text(),
@@ -166,11 +171,17 @@ int run_replay(const ReplayOptions& opt) {
   if (!opt.out.empty() && fs::exists(opt.out, ec) && fs::equivalent(opt.out, opt.record, ec)) {
     throw InputError(fmt::format("--out {}: is the record being replayed", opt.out));
   }
-  // --class is checked before anything runs.
+  // --class and the outputs are checked before anything runs.
   const compare::CompareClass given_class =
       opt.cls.empty() ? compare::CompareClass{} : compare::CompareClass::parse(opt.cls);
   if (!opt.out.empty()) check_output_file("--out", opt.out);
-  if (!opt.json_path.empty()) check_output_file("--json", opt.json_path);
+  if (!opt.json_path.empty()) {
+    check_output_file("--json", opt.json_path);
+    check_not_same_file("--json", opt.json_path, "the record", opt.record);
+    check_not_same_file("--json", opt.json_path, "--out", opt.out);
+    require_utf8("record", opt.record, "the JSON result holds it");
+    if (!opt.out.empty()) require_utf8("--out", opt.out, "the JSON result holds it");
+  }
   std::unique_ptr<TempDirectory> tmp;
   if (opt.out.empty()) tmp = std::make_unique<TempDirectory>("mtp-harness-replay");
   ro.record_path = opt.out.empty() ? tmp->path() + "/replay.h5" : opt.out;

@@ -119,6 +119,7 @@ int run_one(const RunCommandOptions& opt) {
   }
   engine::RunOptions ro;
   ro.scenario_name = sc.name;
+  ro.scenario_text = sc.text;  // what made the record (compare --localize, golden --records)
   ro.recv_timeout = std::chrono::milliseconds(int64_t{opt.timeout_s} * 1000);
   ro.record_path = opt.out.empty() ? fmt::format("runs/{}/{}.h5", sc.name, v.name) : opt.out;
   std::unique_ptr<transport::Transport> transport;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -40,10 +41,14 @@ bool embedded(const scenario::Scenario& sc) { return sc.source.rfind("<", 0) == 
 /// A variant whose remaining steps will take longer than this is announced on stderr.
 constexpr double kLongRunSeconds = 60.0;
 
-/// kLongRunSeconds, or $MTP_LONG_RUN_SECONDS when set (a test seam: 0 announces every run).
+/// kLongRunSeconds, or $MTP_LONG_RUN_SECONDS when it holds a finite number ≥ 0 (a test seam: 0
+/// announces every run; anything else is ignored).
 double long_run_seconds() {
   const char* v = std::getenv("MTP_LONG_RUN_SECONDS");
-  return v != nullptr && *v != '\0' ? std::atof(v) : kLongRunSeconds;
+  if (v == nullptr || *v == '\0') return kLongRunSeconds;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  return *end == '\0' && std::isfinite(s) && s >= 0.0 ? s : kLongRunSeconds;
 }
 
 /// The progress of one variant on stderr: on a terminal, the line "\r[3/10] name  step 2/3
@@ -108,36 +113,43 @@ std::vector<engine::RunPlan> plan_variants(const scenario::Scenario& sc,
   return plans;
 }
 
-std::string run_directory(const scenario::Scenario& sc, const std::string& out) {
+std::string record_scenario_mismatch(const std::string& path, const scenario::Scenario& sc) {
+  try {
+    const record::RecordReader r(path);
+    const record::AttrMap attrs = r.attrs();
+    const auto it = attrs.find("scenario_text");
+    const std::string* text =
+        it == attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
+    if (text == nullptr || text->empty()) {
+      return "it holds no scenario text (made by an older mtp-harness or another tool)";
+    }
+    if (*text != sc.text) {
+      const auto name = attrs.find("scenario");
+      return fmt::format("it was made from another scenario text (scenario \"{}\")",
+                         name != attrs.end() && std::get_if<std::string>(&name->second)
+                             ? std::get<std::string>(name->second)
+                             : "?");
+    }
+    return "";
+  } catch (const record::RecordError& e) {
+    return fmt::format("it is not a readable record ({})", e.what());
+  }
+}
+
+std::string run_directory(const scenario::Scenario& sc, const std::string& out,
+                          const std::string& flag) {
   if (!out.empty()) {
-    check_output_directory("--out", out);
+    check_output_directory(flag, out);
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(out, ec)) {
       if (entry.path().extension() != ".h5" || !entry.is_regular_file(ec)) continue;
-      std::string why;
-      try {
-        const record::RecordReader r(entry.path().string());
-        const record::AttrMap attrs = r.attrs();
-        const auto it = attrs.find("scenario_text");
-        if (it == attrs.end()) {
-          why = "it holds no scenario text (made by an older mtp-harness or another tool)";
-        } else if (std::get_if<std::string>(&it->second) == nullptr ||
-                   std::get<std::string>(it->second) != sc.text) {
-          const auto name = attrs.find("scenario");
-          why = fmt::format("it was made from another scenario text (scenario \"{}\")",
-                            name != attrs.end() && std::get_if<std::string>(&name->second)
-                                ? std::get<std::string>(name->second)
-                                : "?");
-        }
-      } catch (const record::RecordError& e) {
-        why = fmt::format("it is not a readable record ({})", e.what());
-      }
+      const std::string why = record_scenario_mismatch(entry.path().string(), sc);
       if (!why.empty()) {
         throw InputError(fmt::format(
-            "--out {}: {} is there and {}; records of different scenarios never share a run "
-            "directory: choose a new --out (or omit it for a fresh runs/{}/<time>), or remove "
+            "{} {}: {} is there and {}; records of different scenarios never share a run "
+            "directory: choose a new {} (or omit it for a fresh runs/{}/<time>), or remove "
             "the old records",
-            out, entry.path().filename().string(), why, sc.name));
+            flag, out, entry.path().filename().string(), why, flag, sc.name));
       }
     }
     return out;

@@ -32,7 +32,8 @@ std::vector<engine::RunPlan> plan_variants(const scenario::Scenario& sc,
 /// The directory a check writes to: `out` when given (created; refused, with exit 2, when it
 /// holds records made from another scenario text, so runs of different scenarios never mix),
 /// else a new runs/<scenario>/<UTC time> (runs/<scenario>/latest then links to it).
-std::string run_directory(const scenario::Scenario& sc, const std::string& out);
+std::string run_directory(const scenario::Scenario& sc, const std::string& out,
+                          const std::string& flag = "--out");
 
 /// How variants are trained.
 struct RunSettings {
@@ -53,6 +54,11 @@ struct ScenarioRun {
   std::map<std::string, std::string> records;  ///< variant → record path
   std::vector<report::VariantRun> runs;         ///< in training order
 };
+
+/// "" when the record at `path` was made from `sc`'s text (its attribute scenario_text), else why
+/// not ("it was made from another scenario text (scenario \"x\")", "it holds no scenario
+/// text …", "it is not a readable record (…)").
+std::string record_scenario_mismatch(const std::string& path, const scenario::Scenario& sc);
 
 /// Checks memory and disk for every plan (InputError with the estimate), prints the variant
 /// table header, trains each plan in order and reads back its losses. Throws what run_variant

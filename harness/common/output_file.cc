@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -14,6 +16,14 @@
 #include "harness/common/utf8.h"
 
 namespace mtp {
+namespace {
+
+/// The longest file name component (NAME_MAX of Linux file systems).
+constexpr size_t kMaxNameBytes = 255;
+/// ".tmp-" + up to 10 pid digits + "-" + 12 hex digits (TempFile's name, temp_file.cc).
+constexpr size_t kTemporarySuffixBytes = 28;
+
+}  // namespace
 namespace {
 
 /// Throws InputError unless a file can be created in directory `dir` (probe: create and remove
@@ -57,7 +67,43 @@ void check_output_file(const std::string& what, const std::string& path) {
   } else if (errno != ENOENT) {
     throw InputError(fmt::format("{} {}: {}", what, shown, std::strerror(errno)));
   }
+  // The temporary beside it is "<name>.tmp-<pid>-<12 hex digits>" (temp_file.h).
+  const size_t slash = path.find_last_of('/');
+  const size_t name_bytes = path.size() - (slash == std::string::npos ? 0 : slash + 1);
+  if (name_bytes + kTemporarySuffixBytes > kMaxNameBytes) {
+    throw InputError(fmt::format("{} {}: the name has {} bytes; with its temporary's suffix "
+                                 "(.tmp-<pid>-<random>, up to {} bytes) it would pass the file "
+                                 "system's {}", what, shown, name_bytes, kTemporarySuffixBytes,
+                                 kMaxNameBytes));
+  }
   check_can_create_in(what, shown, parent_directory(path));
+}
+
+namespace {
+
+/// `path` with its directory resolved (realpath) when that directory exists, else as given.
+std::string resolved(const std::string& path) {
+  const std::string dir = parent_directory(path);
+  const size_t slash = path.find_last_of('/');
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  char buf[PATH_MAX];
+  return ::realpath(dir.c_str(), buf) != nullptr ? std::string(buf) + "/" + name : path;
+}
+
+}  // namespace
+
+void check_not_same_file(const std::string& what, const std::string& path,
+                         const std::string& other_what, const std::string& other) {
+  if (path.empty() || other.empty()) return;
+  struct stat a, b;
+  const bool a_exists = ::stat(path.c_str(), &a) == 0, b_exists = ::stat(other.c_str(), &b) == 0;
+  const bool same = a_exists && b_exists ? a.st_dev == b.st_dev && a.st_ino == b.st_ino
+                                         : !a_exists && !b_exists && resolved(path) == resolved(other);
+  if (same) {
+    throw InputError(fmt::format("{} {}: is {} {}: an output must not overwrite an input or "
+                                 "another output", what, printable(path), other_what,
+                                 printable(other)));
+  }
 }
 
 void check_output_directory(const std::string& what, const std::string& dir) {

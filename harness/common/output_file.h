@@ -18,10 +18,18 @@ namespace mtp {
 
 /// Throws InputError "<what> <path>: <problem>" unless an output file can be written at `path`:
 /// not empty, not naming a directory or an existing file that is not a regular file (a device
-/// such as /dev/full, a FIFO, a socket), and in an existing directory where this process can
-/// create files (checked by creating and removing a temporary there, so permissions and
+/// such as /dev/full, a FIFO, a socket), with a name short enough for its temporary
+/// (`<name>.tmp-<pid>-<random>` within the file system's 255 bytes), and in an existing
+/// directory where this process can create files (checked by creating and removing a temporary there, so permissions and
 /// read-only file systems are caught before any work is done).
 void check_output_file(const std::string& what, const std::string& path);
+
+/// Throws InputError "<what> <path>: is <other_what> <other>: an output must not overwrite an
+/// input or another output" when `path` and `other` name the same file: the same inode when
+/// both exist (hard and symbolic links, "..", "./" spellings included), else the same resolved
+/// directory and name. Empty paths never match.
+void check_not_same_file(const std::string& what, const std::string& path,
+                         const std::string& other_what, const std::string& other);
 
 /// Creates `dir` (and its parents) when missing and checks, as check_output_file does, that
 /// files can be created in it. Throws InputError "<what> <dir>: <problem>".

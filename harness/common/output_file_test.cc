@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -101,6 +102,38 @@ TEST(OutputFileTest, UnusableDestinationsAreRefusedBeforeAnyWork) {
   EXPECT_THROW(check_output_directory("--out", "/proc/runs"), InputError);
   EXPECT_NO_THROW(check_output_directory("--out", dir.file("a/b")));
   EXPECT_TRUE(std::filesystem::is_directory(dir.file("a/b")));
+}
+
+TEST(OutputFileTest, NamesTooLongForTheirTemporaryAreRefusedBeforeAnyWork) {
+  ScratchDir dir;
+  const std::string ok = dir.file(std::string(220, 'n') + ".h5");  // 223 + 28 ≤ 255
+  EXPECT_NO_THROW(check_output_file("--out", ok));
+  const std::string long_name = dir.file(std::string(240, 'n') + ".h5");
+  try {
+    check_output_file("--json", long_name);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the name has 243 bytes; with its temporary's suffix"));
+  }
+}
+
+TEST(OutputFileTest, AnOutputNamingAnInputOrAnotherOutputIsRefused) {
+  ScratchDir dir;
+  std::ofstream(dir.file("in.h5")) << "record";
+  ::link(dir.file("in.h5").c_str(), dir.file("hard.h5").c_str());
+  std::filesystem::create_symlink(dir.file("in.h5"), dir.file("soft.h5"));
+  std::filesystem::create_directory(dir.file("sub"));
+  for (const std::string& same : {dir.file("in.h5"), dir.file("hard.h5"), dir.file("soft.h5"),
+                                  dir.file("sub/../in.h5"), dir.file("./in.h5")}) {
+    EXPECT_THROW(check_not_same_file("--json", same, "the record", dir.file("in.h5")), InputError)
+        << same;
+  }
+  // Two outputs that do not exist yet: the same resolved directory and name.
+  EXPECT_THROW(check_not_same_file("--json", dir.file("sub/../o.json"), "--out", dir.file("o.json")),
+               InputError);
+  EXPECT_NO_THROW(check_not_same_file("--json", dir.file("o.json"), "--out", dir.file("p.json")));
+  EXPECT_NO_THROW(check_not_same_file("--json", dir.file("o.json"), "the record", dir.file("in.h5")));
+  EXPECT_NO_THROW(check_not_same_file("--json", dir.file("o.json"), "--out", ""));
 }
 
 }  // namespace

@@ -2,10 +2,12 @@
 
 #include "harness/common/temp_file.h"
 
+#include <dirent.h>
 #include <execinfo.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,36 +27,90 @@ namespace mtp {
 namespace {
 
 // The registry of live temporaries: fixed slots, so that the signal handler reads it without
-// locks or allocation (only atomics, unlink and _exit are used there).
+// locks or allocation (only atomics and system calls are used there).
 constexpr int kSlots = 64;
 constexpr size_t kMaxPath = 4096;  // PATH_MAX: open() takes no longer path
 enum SlotState : int { kFree = 0, kBusy = 1, kReady = 2 };
+enum SlotKind : int { kFileSlot = 0, kDirectorySlot = 1 };
 struct Slot {
   std::atomic<int> state{kFree};
+  int kind = kFileSlot;
   char path[kMaxPath];
 };
 Slot g_slots[kSlots];
 
-/// Registers `path` for removal on a signal; returns the slot. Throws InternalError when full.
-int register_temp(const std::string& path) {
+/// Registers `path` (a file, or a directory removed with its content) for removal on a signal;
+/// returns the slot. Throws InternalError when full.
+int register_temp(const std::string& path, int kind = kFileSlot) {
   MTP_INTERNAL_ASSERT(path.size() < kMaxPath, fmt::format("temporary path too long: {}", path));
   for (int i = 0; i < kSlots; ++i) {
     int expected = kFree;
     if (g_slots[i].state.compare_exchange_strong(expected, kBusy)) {
       std::memcpy(g_slots[i].path, path.c_str(), path.size() + 1);
+      g_slots[i].kind = kind;
       g_slots[i].state.store(kReady, std::memory_order_release);
       return i;
     }
   }
-  MTP_INTERNAL_ASSERT(false, fmt::format("more than {} temporary files at once", kSlots));
+  MTP_INTERNAL_ASSERT(false, fmt::format("more than {} temporaries at once", kSlots));
   return -1;
 }
 
 void unregister_temp(int slot) { g_slots[slot].state.store(kFree, std::memory_order_release); }
 
+/// One getdents64 record (linux/dirent.h's struct linux_dirent64).
+struct DirEntry64 {
+  uint64_t ino;
+  int64_t off;
+  unsigned short reclen;
+  unsigned char type;
+  char name[1];
+};
+
+/// Removes everything in the open directory `dir` with system calls only (async-signal-safe:
+/// getdents64, openat, unlinkat, close; no allocation), directories to `depth_left` levels.
+void remove_contents_signal_safe(int dir, int depth_left) {
+  alignas(8) char buf[4096];
+  for (int pass = 0; pass < 4; ++pass) {  // entries removed while listing may hide others
+    bool removed = false;
+    ::lseek(dir, 0, SEEK_SET);
+    for (;;) {
+      const long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
+      if (n <= 0) break;
+      for (long at = 0; at < n;) {
+        const auto* e = reinterpret_cast<const DirEntry64*>(buf + at);
+        at += e->reclen;
+        const char* name = e->name;
+        if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+        if (e->type == DT_DIR && depth_left > 0) {
+          const int sub = ::openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          if (sub >= 0) {
+            remove_contents_signal_safe(sub, depth_left - 1);
+            ::close(sub);
+          }
+          removed = ::unlinkat(dir, name, AT_REMOVEDIR) == 0 || removed;
+        } else {
+          removed = ::unlinkat(dir, name, 0) == 0 || removed;
+        }
+      }
+    }
+    if (!removed) break;
+  }
+}
+
 void remove_temps() {
   for (Slot& s : g_slots) {
-    if (s.state.load(std::memory_order_acquire) == kReady) ::unlink(s.path);
+    if (s.state.load(std::memory_order_acquire) != kReady) continue;
+    if (s.kind == kFileSlot) {
+      ::unlink(s.path);
+      continue;
+    }
+    const int dir = ::open(s.path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir >= 0) {
+      remove_contents_signal_safe(dir, 16);
+      ::close(dir);
+    }
+    ::rmdir(s.path);
   }
 }
 
@@ -200,9 +256,13 @@ TempDirectory::TempDirectory(const std::string& prefix) {
                                  std::strerror(errno)));
   }
   path_ = tmpl;
+  slot_ = register_temp(path_, kDirectorySlot);  // a signal removes it with its content too
 }
 
-TempDirectory::~TempDirectory() { remove_tree(path_); }
+TempDirectory::~TempDirectory() {
+  remove_tree(path_);
+  unregister_temp(slot_);
+}
 
 namespace {
 

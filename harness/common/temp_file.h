@@ -65,8 +65,9 @@ class TempFile {
 void install_signal_cleanup();
 
 /// TempDirectory: a fresh private directory under $TMPDIR (or /tmp), made with mkdtemp, removed
-/// with its contents by the destructor (never throws there). For records a command makes and
-/// does not keep (replay, compare --localize, equiv, golden).
+/// with its contents by the destructor (never throws there), and by the signal cleanup
+/// (install_signal_cleanup) when a signal or a crash ends the process first. For records a
+/// command makes and does not keep (replay, compare --localize, equiv, golden).
 class TempDirectory {
  public:
   /// Creates "<tmp>/<prefix>-XXXXXX". Throws InfraError when it cannot.
@@ -78,6 +79,7 @@ class TempDirectory {
 
  private:
   std::string path_;
+  int slot_ = -1;  ///< registration for signal cleanup
 };
 
 /// Removes `path` and, when it is a directory, everything under it (symbolic links themselves,

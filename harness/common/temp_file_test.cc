@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "harness/common/error.h"
 #include "harness/common/test_util.h"
@@ -75,6 +76,29 @@ TEST(TempFileTest, SignalsRemoveTemporariesAndExitWith128PlusTheSignal) {
           std::_Exit(0);  // not reached
         },
         ::testing::ExitedWithCode(128 + sig), "");
+    EXPECT_THAT(dir.entries(), IsEmpty()) << "signal " << sig;
+  }
+}
+
+TEST(TempFileTest, SignalsRemoveTemporaryDirectoriesWithTheirContent) {
+  for (int sig : {SIGTERM, SIGINT, SIGSEGV}) {
+    ScratchDir dir;
+    ::setenv("TMPDIR", dir.path().c_str(), 1);
+    const std::function<bool(int)> died_as_expected =
+        sig == SIGSEGV ? std::function<bool(int)>(::testing::KilledBySignal(SIGSEGV))
+                       : std::function<bool(int)>(::testing::ExitedWithCode(128 + sig));
+    EXPECT_EXIT(
+        {
+          install_signal_cleanup();
+          TempDirectory t("mtp-signal-test");
+          std::filesystem::create_directories(t.path() + "/a/b");
+          std::ofstream(t.path() + "/a/b/record.h5") << "bytes";
+          std::ofstream(t.path() + "/top.h5") << "bytes";
+          ::raise(sig);
+          std::_Exit(0);  // not reached
+        },
+        died_as_expected, "");
+    ::unsetenv("TMPDIR");
     EXPECT_THAT(dir.entries(), IsEmpty()) << "signal " << sig;
   }
 }

@@ -89,7 +89,7 @@ struct CompareResult {
   CompareClass cls;
   std::vector<std::string> structural;  ///< record-level structural differences (missing steps/groups)
   std::vector<TensorDiff> tensors;      ///< every compared tensor, canonical order
-  int64_t tensors_compared = 0;  ///< tensors whose values were compared (structural ones not)
+  int64_t tensors_compared = 0;  ///< tensors compared, by value or by digests (structural not)
   int64_t tensors_by_digest = 0;  ///< of those, decided by digests without reading values
   /// True iff no structural difference and no tensor outside the class. (For kDiffer the tensor
   /// check is bitwise and `holds()` is the negation.)

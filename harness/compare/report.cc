@@ -68,7 +68,7 @@ std::string format_report(const CompareResult& r, const std::string& a_label,
   const bool differ = r.cls.kind == CompareClass::Kind::kDiffer;
   out += fmt::format("{} tensors checked, {} compared by value; {} {} tensors; {} step/group "
                      "differences\n",
-                     r.tensors.size(), r.tensors_compared, failing.size(),
+                     r.tensors.size(), r.tensors_compared - r.tensors_by_digest, failing.size(),
                      differ ? "differing" : "failing", r.structural.size());
   if (r.tensors_by_digest > 0) {
     out += fmt::format("digests: {} of them decided by digests alone (equal digests, or "

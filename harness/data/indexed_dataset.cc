@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -236,8 +237,14 @@ void write_indexed_dataset(const std::string& prefix,
   idx.insert(idx.end(), pointers.begin(), pointers.end());
   idx.insert(idx.end(), doc_indices.begin(), doc_indices.end());
   // Data first, index last: a reader that finds the index finds its data (Megatron's order too).
+  // When the index cannot be written, the new data file goes too: no .bin beside an old .idx.
   write_file_atomic(prefix + ".bin", bin);
-  write_file_atomic(prefix + ".idx", idx);
+  try {
+    write_file_atomic(prefix + ".idx", idx);
+  } catch (...) {
+    std::remove((prefix + ".bin").c_str());
+    throw;
+  }
 }
 
 }  // namespace mtp::data

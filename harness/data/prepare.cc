@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "harness/common/error.h"
+#include "harness/common/output_file.h"
 #include "harness/data/file_bytes.h"
 #include "harness/data/indexed_dataset.h"
 
@@ -60,6 +61,17 @@ std::vector<std::vector<int32_t>> byte_documents(const std::string& path,
 
 PrepareSummary prepare_byte_dataset(const std::vector<std::string>& text_paths,
                                     const std::string& out_prefix, DocumentSplit split) {
+  // The outputs first, before any text is read: a bad prefix is bad input (InputError).
+  if (out_prefix.empty() || out_prefix.back() == '/') {
+    throw InputError(fmt::format("OUT_PREFIX '{}': names no dataset file (give a name, e.g. "
+                                 "{}corpus)", out_prefix, out_prefix));
+  }
+  for (const char* ext : {".idx", ".bin"}) {
+    check_output_file("OUT_PREFIX", out_prefix + ext);
+    for (const auto& path : text_paths) {
+      check_not_same_file("OUT_PREFIX", out_prefix + ext, "TEXT", path);
+    }
+  }
   std::vector<std::vector<int32_t>> docs;
   PrepareSummary summary;
   for (const auto& path : text_paths) {

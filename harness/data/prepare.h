@@ -41,8 +41,10 @@ struct PrepareSummary {
 };
 
 /// Reads every file of `text_paths` in order, cuts it into documents and writes
-/// OUT_PREFIX.bin and OUT_PREFIX.idx (write_indexed_dataset, uint16). Throws InputError naming
-/// the file when one cannot be read or holds a 0 byte, or when no file yields a document.
+/// OUT_PREFIX.bin and OUT_PREFIX.idx (write_indexed_dataset, uint16). Throws InputError, before
+/// reading any text, when OUT_PREFIX names no file or its .idx/.bin cannot be written there
+/// (check_output_file) or is one of the texts; InputError naming the file when one cannot be
+/// read or holds a 0 byte, or when no file yields a document; InfraError when a write fails.
 PrepareSummary prepare_byte_dataset(const std::vector<std::string>& text_paths,
                                     const std::string& out_prefix, DocumentSplit split);
 

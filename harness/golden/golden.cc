@@ -14,6 +14,7 @@
 
 #include "harness/common/environment.h"
 #include "harness/common/error.h"
+#include "harness/common/input_file.h"
 #include "harness/record/record.h"
 
 namespace mtp::golden {
@@ -242,13 +243,8 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
 }
 
 GoldenFile read_golden_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw InputError(fmt::format("{}: cannot read the goldens (no such file?)", path));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_golden(text.str(), path);
+  const std::vector<uint8_t> bytes = read_input_file(path, "goldens", kMaxSmallInputBytes);
+  return parse_golden(std::string(bytes.begin(), bytes.end()), path);
 }
 
 std::string TensorChange::describe() const {

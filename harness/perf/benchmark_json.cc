@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "harness/common/error.h"
+#include "harness/common/input_file.h"
 
 namespace mtp::perf {
 
@@ -67,12 +68,8 @@ json parse_document(const std::string& text, const std::string& path) {
 }
 
 std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open the file", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("{}: cannot read the file", path));
-  return ss.str();
+  const std::vector<uint8_t> bytes = read_input_file(path, "benchmark JSON", kMaxSmallInputBytes);
+  return std::string(bytes.begin(), bytes.end());
 }
 
 /// Nanoseconds per `unit` (Google Benchmark's time units), or 0 for an unknown unit.

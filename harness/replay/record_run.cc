@@ -120,6 +120,9 @@ config::ModelConfig read_model(const Attrs& a, const Weights& w,
   } else {
     a.missing("num_attention_heads", "the heads cannot be told from the weights' shapes");
   }
+  // Everything below divides by these: a record that says 0 is refused here, not by a SIGFPE.
+  if (c.num_attention_heads <= 0) a.bad("num_attention_heads", "must be positive");
+  if (c.hidden_size <= 0) a.bad("hidden_size", "must be positive");
   const std::string fc2 = "decoder.layers.0.mlp.linear_fc2.weight";
   const bool has_fc2 = w.has(fc2);
   c.ffn_hidden_size = int_attr("ffn_hidden_size", maybe(has_fc2, has_fc2 ? w.shape(fc2)[1] : 0),
@@ -128,7 +131,7 @@ config::ModelConfig read_model(const Attrs& a, const Weights& w,
   std::optional<int64_t> groups;
   if (w.has(qkv) && c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads == 0) {
     const int64_t hn = c.hidden_size / c.num_attention_heads, rows = w.shape(qkv)[0];
-    if (rows % hn == 0 && (rows / hn - c.num_attention_heads) % 2 == 0) {
+    if (hn > 0 && rows % hn == 0 && (rows / hn - c.num_attention_heads) % 2 == 0) {
       groups = (rows / hn - c.num_attention_heads) / 2;
     }
   }

@@ -170,6 +170,15 @@ TEST(RecordRunTest, MissingAndBadAttributesAreNamed) {
   a["hidden_size"] = std::string("64");
   EXPECT_THAT(error_of(write_record("badtype.h5", c, 8, a)),
               HasSubstr("attribute 'hidden_size' must be an integer"));
+  // Zero heads or a zero hidden size: refused by name, never a division by zero (SIGFPE).
+  a = harness_attrs(c);
+  a["num_attention_heads"] = int64_t{0};
+  EXPECT_THAT(error_of(write_record("noheads0.h5", c, 8, a)),
+              HasSubstr("attribute 'num_attention_heads': must be positive"));
+  a = harness_attrs(c);
+  a["hidden_size"] = int64_t{0};
+  EXPECT_THAT(error_of(write_record("nohidden.h5", c, 8, a)),
+              HasSubstr("attribute 'hidden_size': must be positive"));
   a = harness_attrs(c);
   a["dtype"] = std::string("float16");
   EXPECT_THAT(error_of(write_record("fp16.h5", c, 8, a)),
