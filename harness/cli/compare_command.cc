@@ -64,14 +64,18 @@ int run_info(const std::string& path) {
   }
   const auto steps = r.steps();
   std::cout << fmt::format("steps: {}\n", fmt::join(steps, " "));
-  if (!steps.empty()) {
-    for (const auto& g : r.groups(steps.back())) {
-      const auto names = r.names(steps.back(), g);
+  // Every step: its groups, their tensor counts and how many of those are digest-only.
+  for (int step : steps) {
+    std::vector<std::string> parts;
+    for (const auto& g : r.groups(step)) {
+      const auto names = r.names(step, g);
       size_t digest_only = 0;
-      for (const auto& n : names) digest_only += r.info(steps.back(), g, n).stored ? 0 : 1;
-      std::cout << fmt::format("  step {} {}: {} tensors{}\n", steps.back(), g, names.size(),
-                               digest_only ? fmt::format(" ({} digest-only)", digest_only) : "");
+      for (const auto& n : names) digest_only += r.info(step, g, n).stored ? 0 : 1;
+      parts.push_back(fmt::format("{} {}{}", g, names.size(),
+                                  digest_only ? fmt::format(" ({} digest-only)", digest_only)
+                                              : ""));
     }
+    std::cout << fmt::format("  step {}: {}\n", step, fmt::join(parts, ", "));
   }
   const std::vector<report::StepLoss> losses = report::read_losses(r);
   if (!losses.empty()) {

@@ -147,8 +147,8 @@ int run_equiv(const EquivOptions& opt) {
                              "grad and weight ({} tensors) at every step\n",
                              c.tensors.size());
   } else {
-    std::cout << "DIFFERENT (bitwise)\n"
-              << compare::format_report(c, "A " + opt.layout_a, "B " + opt.layout_b);
+    // format_report's first line says DIFFERENT (bitwise) with both layouts.
+    std::cout << compare::format_report(c, opt.layout_a, opt.layout_b);
     if (c.first_divergence) {
       const auto it = p.owners.find(c.first_divergence->name);
       if (it != p.owners.end() && it->second.stage >= 0) {

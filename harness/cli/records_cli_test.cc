@@ -180,6 +180,18 @@ TEST(InfoTest, PrintsEveryStepsLosses) {
   const auto info = run("info " + dir.file("ref_p2.h5"));
   EXPECT_EQ(info.code, 0);
   EXPECT_THAT(info.out, HasSubstr("losses:\n# step  lm  mtp_1  total\n"));
+  // Every step's groups with their tensor counts (lm, mtp_1 and total losses; full records).
+  EXPECT_TRUE(std::regex_search(info.out, std::regex("\n  step 0: weight [0-9]+\n")))
+      << info.out;
+  EXPECT_TRUE(std::regex_search(
+      info.out, std::regex("\n  step 2: batch 3, loss 3, grad ([0-9]+), weight \\1\n")))
+      << info.out;
+  const auto dig = run("run " + tiny_scenario(dir) + " --variant ref_p1 --record digest --out " +
+                       dir.file("d.h5"));
+  ASSERT_EQ(dig.code, 0) << dig.out;
+  EXPECT_TRUE(std::regex_search(run("info " + dir.file("d.h5")).out,
+                                std::regex("\n  step 1: batch 3, loss 3, grad ([0-9]+) \\(\\1 "
+                                           "digest-only\\), weight \\1 \\(\\1 digest-only\\)\n")));
   EXPECT_TRUE(std::regex_search(info.out, std::regex("\n     1  [0-9.]+  [0-9.]+  [0-9.]+\n"
                                                      "     2  [0-9.]+  [0-9.]+  [0-9.]+\n")))
       << info.out;
