@@ -238,6 +238,17 @@ MTP_KERNELS_HD inline uint64_t merge_accs(const uint64_t acc[8], const uint8_t* 
   return avalanche3(r);
 }
 
+/// A complete round's end: its lane sums added, then XXH3's scramble (secret bytes 128–191).
+MTP_KERNELS_HD inline void end_round(uint64_t acc[8], const uint64_t sum[8],
+                                     const uint8_t* secret) {
+  const uint8_t* key = secret + 192 - 64;
+  for (int i = 0; i < 8; ++i) {
+    uint64_t a = xorshift(acc[i] + sum[i], 47);
+    a ^= read64(key + 8 * i);
+    acc[i] = a * kP32_1;
+  }
+}
+
 }  // namespace detail
 
 /// Rounds of the long loop that round_sum/chain_rounds handle for an input of `len` > 240 bytes:
@@ -260,15 +271,7 @@ MTP_KERNELS_HD inline void chain_rounds(const uint64_t (*sums)[8], uint64_t roun
   const uint64_t init[8] = {detail::kP32_3, detail::kP64_1, detail::kP64_2, detail::kP64_3,
                             detail::kP64_4, detail::kP32_2, detail::kP64_5, detail::kP32_1};
   for (int i = 0; i < 8; ++i) acc[i] = init[i];
-  const uint8_t* scramble_key = secret + kSecretSize - kStripeBytes;
-  for (uint64_t r = 0; r < rounds; ++r) {
-    for (int i = 0; i < 8; ++i) {
-      uint64_t a = acc[i] + sums[r][i];
-      a = detail::xorshift(a, 47);
-      a ^= detail::read64(scramble_key + 8 * i);
-      acc[i] = a * detail::kP32_1;
-    }
-  }
+  for (uint64_t r = 0; r < rounds; ++r) detail::end_round(acc, sums[r], secret);
 }
 
 /// finish_long: the hash of an input of `len` > 240 bytes from the accumulators after its
@@ -297,16 +300,10 @@ MTP_KERNELS_HD inline Hash128 hash128(const uint8_t* in, uint64_t len, const uin
   uint64_t acc[8];
   chain_rounds(nullptr, 0, secret, acc);
   const uint64_t rounds = full_rounds(len);
-  const uint8_t* scramble_key = secret + kSecretSize - kStripeBytes;
   for (uint64_t r = 0; r < rounds; ++r) {
     uint64_t sum[8];
     round_sum(in + r * kRoundBytes, secret, sum);
-    for (int i = 0; i < 8; ++i) {
-      uint64_t a = acc[i] + sum[i];
-      a = detail::xorshift(a, 47);
-      a ^= detail::read64(scramble_key + 8 * i);
-      acc[i] = a * detail::kP32_1;
-    }
+    detail::end_round(acc, sum, secret);
   }
   return finish_long(in, len, secret, acc);
 }
