@@ -13,6 +13,8 @@
 #              (golden/perf/RESULTS.md's tables)
 #     profile  Chrome traces (Kineto: CUDA kernels and CPU operators) of the steps named by
 #              MTP_PROFILE_FILTER, into OUT_DIR/traces.tar.gz
+#     graphs   CUDA graphs: the graph-vs-eager and flash tests, gpu_flash.toml, and the P = 1
+#              bf16 rows of BM_PipelineStep with and without graphs (MTP_GRAPHS_FILTER)
 #     digest   the default scenario on the GPU with full records and with digest-only records
 #              (digests computed on the GPU): every tensor must compare EQUAL by digests
 #     diag     commands that crashed on this machine before (golden check, replay), with the
@@ -137,7 +139,7 @@ fi
 if want bench; then
 gpu_ctx="gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1),driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
 reps=${MTP_BENCH_REPETITIONS:-5}
-train_filter=${MTP_BENCH_TRAIN_FILTER:-'BM_PipelineStep/(small/(p1|p4v2)/bf16/(unfused|flash)/reference/harness|small/p4v2/bf16/flash/(candidate/harness|reference/torch)|small/p4v2/fp32/unfused/reference/harness|tiny/(p1|p4v2)/(fp32/unfused|bf16/flash)/reference/harness)/cuda/'}
+train_filter=${MTP_BENCH_TRAIN_FILTER:-'BM_PipelineStep/(small/(p1|p1graphs|p4v2)/bf16/(unfused|flash)/reference/harness|small/p4v2/bf16/flash/(candidate/harness|reference/torch)|small/p4v2/fp32/unfused/reference/harness|tiny/(p1|p4v2)/(fp32/unfused|bf16/flash)/reference/harness|tiny/p1graphs/bf16/flash/reference/harness)/cuda/'}
 step bench_kernels timeout 300 $build/kernels_benchmark --benchmark_filter=/cuda/ \
   --benchmark_min_time=0.05 --benchmark_repetitions=$reps --benchmark_display_aggregates_only=true \
   --benchmark_context="$gpu_ctx" --benchmark_out=$work/kernels_benchmark.json --benchmark_out_format=json
@@ -159,6 +161,19 @@ if step perf_merge $B perf merge $work/kernels_benchmark.json $work/train_step_b
     say "no baseline golden/perf/h200.json: this run's h200.json (in OUT_DIR) is the candidate baseline; commit it as golden/perf/h200.json"
   fi
 fi
+fi
+# CUDA graphs (engine/microbatch_graph.h) and the flash battery: graph vs eager bitwise, the
+# scenario's graphs expectation, and the P = 1 rows with and without graphs.
+if want graphs; then
+step graphs_ctest ctest --test-dir $build --output-on-failure --timeout 300 \
+  -R 'MicrobatchGraph|CudaGraphsPlan|FlashAttention' --output-log "$out/ctest_graphs.log"
+grep -E "tests passed|tests failed|\(Failed\)|Skipped" "$out/ctest_graphs.log" | tail -8 | tee -a "$summary"
+step graphs_gpu_flash $B check scenarios/gpu_flash.toml --out $R/graphs_gpu_flash
+tail -25 "$log/graphs_gpu_flash.log" >> "$summary"
+step graphs_bench env TMPDIR=/tmp timeout 300 $build/train_step_benchmark \
+  --benchmark_filter="${MTP_GRAPHS_FILTER:-BM_PipelineStep/(small|tiny)/(p1|p1graphs)/bf16/flash/reference/harness/cuda}" \
+  --benchmark_out=$work/graphs_bench.json --benchmark_out_format=json
+grep -E "^BM_" "$log/graphs_bench.log" >> "$summary"
 fi
 if want diag; then
 # A crash prints "binary(+offset) [address]" frames (harness/common/temp_file.cc); name them.

@@ -396,9 +396,23 @@ at::Tensor flash_causal_attention(const at::Tensor& q, const at::Tensor& k, cons
                   k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
               kOp, ": needs bf16 or fp16, got ", q.scalar_type());
 #if TORCH_VERSION_MAJOR >= 2
-  return std::get<0>(at::_scaled_dot_product_flash_attention(q, k, v, /*dropout_p=*/0.0,
-                                                              /*is_causal=*/true,
-                                                              /*return_debug_mask=*/false, scale));
+  auto one = [scale](const at::Tensor& qi, const at::Tensor& ki, const at::Tensor& vi) {
+    return std::get<0>(at::_scaled_dot_product_flash_attention(qi, ki, vi, /*dropout_p=*/0.0,
+                                                                /*is_causal=*/true,
+                                                                /*return_debug_mask=*/false,
+                                                                scale));
+  };
+  if (q.size(0) == 1) return one(q, k, v);
+  // One call per sample. LibTorch's deterministic flash backward splits dq's accumulation over
+  // ceil(SMs / (b·heads)) partial buffers, so a batched call's dq depends on b (measured on an
+  // H200: 103–133 of 2,097,152 elements one bf16 ulp apart). Per sample the split count is the
+  // same whatever the batch. split's backward concatenates the samples' grads and cat's
+  // backward narrows the output grad: copies only, no sums.
+  const std::vector<at::Tensor> qs = q.split(1, 0), ks = k.split(1, 0), vs = v.split(1, 0);
+  std::vector<at::Tensor> outs;
+  outs.reserve(qs.size());
+  for (size_t i = 0; i < qs.size(); ++i) outs.push_back(one(qs[i], ks[i], vs[i]));
+  return at::cat(outs, 0);
 #else
   TORCH_CHECK(false, kOp, ": needs LibTorch >= 2.0 (this is ", TORCH_VERSION, ")");
 #endif

@@ -60,7 +60,9 @@ bool flash_attention_available();
 /// flash-attention kernel (at::_scaled_dot_product_flash_attention; the mask is −∞ above the
 /// diagonal, which gives the probabilities of Megatron's −10000 fill in fp32: exactly 0).
 /// Differentiable in q, k, v through LibTorch's flash backward, which LibTorch runs in its
-/// deterministic mode when deterministic algorithms are on; the GPU test battery
+/// deterministic mode when deterministic algorithms are on. Batch-invariant by construction:
+/// each sample is its own kernel call (LibTorch's deterministic dq accumulation is split by a
+/// count that depends on b·heads); outputs and grads are concatenated. The GPU test battery
 /// (ops_cuda_test.cc) checks bitwise repeatability, batch invariance, an fp64 reference and
 /// that poisoned (NaN) free memory does not reach the outputs.
 /// Not bitwise equal to the unfused composite (another summation order). c10::Error for another

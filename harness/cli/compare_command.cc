@@ -32,7 +32,7 @@ std::vector<std::string> setting_differences(const record::RecordReader& a,
                                              const record::RecordReader& b) {
   static const std::set<std::string> kLayout{
       "variant", "implementation", "layout", "P", "V", "microbatch_group_size", "schedule",
-      "overlap_p2p_comm", "mtp_standalone", "execution", "chunk_map", "git_revision", "device",
+      "overlap_p2p_comm", "cuda_graphs", "mtp_standalone", "execution", "chunk_map", "git_revision", "device",
       "parallel_info", "scenario", "scenario_text", "param_stages", "stage_coords",
       "record_mode"};
   const auto aa = a.attrs(), ba = b.attrs();

@@ -75,6 +75,9 @@ struct VariantSpec {
   std::optional<double> mtp_loss_scaling_factor;  ///< overrides the model's λ (negative controls)
   int64_t transport_max_delay_us = 0;  ///< random message delays (in-process transport)
   bool overlap_p2p = false;  ///< post receives one op ahead (Megatron overlap_p2p_comm)
+  /// Run each microbatch as one replayed CUDA graph (engine/microbatch_graph.h): CUDA, bf16,
+  /// one stage, harness kernels, dense, DP = 1. Changes no value (records bitwise equal).
+  bool cuda_graphs = false;
   std::optional<Kernels> kernels;  ///< overrides the model's kernels
   std::optional<AttentionBackend> attention_backend;  ///< overrides the model's
   std::optional<bool> untie_embeddings;  ///< overrides the model's untie_embeddings

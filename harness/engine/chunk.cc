@@ -10,8 +10,8 @@ ChunkOutput ModelChunk::forward(const at::Tensor& input, const MicrobatchTensors
   ChunkOutput out;
   if (plan().has_loss) {
     out.objective = prog->result;
-    out.lm = prog->lm;
-    out.mtp = prog->mtp;
+    out.lm = prog->lm_value();
+    out.mtp = prog->mtp_values();
   } else {
     out.activation = prog->result;
   }

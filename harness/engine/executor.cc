@@ -34,6 +34,10 @@ class RankExecutor {
 
   void run() {
     pin_thread_determinism();
+    if (options_.graph != nullptr) {
+      run_graphed();
+      return;
+    }
     for (size_t j = 0; j < ops_.size(); ++j) {
       if (options_.overlap_p2p && j + 1 < ops_.size()) post(j + 1);
       const bool pair = split_ && ops_[j].phase == schedule::Phase::kSteady &&
@@ -74,6 +78,33 @@ class RankExecutor {
     std::unique_ptr<model::ChunkProgram> prog;
     at::Tensor grad;  // received output grad; undefined on the loss stage
   };
+
+  // A single-stage model through its microbatch graph: the ops are F(m), B(m) for m = 0..M−1.
+  void run_graphed() {
+    MTP_INTERNAL_ASSERT(layout_.num_stages() == 1 && !split_ && !options_.overlap_p2p,
+                        "CUDA graphs need a layout of one stage and a plain schedule");
+    std::vector<MicrobatchGraph::Losses> per_mb(microbatches_.size());
+    const std::function<void()> after = [this] {
+      if (options_.after_backward) options_.after_backward(0);
+    };
+    for (size_t j = 0; j < ops_.size(); j += 2) {
+      MTP_INTERNAL_ASSERT(j + 1 < ops_.size() && ops_[j].type == OpType::kForward &&
+                              ops_[j + 1].type == OpType::kBackward &&
+                              ops_[j].microbatch == ops_[j + 1].microbatch,
+                          "CUDA graphs need each microbatch's backward right after its forward");
+      const int mb = ops_[j].microbatch;
+      tr_.note(me(), fmt::format("microbatch {} through its CUDA graph", mb));
+      per_mb[mb] = options_.graph->run(*chunks_[0], microbatches_[mb], after);
+    }
+    // Read back once, after the step's last replay.
+    for (size_t mb = 0; mb < per_mb.size(); ++mb) {
+      losses_.lm[mb] = per_mb[mb].lm.item<double>();
+      std::vector<double> mtp;
+      for (const at::Tensor& t : per_mb[mb].mtp) mtp.push_back(t.item<double>());
+      losses_.mtp[mb] = std::move(mtp);
+    }
+    tr_.note(me(), "finished its schedule");
+  }
 
   int stage(const Op& op) const { return op.chunk * layout_.pipeline_size + rank_; }
   int last_stage() const { return layout_.num_stages() - 1; }
@@ -128,8 +159,8 @@ class RankExecutor {
   void finish_forward(const Op& op, std::unique_ptr<model::ChunkProgram> prog) {
     const int s = stage(op);
     if (s == last_stage()) {
-      losses_.lm[op.microbatch] = prog->lm;
-      losses_.mtp[op.microbatch] = prog->mtp;
+      losses_.lm[op.microbatch] = prog->lm_value();
+      losses_.mtp[op.microbatch] = prog->mtp_values();
     } else {
       tr_.send(me(), rank_of(s + 1), {Kind::kActivation, s, op.microbatch}, prog->result);
     }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/engine/chunk.h"
+#include "harness/engine/microbatch_graph.h"
 #include "harness/layout/layout.h"
 #include "harness/schedule/schedule.h"
 #include "harness/transport/transport.h"
@@ -30,6 +31,10 @@ struct ExecutionOptions {
   /// Called with the stage index after every backward call of a chunk (the whole chunk's, or a
   /// node's in combined 1F1B): where Megatron's DDP hook moves .grad into the main grads.
   std::function<void(int stage)> after_backward;
+  /// CUDA graphs: when set, every microbatch's forward + backward (+ after_backward(0)) runs
+  /// through this graph (engine/microbatch_graph.h). Needs a layout of one stage; not owned,
+  /// kept by the caller across steps.
+  MicrobatchGraph* graph = nullptr;
 };
 
 /// One pipeline rank's share of a step: where its chunks are and who its neighbours are.

@@ -16,6 +16,43 @@ bool uses_group_size(ScheduleKind k) {
   return k == ScheduleKind::kInterleaved || k == ScheduleKind::kCombined1F1B;
 }
 
+/// cuda_graphs = true: the preconditions of engine/microbatch_graph.h, the first one broken
+/// named with this run's value and the reason.
+void check_cuda_graphs(const RunPlan& plan) {
+  const config::VariantSpec& v = plan.variant;
+  auto refuse = [&v](const std::string& rule) {
+    throw InputError(fmt::format("variant \"{}\": cuda_graphs = true {}", v.name, rule));
+  };
+  if (plan.training.device != config::Device::kCuda) {
+    refuse(fmt::format("needs device = \"cuda\" (this run: {})",
+                       config::enum_name(plan.training.device)));
+  }
+  if (plan.training.dtype != config::DType::kBFloat16) {
+    refuse(fmt::format("needs dtype = \"bfloat16\" (this run: {}): only then is every grad "
+                       "moved into its main grad inside the captured microbatch",
+                       config::enum_name(plan.training.dtype)));
+  }
+  if (plan.layout.num_stages() != 1) {
+    refuse(fmt::format("needs a layout of one stage, the whole model on pipeline rank 0 "
+                       "(this layout has {} stages)", plan.layout.num_stages()));
+  }
+  if (plan.schedule.kind == ScheduleKind::kCombined1F1B) {
+    refuse("needs a plain schedule, not combined_1f1b (its node-wise backward is not one "
+           "microbatch call)");
+  }
+  if (v.data_parallel_size != 1) {
+    refuse(fmt::format("needs dp = 1 (this variant: {}): a capture is process-wide and the "
+                       "other ranks' threads would run during it", v.data_parallel_size));
+  }
+  if (plan.model.kernels != config::Kernels::kHarness) {
+    refuse("needs kernels = \"harness\": LibTorch's CUDA embedding backward reads a count back "
+           "to the host, which a capture forbids");
+  }
+  if (plan.model.num_moe_experts > 0) {
+    refuse("needs a dense model (num_moe_experts = 0): MoE permutes tokens on the host");
+  }
+}
+
 }  // namespace
 
 int RunPlan::microbatch_group_size() const {
@@ -102,6 +139,7 @@ RunPlan plan_variant(const config::ModelConfig& model, const config::TrainingCon
   plan.layout = variant_layout(variant, plan.model);
   impl.check_layout(plan.layout);
   plan.schedule = variant_schedule(variant, plan.layout, plan.num_microbatches);
+  if (variant.cuda_graphs) check_cuda_graphs(plan);
   if (plan.schedule.kind == ScheduleKind::kCombined1F1B && plan.model.mtp_num_layers > 1) {
     throw InputError(fmt::format(
         "variant \"{}\": combined_1f1b supports mtp_num_layers <= 1 (Megatron "

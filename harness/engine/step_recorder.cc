@@ -90,6 +90,8 @@ void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
   rec.set_attr("microbatch_group_size", int64_t{plan.microbatch_group_size()});
   rec.set_attr("schedule", schedule::schedule_kind_name(plan.schedule.kind));
   rec.set_attr("overlap_p2p_comm", int64_t{plan.variant.overlap_p2p ? 1 : 0});
+  // Only when on, so that the records of runs without graphs keep their attributes.
+  if (plan.variant.cuda_graphs) rec.set_attr("cuda_graphs", int64_t{1});
   rec.set_attr("mtp_standalone", int64_t{layout.mtp_standalone ? 1 : 0});
   rec.set_attr("seed", static_cast<int64_t>(training.seed));
   rec.set_attr("dtype", config::enum_name(training.dtype));

@@ -34,7 +34,9 @@
 //       One iteration (one run; a one-step run more for the record's size per step).
 //
 // Axes:
-//   pipeline   p1: P = 1, no pipelining; p4v2: P = 4, V = 2, interleaved 1F1B
+//   pipeline   p1: P = 1, no pipelining; p1graphs: the same with cuda_graphs = true (every
+//              microbatch one replayed CUDA graph, engine/microbatch_graph.h; CUDA, bf16 and
+//              harness kernels only); p4v2: P = 4, V = 2, interleaved 1F1B
 //   dtype      fp32 | bf16 (Megatron --bf16: bf16 parameters and activations, fp32 main grads)
 //   attention  unfused (the composite, softmax in fp32) | flash (LibTorch's flash kernel; bf16
 //              on CUDA with LibTorch >= 2 only, registered for CUDA and bf16 only)
@@ -119,8 +121,8 @@ struct ModelSize {
 constexpr ModelSize kSmall{"small", 8, 1024, 2816, 16, 32768, 2048, 1, 8, 1};
 constexpr ModelSize kTiny{"tiny", 8, 64, 256, 4, 256, 32, 2, 8, 2};
 
-/// Pipeline: the pipeline-parallel shape of a variant.
-enum class Pipeline { kP1, kP4V2 };
+/// Pipeline: the pipeline-parallel shape of a variant (and, at P = 1, CUDA graphs or not).
+enum class Pipeline { kP1, kP1Graphs, kP4V2 };
 
 /// Placement: which implementation places MTP.
 enum class Placement { kReference, kCandidate };
@@ -136,7 +138,9 @@ struct Setting {
   Dev dev;
 };
 
-const char* pipeline_name(Pipeline p) { return p == Pipeline::kP1 ? "p1" : "p4v2"; }
+const char* pipeline_name(Pipeline p) {
+  return p == Pipeline::kP1 ? "p1" : p == Pipeline::kP1Graphs ? "p1graphs" : "p4v2";
+}
 const char* placement_name(Placement p) {
   return p == Placement::kReference ? "reference" : "candidate";
 }
@@ -147,7 +151,7 @@ const char* dtype_name(mtp::config::DType d) {
 /// The layout of `placement` at `pipeline` for D = depths: see the file comment.
 std::string layout_for(Placement placement, Pipeline pipeline, int64_t depths) {
   const std::string m(static_cast<size_t>(depths), 'm');
-  if (pipeline == Pipeline::kP1) return "Et*8" + m + "L";  // both placements (rule R8)
+  if (pipeline != Pipeline::kP4V2) return "Et*8" + m + "L";  // both placements (rule R8)
   return placement == Placement::kReference ? "E|t*3|(t|)*5" + m + "L"
                                             : "E|t*3|(t|)*4t" + m + "|L";
 }
@@ -190,7 +194,8 @@ mtp::config::VariantSpec variant_spec(const Setting& s) {
                          ? mtp::config::Implementation::kReference
                          : mtp::config::Implementation::kCandidate;
   v.layout = layout_for(s.placement, s.pipeline, s.size.mtp_depths);
-  v.pipeline_size = s.pipeline == Pipeline::kP1 ? 1 : 4;
+  v.pipeline_size = s.pipeline == Pipeline::kP4V2 ? 4 : 1;
+  v.cuda_graphs = s.pipeline == Pipeline::kP1Graphs;
   v.kernels = s.kernels;
   v.attention_backend = s.attention;
   return v;
@@ -389,6 +394,11 @@ void BM_PipelineStep(benchmark::State& state, Setting setting) {
       main_grads = std::make_unique<MainGrads>(chunks);
       exec.after_backward = [&main_grads](int stage) { main_grads->accumulate(stage); };
     }
+    std::unique_ptr<mtp::engine::MicrobatchGraph> graph;  // p1graphs only
+    if (plan.variant.cuda_graphs) {
+      graph = std::make_unique<mtp::engine::MicrobatchGraph>(device);
+      exec.graph = graph.get();
+    }
     auto reset_grads = [&] {
       for (const auto& c : chunks) {
         for (const auto& entry : c->params().entries()) entry.second.mutable_grad().reset();
@@ -509,8 +519,10 @@ std::vector<Setting> settings_for(Dev dev) {
   const std::vector<ModelSize> sizes =
       dev == Dev::kCpu ? std::vector<ModelSize>{kTiny} : std::vector<ModelSize>{kSmall, kTiny};
   for (const ModelSize& size : sizes) {
-    for (Pipeline pipeline : {Pipeline::kP1, Pipeline::kP4V2}) {
+    for (Pipeline pipeline : {Pipeline::kP1, Pipeline::kP1Graphs, Pipeline::kP4V2}) {
+      if (pipeline == Pipeline::kP1Graphs && dev != Dev::kCuda) continue;
       for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+        if (pipeline == Pipeline::kP1Graphs && dtype != DType::kBFloat16) continue;
         for (AttentionBackend attention : {AttentionBackend::kUnfused, AttentionBackend::kFlash}) {
           if (attention == AttentionBackend::kFlash &&
               (dtype != DType::kBFloat16 || dev != Dev::kCuda)) {
@@ -518,6 +530,7 @@ std::vector<Setting> settings_for(Dev dev) {
           }
           for (Placement placement : {Placement::kReference, Placement::kCandidate}) {
             for (Kernels kernels : {Kernels::kTorch, Kernels::kHarness}) {
+              if (pipeline == Pipeline::kP1Graphs && kernels != Kernels::kHarness) continue;
               out.push_back({size, pipeline, dtype, attention, placement, kernels, dev});
             }
           }

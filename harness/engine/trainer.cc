@@ -103,6 +103,10 @@ class RankWorker {
       if (model_.accumulates_per_backward()) {
         exec.after_backward = [this](int stage) { model_.accumulate_main_grads(stage); };
       }
+      if (plan_.variant.cuda_graphs) {
+        if (!graph_) graph_ = std::make_unique<MicrobatchGraph>(ctx_.device);
+        exec.graph = graph_.get();
+      }
       RankStep rs{me_.pipeline_rank, model_.chunks_by_stage,
                   topo_.pipeline_ranks(me_.data_parallel_rank)};
       const StepLosses losses =
@@ -440,6 +444,7 @@ class RankWorker {
   LocalModel model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<StepRecorder> recorder_;
+  std::unique_ptr<MicrobatchGraph> graph_;  ///< cuda_graphs: kept across steps
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The GPU entry points of a build without CUDA LibTorch: each says so.
 #include "harness/common/error.h"
+#include "harness/gpu/cuda_graph.h"
 #include "harness/gpu/gpu.h"
 
 namespace mtp::gpu {
@@ -20,5 +21,13 @@ std::unique_ptr<transport::Transport> make_nccl_transport(const LaunchEnv&, int,
                                                           std::chrono::milliseconds) {
   no_cuda("NCCL transport");
 }
+
+struct CudaGraph::Impl {};
+CudaGraph::CudaGraph(int) { no_cuda("CUDA graphs"); }
+CudaGraph::~CudaGraph() = default;
+void CudaGraph::run_eagerly(const std::function<void()>&) { no_cuda("CUDA graphs"); }
+void CudaGraph::capture(const std::function<void()>&) { no_cuda("CUDA graphs"); }
+void CudaGraph::replay() { no_cuda("CUDA graphs"); }
+bool CudaGraph::captured() const { return false; }
 
 }  // namespace mtp::gpu

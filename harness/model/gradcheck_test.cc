@@ -73,8 +73,8 @@ struct Tiny {
     c10::NoGradGuard ng;
     auto out = run(M);
     double mtp = 0;
-    for (double v : out.mtp) mtp += v;
-    return (out.lm + cfg.mtp_loss_scaling_factor / cfg.mtp_num_layers * mtp) / M;
+    for (const at::Tensor& v : out.mtp) mtp += v.item<double>();
+    return (out.lm.item<double>() + cfg.mtp_loss_scaling_factor / cfg.mtp_num_layers * mtp) / M;
   }
 };
 

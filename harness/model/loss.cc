@@ -63,7 +63,7 @@ LossOutput loss_stage_forward(const std::vector<at::Tensor>& hidden, const at::T
     auto num_tokens = mask.sum().clamp_min(1.0);
     auto ce = (cfg.kernels == config::Kernels::kHarness ? kernels::cross_entropy(logits, labels)
                                          : cross_entropy(logits, labels)) * mask;
-    out.mtp.push_back((ce.sum() / num_tokens).item<double>());
+    out.mtp.push_back(ce.sum() / num_tokens);
     auto term = (cfg.mtp_loss_scaling_factor / static_cast<double>(D)) * ce / num_tokens;
     main = mtp_loss_auto_scale(main, term, static_cast<double>(s_mtp));
   }
@@ -72,7 +72,7 @@ LossOutput loss_stage_forward(const std::vector<at::Tensor>& hidden, const at::T
                                       : cross_entropy(logits, mb.labels);
   auto loss_sum = (ce * mb.loss_mask).sum();
   auto num_tokens = mb.loss_mask.sum().clamp_min(1.0);
-  out.lm = (loss_sum / num_tokens).item<double>();
+  out.lm = loss_sum / num_tokens;
   out.objective = loss_sum / num_tokens / static_cast<double>(num_microbatches);
   return out;
 }

@@ -36,8 +36,11 @@ struct LossOutput {
   /// Scalar to call backward() on: Σ mask·ce / max(Σ mask, 1) / M, with every MTP term attached
   /// through mtp_loss_auto_scale so that backward also yields ∂/∂(mtp term) = 1/M.
   at::Tensor objective;
-  double lm = 0.0;           ///< Σ mask·ce / max(Σ mask, 1) (this microbatch)
-  std::vector<double> mtp;   ///< per depth k: Σ mask_k·ce_k / max(Σ mask_k, 1), not × λ/D
+  /// Σ mask·ce / max(Σ mask, 1) (this microbatch): a 0-dim tensor in the loss dtype on the
+  /// model's device, not read back here (no host sync inside a forward: CUDA graphs capture it).
+  at::Tensor lm;
+  /// Per depth k: Σ mask_k·ce_k / max(Σ mask_k, 1), not × λ/D; 0-dim tensors like `lm`.
+  std::vector<at::Tensor> mtp;
 };
 
 /// The loss stage for one microbatch. hidden = [h0, h1, …, hD], each [s, b, H] (h0 after the

@@ -79,9 +79,9 @@ TEST(LossTest, MtpLossMatchesHandComputation) {
   const double main = (ce(0.5, -1.0, 2) + ce(-0.5, 1.5, 1)) / 2.0;
   // Depth 1: labels roll → [0,1,0], mask roll → [0,1,0], N_1 = 1: only position 1.
   const double mtp1 = ce(-2.0, 0.5, 1) / 1.0;
-  EXPECT_NEAR(out.lm, main, 1e-14);
+  EXPECT_NEAR(out.lm.item<double>(), main, 1e-14);
   ASSERT_EQ(out.mtp.size(), 1u);
-  EXPECT_NEAR(out.mtp[0], mtp1, 1e-14);
+  EXPECT_NEAR(out.mtp[0].item<double>(), mtp1, 1e-14);
   // Forward value of the objective carries only the main term: main / M.
   EXPECT_NEAR(out.objective.item<double>(), main / M, 1e-14);
 

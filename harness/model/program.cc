@@ -61,6 +61,18 @@ void ChunkProgram::backward_node(size_t i, const at::Tensor& final_grad) {
   torch::autograd::backward(roots, grads);
 }
 
+double ChunkProgram::lm_value() const {
+  MTP_INTERNAL_ASSERT(lm.defined(), "lm loss read before the loss stage ran");
+  return lm.item<double>();
+}
+
+std::vector<double> ChunkProgram::mtp_values() const {
+  std::vector<double> out;
+  out.reserve(mtp.size());
+  for (const at::Tensor& t : mtp) out.push_back(t.item<double>());
+  return out;
+}
+
 void ChunkProgram::backward_all(const at::Tensor& final_grad) {
   for (size_t i = nodes_.size(); i-- > 0;) backward_node(i, final_grad);
 }

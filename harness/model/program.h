@@ -68,8 +68,12 @@ class ChunkProgram {
   at::Tensor hidden;                ///< the activation flowing from node to node
   std::vector<at::Tensor> mtp_hidden;  ///< [h0, h1, …] while MTP depths run
   at::Tensor result;                ///< the chunk's result: activation to send, or the objective
-  double lm = 0.0;                  ///< loss stage: this microbatch's lm loss
-  std::vector<double> mtp;          ///< loss stage: this microbatch's mtp_k losses
+  at::Tensor lm;                    ///< loss stage: this microbatch's lm loss (0-dim, device)
+  std::vector<at::Tensor> mtp;      ///< loss stage: this microbatch's mtp_k losses (0-dim)
+
+  /// lm and mtp read back as doubles (waits for the device). InternalError when not set.
+  double lm_value() const;
+  std::vector<double> mtp_values() const;
 
  private:
   bool split_;

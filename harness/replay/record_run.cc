@@ -315,6 +315,7 @@ config::VariantSpec read_variant(const Attrs& a, const config::ModelConfig& mode
   }
   v.microbatch_group_size = static_cast<int>(a.int_of("microbatch_group_size").value_or(0));
   v.overlap_p2p = a.int_of("overlap_p2p_comm").value_or(0) != 0;
+  v.cuda_graphs = a.int_of("cuda_graphs").value_or(0) != 0;
   v.data_parallel_size = static_cast<int>(a.int_of("data_parallel_size").value_or(1));
   if (!a.has("data_parallel_size")) notes.push_back("data_parallel_size: 1 (not in the record)");
   if (auto o = a.string_of("optimizer")) {

@@ -360,7 +360,7 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   check_keys(ctx, t, w,
              {"name", "implementation", "layout", "pp", "vpp", "dp", "schedule",
               "microbatch_group_size", "clip_grad", "mtp_loss_scaling_factor",
-              "transport_max_delay_us", "overlap_p2p", "kernels", "attention_backend",
+              "transport_max_delay_us", "overlap_p2p", "cuda_graphs", "kernels", "attention_backend",
               "untie_embeddings",
               "optimizer", "embedding_copy_update", "ddp_bucket_size", "record", "why"});
   v.name = get_string(ctx, t, "name", w, "");
@@ -416,6 +416,7 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
     ctx.fail(t.get("transport_max_delay_us"), fmt::format("{}: transport_max_delay_us must be <= 1000000", w));
   }
   v.overlap_p2p = get_bool(ctx, t, "overlap_p2p", w, false);
+  v.cuda_graphs = get_bool(ctx, t, "cuda_graphs", w, false);
   if (t.get("kernels")) {
     v.kernels = get_enum<config::Kernels>(ctx, t, "kernels", w, config::Kernels::kTorch);
   }

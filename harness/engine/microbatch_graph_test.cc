@@ -1,0 +1,243 @@
+// Tests of cuda_graphs = true (engine/microbatch_graph.h): the planner refuses every variant
+// that breaks a precondition, naming the rule; on a GPU the graphed microbatches give records
+// bitwise equal to eager ones, and the graph is really replayed (eager once, captured once,
+// replayed for every other microbatch). The GPU tests skip without CUDA.
+#include "harness/engine/microbatch_graph.h"
+
+#include <c10/core/GradMode.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "harness/common/error.h"
+#include "harness/config/testing/tiny_model.h"
+#include "harness/engine/executor.h"
+#include "harness/engine/plan.h"
+#include "harness/engine/trainer.h"
+#include "harness/gpu/gpu.h"
+#include "harness/record/record.h"
+#include "kernels/ops.h"
+#include "reference/reference.h"
+
+namespace mtp::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+class CudaGraphsPlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = config::testing::tiny_model();
+    training_ = {};
+    variant_ = {};
+    training_.dtype = config::DType::kBFloat16;
+    training_.device = config::Device::kCuda;
+    variant_.name = "g";
+    variant_.implementation = config::Implementation::kReference;
+    variant_.pipeline_size = 1;
+    variant_.kernels = config::Kernels::kHarness;
+    variant_.cuda_graphs = true;
+  }
+  /// The InputError text of planning the variant ("" when it plans).
+  std::string refusal() const {
+    try {
+      plan_variant(model_, training_, variant_, *impl_);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  config::ModelConfig model_;
+  config::TrainingConfig training_;
+  config::VariantSpec variant_;
+  std::unique_ptr<Implementation> impl_ = reference::make_reference();
+};
+
+TEST_F(CudaGraphsPlanTest, ASingleStageBf16HarnessVariantPlans) {
+  EXPECT_EQ(refusal(), "");
+  variant_.cuda_graphs = false;
+  training_.device = config::Device::kCpu;
+  EXPECT_EQ(refusal(), "") << "without cuda_graphs nothing is checked";
+}
+
+TEST_F(CudaGraphsPlanTest, EveryBrokenPreconditionIsNamed) {
+  auto expect_refused = [this](const char* rule) {
+    const std::string why = refusal();
+    EXPECT_THAT(why, HasSubstr("variant \"g\": cuda_graphs = true"));
+    EXPECT_THAT(why, HasSubstr(rule));
+  };
+  {
+    SCOPED_TRACE("device");
+    training_.device = config::Device::kCpu;
+    expect_refused("needs device = \"cuda\" (this run: cpu)");
+    SetUp();
+  }
+  {
+    SCOPED_TRACE("dtype");
+    training_.dtype = config::DType::kFloat32;
+    expect_refused("needs dtype = \"bfloat16\" (this run: float32)");
+    SetUp();
+  }
+  {
+    SCOPED_TRACE("stages");
+    variant_.pipeline_size = 4;
+    expect_refused("needs a layout of one stage, the whole model on pipeline rank 0 (this "
+                   "layout has 4 stages)");
+    SetUp();
+  }
+  {
+    SCOPED_TRACE("dp");
+    variant_.data_parallel_size = 2;
+    expect_refused("needs dp = 1 (this variant: 2)");
+    SetUp();
+  }
+  {
+    SCOPED_TRACE("kernels");
+    variant_.kernels = config::Kernels::kTorch;
+    expect_refused("needs kernels = \"harness\"");
+    SetUp();
+  }
+  {
+    SCOPED_TRACE("moe");
+    model_.num_moe_experts = 4;
+    model_.moe_router_topk = 2;
+    model_.moe_ffn_hidden_size = 8;
+    expect_refused("needs a dense model");
+  }
+}
+
+TEST(MicrobatchGraphTest, WithoutCudaTheGraphIsRefused) {
+  if (gpu::cuda_build()) GTEST_SKIP() << "a CUDA build";
+  EXPECT_THROW(MicrobatchGraph(at::Device(at::kCUDA, 0)), InputError);
+}
+
+bool have_cuda() { return gpu::cuda_build() && at::hasCUDA(); }
+
+/// The tiny model's bf16 step on GPU 0, one stage, harness kernels: the eager step and the
+/// graphed step from the same weights must give the same losses and main grads, bitwise, for
+/// three steps (graph: eager, captured, then replays); weights unchanged between steps, so the
+/// steps differ only in the microbatch graph's state.
+TEST(MicrobatchGraphCudaTest, GraphedStepsEqualEagerStepsBitwise_CUDA) {
+  if (!have_cuda()) GTEST_SKIP() << "needs a CUDA build and a GPU";
+  config::ModelConfig cfg = config::testing::tiny_model();
+  cfg.kernels = config::Kernels::kHarness;
+  config::TrainingConfig training;
+  training.dtype = config::DType::kBFloat16;
+  training.device = config::Device::kCuda;
+  training.num_microbatches = 4;
+  config::VariantSpec variant;
+  variant.name = "g";
+  variant.kernels = config::Kernels::kHarness;
+  variant.cuda_graphs = true;
+  auto impl = reference::make_reference();
+  const RunPlan plan = plan_variant(cfg, training, variant, *impl);
+  const at::Device device(at::kCUDA, 0);
+  const InitialWeights init = make_initial_weights(plan.model, 7);
+  auto chunks = impl->build_chunks(plan.layout, plan.model, init, at::kBFloat16, device);
+  ASSERT_EQ(chunks.size(), 1u);
+  std::vector<std::pair<at::Tensor, at::Tensor>> params;  // (weight, fp32 main grad)
+  for (const auto& e : chunks[0]->params().entries()) {
+    params.emplace_back(e.second, at::zeros(e.second.sizes(), e.second.options().dtype(at::kFloat)));
+  }
+  std::vector<MicrobatchTensors> mbs;
+  const auto& m = plan.model;
+  for (int64_t i = 0; i < training.num_microbatches; ++i) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(100 + i);
+    auto tokens = at::randint(m.vocab_size, {m.micro_batch_size, m.seq_length}, gen, at::kLong);
+    auto labels = at::roll(tokens, -1, 1);
+    auto mask = at::ones({m.micro_batch_size, m.seq_length}, at::kFloat);
+    mask[0][3] = 0;
+    mbs.push_back({tokens.to(device), labels.to(device), mask.to(device),
+                   training.num_microbatches});
+  }
+  auto transport = transport::make_in_process_transport(1, {});
+  ExecutionOptions exec;
+  exec.after_backward = [&params](int) {
+    c10::NoGradGuard no_grad;
+    for (auto& [w, main] : params) {
+      if (!w.grad().defined()) continue;
+      main.add_(w.grad());
+      w.mutable_grad().reset();
+    }
+  };
+  // One step: losses and a copy of every main grad (zeroed first).
+  auto step = [&](MicrobatchGraph* graph) {
+    for (auto& entry : params) entry.second.zero_();
+    ExecutionOptions e = exec;
+    e.graph = graph;
+    const StepLosses l = run_pipeline_step(chunks, plan.layout, plan.schedule, mbs, *transport, e);
+    std::vector<at::Tensor> grads;
+    for (auto& entry : params) grads.push_back(entry.second.cpu());
+    return std::make_pair(l, grads);
+  };
+  const auto eager = step(nullptr);
+  MicrobatchGraph graph(device);
+  for (int s = 1; s <= 3; ++s) {
+    SCOPED_TRACE("graphed step " + std::to_string(s));
+    const auto got = step(&graph);
+    EXPECT_EQ(got.first.lm, eager.first.lm);
+    EXPECT_EQ(got.first.mtp, eager.first.mtp);
+    for (size_t i = 0; i < params.size(); ++i) {
+      EXPECT_TRUE(at::equal(got.second[i].view(at::kInt), eager.second[i].view(at::kInt)))
+          << "main grad " << i << " differs in its bits";
+    }
+  }
+  EXPECT_EQ(graph.counts().eager, 1);
+  EXPECT_EQ(graph.counts().captured, 1);
+  EXPECT_EQ(graph.counts().replayed, 3 * 4 - 2);
+  for (const auto& t : eager.second) EXPECT_TRUE(t.abs().sum().item<double>() > 0.0);
+}
+
+/// Whole runs: run_variant with and without cuda_graphs, 3 steps: every tensor of every group
+/// of every step bitwise equal (the optimizer updates the weights the graph reads in place).
+TEST(MicrobatchGraphCudaTest, RecordsWithAndWithoutGraphsAreBitwiseEqual_CUDA) {
+  if (!have_cuda()) GTEST_SKIP() << "needs a CUDA build and a GPU";
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "mtp_microbatch_graph_test";
+  std::filesystem::create_directories(dir);
+  config::ModelConfig cfg = config::testing::tiny_model();
+  config::TrainingConfig training;
+  training.dtype = config::DType::kBFloat16;
+  training.device = config::Device::kCuda;
+  training.steps = 3;
+  training.num_microbatches = 4;
+  training.record = config::RecordMode::kFull;
+  auto impl = reference::make_reference();
+  auto run = [&](bool graphs, bool flash, const std::string& name) {
+    config::VariantSpec v;
+    v.name = name;
+    v.kernels = config::Kernels::kHarness;
+    v.cuda_graphs = graphs;
+    if (flash) v.attention_backend = config::AttentionBackend::kFlash;
+    RunOptions ro;
+    ro.record_path = (dir / (name + ".h5")).string();
+    ro.scenario_name = "test";
+    run_variant(plan_variant(cfg, training, v, *impl), *impl, data::DataConfig{}, ro);
+    return ro.record_path;
+  };
+  std::vector<bool> flash{false};
+  if (kernels::flash_attention_available()) flash.push_back(true);
+  for (bool f : flash) {
+    SCOPED_TRACE(f ? "flash" : "unfused");
+    const std::string a = run(false, f, f ? "eager_flash" : "eager");
+    const std::string b = run(true, f, f ? "graphs_flash" : "graphs");
+    record::RecordReader ra(a), rb(b);
+    int compared = 0;
+    for (int step : {1, 2, 3}) {
+      for (const char* group : {"loss", "grad", "weight", "model_weight"}) {
+        for (const auto& name : ra.names(step, group)) {
+          EXPECT_EQ(ra.read(step, group, name).bytes, rb.read(step, group, name).bytes)
+              << "step " << step << " " << group << "/" << name;
+          ++compared;
+        }
+      }
+    }
+    EXPECT_GT(compared, 100);
+    EXPECT_EQ(rb.attrs().count("cuda_graphs"), 1u);
+    EXPECT_EQ(ra.attrs().count("cuda_graphs"), 0u);
+  }
+}
+
+}  // namespace
+}  // namespace mtp::engine
