@@ -331,7 +331,92 @@ struct MaskedCrossEntropyFn : public torch::autograd::Function<MaskedCrossEntrop
   }
 };
 
+// --- RoPE --------------------------------------------------------------------------------------
+
+/// RopeDims of a [S, B, H, D] tensor whose last dimension is dense.
+RopeDims rope_dims(const at::Tensor& t) {
+  RopeDims d;
+  d.s = t.size(0);
+  d.b = t.size(1);
+  d.heads = t.size(2);
+  d.dim = t.size(3);
+  d.stride_s = t.stride(0);
+  d.stride_b = t.stride(1);
+  d.stride_h = t.stride(2);
+  return d;
+}
+
+/// `t` as the kernels read it: any strides with a dense last dimension, else a contiguous copy.
+at::Tensor dense_last_dim(const at::Tensor& t) {
+  return t.size(3) <= 1 || t.stride(3) == 1 ? t : t.contiguous();
+}
+
+/// Runs the forward (backward = false) or backward RoPE kernel on `in` into a new contiguous
+/// [S, B, H, D] tensor.
+at::Tensor run_rope(const at::Tensor& in, const at::Tensor& cos, const at::Tensor& sin,
+                    bool backward, const char* op) {
+  const at::Tensor src = dense_last_dim(in);
+  at::Tensor out = at::empty(src.sizes(), src.options());  // contiguous
+  const RopeDims dims = rope_dims(src);
+  const bool cuda = use_cuda(src, op);
+  dispatch_dtype(src.scalar_type(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in_p = data<T>(src);
+    const T* cos_p = data<T>(cos);
+    const T* sin_p = data<T>(sin);
+    T* out_p = data<T>(out);
+    if (!cuda) {
+      if (backward) {
+        cpu::rope_backward<T>(in_p, dims, cos_p, sin_p, out_p);
+      } else {
+        cpu::rope_forward<T>(in_p, dims, cos_p, sin_p, out_p);
+      }
+      return;
+    }
+#if defined(MTP_KERNELS_WITH_CUDA)
+    const c10::cuda::CUDAGuard guard(src.device());
+    if (backward) {
+      cuda::rope_backward<T>(in_p, dims, cos_p, sin_p, out_p, current_stream());
+    } else {
+      cuda::rope_forward<T>(in_p, dims, cos_p, sin_p, out_p, current_stream());
+    }
+#endif
+  });
+  return out;
+}
+
+struct RopeFn : public torch::autograd::Function<RopeFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& cos,
+                            const at::Tensor& sin) {
+    constexpr const char* kOp = "mtp::kernels::rope";
+    TORCH_CHECK(x.dim() == 4 && x.size(3) % 2 == 0, kOp,
+                ": x must be [s, b, heads, hn] with hn even, got ", x.sizes());
+    TORCH_CHECK(cos.dim() == 2 && cos.size(0) == x.size(0) && cos.size(1) == x.size(3) &&
+                    sin.sizes() == cos.sizes(),
+                kOp, ": cos and sin must be [s, hn] = [", x.size(0), ", ", x.size(3), "], got ",
+                cos.sizes(), " and ", sin.sizes());
+    TORCH_CHECK(cos.scalar_type() == x.scalar_type() && sin.scalar_type() == x.scalar_type(),
+                kOp, ": x is ", x.scalar_type(), " but cos/sin are ", cos.scalar_type(), "/",
+                sin.scalar_type());
+    check_same_device(x, cos, kOp);
+    check_same_device(x, sin, kOp);
+    const at::Tensor cc = cos.contiguous(), sc = sin.contiguous();
+    ctx->save_for_backward({cc, sc});
+    return run_rope(x, cc, sc, /*backward=*/false, kOp);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    return {run_rope(grad_outputs[0], saved[0], saved[1], /*backward=*/true,
+                     "mtp::kernels::rope backward"),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
 }  // namespace
+
+at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  return RopeFn::apply(x, cos, sin);
+}
 
 at::Tensor embedding_lookup(const at::Tensor& ids, const at::Tensor& table) {
   return EmbeddingLookupFn::apply(ids, table);

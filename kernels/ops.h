@@ -30,6 +30,16 @@ at::Tensor embedding_lookup(const at::Tensor& ids, const at::Tensor& table);
 /// 64-row blocks). Differentiable in x and weight.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
+/// rope: rotary position embedding, fused: x [s, b, heads, hn] (hn even; any strides with the
+/// last dimension dense, else copied), cos and sin [s, hn] of x's dtype and device (the model's
+/// tables) → x·cos + cat(−x[..., hn/2:], x[..., :hn/2])·sin, [s, b, heads, hn] contiguous.
+/// Bitwise equal to that composite and to its autograd gradient (kernels/rope_math.h) in fp32,
+/// fp64 and bf16, on CPU and GPU: one kernel forward and one backward instead of the
+/// composite's ~5 and ~9. Differentiable in x (the tables are constants). Megatron
+/// apply_rotary_pos_emb_bshd (rotary_interleaved off). c10::Error for bad shapes, dtypes or
+/// devices.
+at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
 /// cross_entropy: logits [s, b, V], labels [b, s] int64 in [0, V) → ce [b, s] =
 /// ln Σ exp(l − max) − (l_label − max), as harness/model cross_entropy; dtype fp32 for fp32 and
 /// bf16 logits, fp64 for fp64. The caller applies the loss mask. Differentiable in logits.

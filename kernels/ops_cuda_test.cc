@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "kernels/testing/rope_check.h"
 
 namespace mtp::kernels {
 namespace {
@@ -113,6 +114,23 @@ TEST(KernelOpsCudaTest, OpsMatchCpuOps_CUDA) {
                     [](const std::vector<at::Tensor>& in) {
                       return masked_cross_entropy(in[0], in[1], in[2]);
                     });
+  }
+}
+
+TEST(KernelOpsCudaTest, RopeIsBitwiseTheCompositeOnTheGpuAndTheCpu_CUDA) {
+  MTP_SKIP_WITHOUT_CUDA_OPS();
+  for (auto dtype : {at::kFloat, at::kDouble, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    testing::expect_rope_matches_composite(dtype, at::Device(at::kCUDA));
+    // The small model's attention shape (s 2048, 16 heads of 64).
+    if (dtype == at::kBFloat16) {
+      testing::expect_rope_matches_composite(dtype, at::Device(at::kCUDA), 2048, 1, 16, 64, 9);
+    }
+    const at::Tensor x = at::randn({40, 2, 3, 32}).to(dtype).requires_grad_(true);
+    const model::RopeTables t = model::rope_tables(40, 32, 10000.0, dtype);
+    compare_devices("rope", {x, t.cos, t.sin}, [](const std::vector<at::Tensor>& in) {
+      return rope(in[0], in[1], in[2]);
+    });
   }
 }
 

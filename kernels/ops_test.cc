@@ -18,6 +18,7 @@
 #include "harness/model/loss.h"
 #include "kernels/numerics.h"
 #include "kernels/ops.h"
+#include "kernels/testing/rope_check.h"
 
 namespace mtp::kernels {
 namespace {
@@ -228,6 +229,14 @@ TEST(KernelOpsTest, RepeatedCallsAreBitwiseEqual) {
   EXPECT_TRUE(near("non-contiguous input", outs[0], model::rms_norm(x, w, 1e-5), 1e-6));
 }
 
+TEST(KernelOpsTest, RopeIsBitwiseTheModelComposite) {
+  for (auto dtype : {at::kFloat, at::kDouble, at::kBFloat16}) {
+    testing::expect_rope_matches_composite(dtype, at::Device(at::kCPU));
+  }
+  // The model sizes' head dims, and an odd row count.
+  testing::expect_rope_matches_composite(at::kBFloat16, at::Device(at::kCPU), 33, 1, 2, 64, 6);
+}
+
 TEST(KernelOpsTest, Bf16ConversionMatchesC10) {
   std::mt19937 rng(8);
   std::uniform_int_distribution<uint32_t> any_bits;
@@ -261,6 +270,13 @@ TEST(KernelOpsTest, BadInputsThrow) {
   EXPECT_THROW(masked_cross_entropy(at::randn({3, 2, 5}), at::zeros({2, 3}, at::kLong),
                                     at::ones({3, 2})),
                c10::Error);
+  const at::Tensor cs = at::ones({8, 4}), sn = at::zeros({8, 4});
+  EXPECT_THROW(rope(at::randn({8, 2, 3}), cs, sn), c10::Error);            // not 4-D
+  EXPECT_THROW(rope(at::randn({8, 2, 3, 5}), at::ones({8, 5}), at::zeros({8, 5})),
+               c10::Error);                                                // odd head dim
+  EXPECT_THROW(rope(at::randn({7, 2, 3, 4}), cs, sn), c10::Error);         // s ≠ table rows
+  EXPECT_THROW(rope(at::randn({8, 2, 3, 4}, at::kDouble), cs, sn), c10::Error);  // dtype
+  EXPECT_THROW(rope(at::randn({8, 2, 3, 4}), cs, at::zeros({8, 2})), c10::Error);
 }
 
 TEST(BlockDigestsOpTest, EachRowIsXxh3OfABlockOfTheContiguousBytes) {

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "kernels/numerics.h"
+#include "kernels/rope_math.h"
 
 namespace mtp::kernels::cpu {
 
@@ -95,5 +96,21 @@ void cross_entropy_backward(const T* logits, const int64_t* labels, const Acc<T>
 /// Blocks are independent; each is hashed one 1 KiB round at a time. nbytes = 0 writes nothing.
 /// Throws std::invalid_argument (block_bytes outside [1, 512 KiB], null pointers).
 void block_digests(const void* data, uint64_t nbytes, uint64_t block_bytes, uint64_t* out);
+
+/// rope_forward: rotary position embedding of x, fused (kernels/rope_math.h).
+///   x     [S, B, H, D] type T, strided as `dims` says (last dimension dense), D even
+///   cos, sin [S, D] type T, contiguous (the model's tables)
+///   y     [S, B, H, D] type T, contiguous, output
+/// y = x·cos + cat(−x[..., D/2:], x[..., :D/2])·sin with LibTorch's per-op roundings: bitwise
+/// the composite of harness/model/layers.cc. Elementwise (batch invariant).
+/// Throws std::invalid_argument (negative sizes, odd D, null pointers with nonzero sizes).
+template <typename T>
+void rope_forward(const T* x, const RopeDims& dims, const T* cos, const T* sin, T* y);
+
+/// rope_backward: dx of rope_forward from the output gradient `grad` (strided as `dims`), dx
+/// [S, B, H, D] contiguous; bitwise the composite's autograd (kernels/rope_math.h).
+/// Throws std::invalid_argument like rope_forward.
+template <typename T>
+void rope_backward(const T* grad, const RopeDims& dims, const T* cos, const T* sin, T* dx);
 
 }  // namespace mtp::kernels::cpu

@@ -25,6 +25,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/numerics.h"
+#include "kernels/rope_math.h"
 
 namespace mtp::kernels::cuda {
 
@@ -87,6 +88,16 @@ void cross_entropy_backward(const T* logits, const int64_t* labels, const Acc<T>
 /// 2^64 across the warp), then one thread chains the rounds' scrambles and finishes the hash.
 /// Throws std::invalid_argument (block_bytes outside [1, 512 KiB], null pointers), CudaError.
 void block_digests(const void* data, uint64_t nbytes, uint64_t block_bytes, uint64_t* out,
+                   cudaStream_t stream);
+
+/// rope_forward / rope_backward: as cpu::rope_forward / cpu::rope_backward (device pointers),
+/// one thread per output element (grid-stride), no reductions.
+/// Throws std::invalid_argument (negative sizes, odd D, null pointers), CudaError.
+template <typename T>
+void rope_forward(const T* x, const RopeDims& dims, const T* cos, const T* sin, T* y,
+                  cudaStream_t stream);
+template <typename T>
+void rope_backward(const T* grad, const RopeDims& dims, const T* cos, const T* sin, T* dx,
                    cudaStream_t stream);
 
 }  // namespace mtp::kernels::cuda

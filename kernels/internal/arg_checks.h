@@ -125,4 +125,24 @@ inline bool check_block_digests(const char* fn, const void* data, uint64_t nbyte
   return nbytes > 0;
 }
 
+/// rope_forward / rope_backward: sizes ≥ 0, the head dim even; input, cos, sin and output needed
+/// when there are elements.
+inline bool check_rope(const char* fn, const void* in, const void* cos, const void* sin,
+                       const void* out, int64_t s, int64_t b, int64_t heads, int64_t dim) {
+  require_size(fn, "S", s);
+  require_size(fn, "B", b);
+  require_size(fn, "H", heads);
+  require_size(fn, "D", dim);
+  if (dim % 2 != 0) {
+    throw std::invalid_argument(std::string(fn) + ": D = " + std::to_string(dim) +
+                                " is odd (RoPE rotates halves)");
+  }
+  const bool any = s > 0 && b > 0 && heads > 0 && dim > 0;
+  require_ptr(fn, "input", in, any);
+  require_ptr(fn, "cos", cos, any);
+  require_ptr(fn, "sin", sin, any);
+  require_ptr(fn, "output", out, any);
+  return any;
+}
+
 }  // namespace mtp::kernels::internal
