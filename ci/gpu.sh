@@ -166,7 +166,7 @@ fi
 # scenario's graphs expectation, and the P = 1 rows with and without graphs.
 if want graphs; then
 step graphs_ctest ctest --test-dir $build --output-on-failure --timeout 300 \
-  -R 'MicrobatchGraph|CudaGraphsPlan|FlashAttention|KernelOpsCuda' --output-log "$out/ctest_graphs.log"
+  -R 'MicrobatchGraph|CudaGraphsPlan|FlashAttention|KernelOpsCuda|KernelsCuda' --output-log "$out/ctest_graphs.log"
 grep -E "tests passed|tests failed|\(Failed\)|Skipped" "$out/ctest_graphs.log" | tail -8 | tee -a "$summary"
 step graphs_gpu_flash $B check scenarios/gpu_flash.toml --out $R/graphs_gpu_flash
 tail -25 "$log/graphs_gpu_flash.log" >> "$summary"

@@ -6,6 +6,7 @@
 
 #include <torch/version.h>
 
+#include <ATen/EmptyTensor.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "kernels/cpu/kernels_cpu.h"
@@ -14,6 +15,7 @@
 
 #if defined(MTP_KERNELS_WITH_CUDA)
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/EmptyTensor.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include "kernels/cuda/kernels_cuda.h"
@@ -73,6 +75,19 @@ const T* data_or_null(const at::Tensor& t) {
   return t.defined() ? data<T>(t) : nullptr;
 }
 
+/// A new contiguous tensor for a kernel output or workspace every element of which the kernel
+/// writes before anything reads it. Allocated directly (at::detail::empty_cpu / empty_cuda), not
+/// through at::empty: with deterministic algorithms on, LibTorch >= 2.1 fills at::empty's memory
+/// with NaN first (fill_uninitialized_memory), one more kernel per output that here would only
+/// be overwritten, and for the embedding backward twice the bytes written. That every element
+/// is written is what the poisoned-memory tests of the kernel batteries check.
+at::Tensor uninitialized(at::IntArrayRef sizes, const at::TensorOptions& options) {
+#if defined(MTP_KERNELS_WITH_CUDA)
+  if (options.device().is_cuda()) return at::Tensor(at::detail::empty_cuda(sizes, options));
+#endif
+  return at::Tensor(at::detail::empty_cpu(sizes, options));
+}
+
 /// True for a CUDA tensor (when the CUDA kernels are built), false for a CPU tensor; anything
 /// else fails with c10::Error.
 bool use_cuda(const at::Tensor& t, const char* op) {
@@ -94,7 +109,7 @@ void check_same_device(const at::Tensor& a, const at::Tensor& b, const char* op)
 #if defined(MTP_KERNELS_WITH_CUDA)
 /// Device workspace of `bytes` bytes from LibTorch's caching allocator on the current stream.
 at::Tensor workspace(const at::Tensor& like, size_t bytes) {
-  return at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+  return uninitialized({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
 }
 cudaStream_t current_stream() { return at::cuda::getCurrentCUDAStream().stream(); }
 #endif
@@ -126,7 +141,7 @@ struct EmbeddingLookupFn : public torch::autograd::Function<EmbeddingLookupFn> {
     // [s, b, H] → [b, s, H]: row t of the kernel input is flat position t of ids [b, s].
     const at::Tensor grad = grad_outputs[0].transpose(0, 1).contiguous().view({-1, hidden});
     const int64_t tokens = grad.size(0);
-    at::Tensor grad_table = at::empty({vocab, hidden}, grad.options());
+    at::Tensor grad_table = uninitialized({vocab, hidden}, grad.options());
     const bool cuda = use_cuda(grad, kOp);
     dispatch_dtype(grad.scalar_type(), kOp, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -162,8 +177,8 @@ struct RmsNormFn : public torch::autograd::Function<RmsNormFn> {
     const at::Tensor wc = weight.contiguous();
     const int64_t hidden = weight.size(0);
     const int64_t rows = hidden == 0 ? 0 : xc.numel() / hidden;
-    at::Tensor y = at::empty(xc.sizes(), xc.options());
-    at::Tensor rstd = at::empty({rows}, xc.options().dtype(acc_dtype(xc.scalar_type())));
+    at::Tensor y = uninitialized(xc.sizes(), xc.options());
+    at::Tensor rstd = uninitialized({rows}, xc.options().dtype(acc_dtype(xc.scalar_type())));
     const bool cuda = use_cuda(xc, kOp);
     dispatch_dtype(xc.scalar_type(), kOp, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -191,8 +206,8 @@ struct RmsNormFn : public torch::autograd::Function<RmsNormFn> {
     const at::Tensor dy = grad_outputs[0].contiguous();
     const int64_t hidden = weight.size(0);
     const int64_t rows = rstd.size(0);
-    at::Tensor dx = at::empty(x.sizes(), x.options());
-    at::Tensor dweight = at::empty(weight.sizes(), weight.options());
+    at::Tensor dx = uninitialized(x.sizes(), x.options());
+    at::Tensor dweight = uninitialized(weight.sizes(), weight.options());
     const bool cuda = use_cuda(x, kOp);
     dispatch_dtype(x.scalar_type(), kOp, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -241,9 +256,9 @@ at::Tensor cross_entropy_forward(AutogradContext* ctx, const at::Tensor& logits,
   const int64_t rows = s * b;
   TORCH_CHECK(vocab > 0 || rows == 0, op, ": V = 0");
   const auto acc_opts = lg.options().dtype(acc_dtype(lg.scalar_type()));
-  at::Tensor loss = at::empty({s, b}, acc_opts);
-  at::Tensor row_max = at::empty({rows}, acc_opts);
-  at::Tensor row_sum = at::empty({rows}, acc_opts);
+  at::Tensor loss = uninitialized({s, b}, acc_opts);
+  at::Tensor row_max = uninitialized({rows}, acc_opts);
+  at::Tensor row_sum = uninitialized({rows}, acc_opts);
   const bool cuda = use_cuda(lg, op);
   dispatch_dtype(lg.scalar_type(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -281,7 +296,7 @@ at::Tensor cross_entropy_backward(AutogradContext* ctx, const at::Tensor& grad_l
   const int64_t vocab = lg.size(2);
   const int64_t rows = lg.size(0) * lg.size(1);
   const at::Tensor g = grad_loss.t().to(row_max.scalar_type()).contiguous();
-  at::Tensor grad_logits = at::empty(lg.sizes(), lg.options());
+  at::Tensor grad_logits = uninitialized(lg.sizes(), lg.options());
   const bool cuda = use_cuda(lg, op);
   dispatch_dtype(lg.scalar_type(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -356,7 +371,7 @@ at::Tensor dense_last_dim(const at::Tensor& t) {
 at::Tensor run_rope(const at::Tensor& in, const at::Tensor& cos, const at::Tensor& sin,
                     bool backward, const char* op) {
   const at::Tensor src = dense_last_dim(in);
-  at::Tensor out = at::empty(src.sizes(), src.options());  // contiguous
+  at::Tensor out = uninitialized(src.sizes(), src.options());  // contiguous
   const RopeDims dims = rope_dims(src);
   const bool cuda = use_cuda(src, op);
   dispatch_dtype(src.scalar_type(), op, [&](auto tag) {
@@ -446,7 +461,7 @@ at::Tensor block_digests(const at::Tensor& t, int64_t block_elements) {
   const bool cuda = use_cuda(t, kOp);
   const at::Tensor c = t.contiguous();
   const int64_t blocks = (c.numel() + block_elements - 1) / block_elements;
-  at::Tensor out = at::empty({blocks, 2}, c.options().dtype(at::kLong));
+  at::Tensor out = uninitialized({blocks, 2}, c.options().dtype(at::kLong));
   const uint64_t nbytes = static_cast<uint64_t>(c.numel()) * static_cast<uint64_t>(element);
   const uint64_t block_bytes = static_cast<uint64_t>(block_elements * element);
   auto* digests = reinterpret_cast<uint64_t*>(out.data_ptr<int64_t>());

@@ -516,5 +516,47 @@ TEST(FlashAttentionCudaTest, PoisonedMemoryDoesNotLeak_CUDA) {
   }
 }
 
+/// Every op of ops.h forward and backward on CUDA copies of `inputs` (those with requires_grad
+/// get gradients of Σ out·w): the outputs and gradients, on the CPU.
+std::vector<at::Tensor> run_ops_on_gpu(at::ScalarType dtype) {
+  at::manual_seed(21);
+  const int64_t b = 2, s = 48, vocab = 700, hidden = 192;
+  const at::Tensor ids = at::randint(0, vocab, {b, s}, at::kLong).cuda();
+  const at::Tensor labels = at::randint(0, vocab, {b, s}, at::kLong).cuda();
+  const at::Tensor mask = (at::rand({b, s}) > 0.25).to(at::kFloat).cuda();
+  const at::Tensor table = at::randn({vocab, hidden}).to(dtype).cuda().requires_grad_(true);
+  const at::Tensor w = (1 + 0.1 * at::randn({hidden})).to(dtype).cuda().requires_grad_(true);
+  const at::Tensor head = (0.1 * at::randn({vocab, hidden})).to(dtype).cuda().requires_grad_(true);
+  const model::RopeTables t = model::rope_tables(s, 32, 10000.0, dtype, at::Device(at::kCUDA));
+  const at::Tensor x = embedding_lookup(ids, table);                       // [s, b, H]
+  const at::Tensor h = rms_norm(x, w, 1e-5);
+  const at::Tensor r = rope(h.view({s, b, hidden / 32, 32}), t.cos, t.sin).view({s, b, hidden});
+  const at::Tensor logits = at::matmul(r, head.t());
+  const at::Tensor loss = masked_cross_entropy(logits, labels, mask).sum() +
+                          cross_entropy(logits, labels).sum() * 0.5;
+  loss.backward();
+  return {x.detach().cpu(), h.detach().cpu(), r.detach().cpu(), loss.detach().cpu(),
+          table.grad().cpu(), w.grad().cpu(), head.grad().cpu()};
+}
+
+TEST(KernelOpsCudaTest, PoisonedMemoryDoesNotReachOutputs_CUDA) {
+  MTP_SKIP_WITHOUT_CUDA_OPS();
+  // Outputs and workspaces are allocated without LibTorch's NaN fill (ops.cc uninitialized()):
+  // what they start from is the allocator's free memory, NaN (0xff) in one run and zeros in the
+  // other. Every element must be written: no NaN, and both runs bitwise equal.
+  DeterministicGuard det(/*fill=*/false);
+  for (auto dtype : {at::kFloat, at::kBFloat16, at::kDouble}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    poison_allocator(0xff, int64_t{64} << 20);
+    const std::vector<at::Tensor> poisoned = run_ops_on_gpu(dtype);
+    poison_allocator(0x00, int64_t{64} << 20);
+    const std::vector<at::Tensor> clean = run_ops_on_gpu(dtype);
+    for (size_t i = 0; i < clean.size(); ++i) {
+      EXPECT_FALSE(poisoned[i].isnan().any().item<bool>()) << "output " << i << " holds NaN";
+      EXPECT_TRUE(at::equal(poisoned[i], clean[i])) << "output " << i << " differs";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mtp::kernels
