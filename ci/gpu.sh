@@ -131,8 +131,9 @@ fi
 #    against the committed baseline golden/perf/h200.json (golden/perf/RESULTS.md, "Perf
 #    baselines"). About 4 minutes on one H200: kernels_benchmark's CUDA rows at 0.05 s per
 #    repetition; of train_step_benchmark the BM_PipelineStep rows below (the small model in
-#    bf16 with flash and unfused attention at P = 1 and P4 V2, the candidate, LibTorch kernels,
-#    fp32; the tiny model in fp32 and bf16 + flash). BM_TrainStep (whole steps with the HDF5
+#    bf16 with flash and unfused attention at P = 1 (with and without CUDA graphs) and P4 V2,
+#    the candidate, LibTorch kernels, fp32; the tiny model in fp32 and bf16 + flash, and with
+#    CUDA graphs). BM_TrainStep (whole steps with the HDF5
 #    record, ~2 GB per small-model step) and the full matrix are left to manual runs.
 #    MTP_BENCH_REPETITIONS (default 5: the smallest p-value of 5 vs 5 is 0.012 < alpha 0.05; 3
 #    could never flag a regression) and MTP_BENCH_TRAIN_FILTER override the choices.

@@ -72,8 +72,9 @@ bool flash_attention_available();
 /// Differentiable in q, k, v through LibTorch's flash backward, which LibTorch runs in its
 /// deterministic mode when deterministic algorithms are on. Batch-invariant by construction:
 /// each sample is its own kernel call (LibTorch's deterministic dq accumulation is split by a
-/// count that depends on b·heads); outputs and grads are concatenated. The GPU test battery
-/// (ops_cuda_test.cc) checks bitwise repeatability, batch invariance, an fp64 reference and
+/// count that depends on b·heads); outputs and grads are concatenated. At b > 1 this costs
+/// time (b = 8, 16 heads, s 2048 on an H200: 2.99 ms against 1.37 ms batched). The GPU test
+/// battery (ops_cuda_test.cc) checks bitwise repeatability, batch invariance, an fp64 reference and
 /// that poisoned (NaN) free memory does not reach the outputs.
 /// Not bitwise equal to the unfused composite (another summation order). c10::Error for another
 /// dtype or device, mismatched shapes, or a LibTorch without it.

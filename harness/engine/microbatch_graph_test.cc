@@ -9,6 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
+#include <string>
+#include <utility>
 
 #include "harness/common/error.h"
 #include "harness/config/testing/tiny_model.h"
@@ -62,48 +65,32 @@ TEST_F(CudaGraphsPlanTest, ASingleStageBf16HarnessVariantPlans) {
 }
 
 TEST_F(CudaGraphsPlanTest, EveryBrokenPreconditionIsNamed) {
-  auto expect_refused = [this](const char* rule) {
+  // One precondition broken at a time (from the plannable variant of SetUp), and the text that
+  // must name it.
+  const std::pair<std::function<void()>, std::string> cases[] = {
+      {[&] { training_.device = config::Device::kCpu; },
+       "needs device = \"cuda\" (this run: cpu)"},
+      {[&] { training_.dtype = config::DType::kFloat32; },
+       "needs dtype = \"bfloat16\" (this run: float32)"},
+      {[&] { variant_.pipeline_size = 4; },
+       "needs a layout of one stage, the whole model on pipeline rank 0 (this layout has 4 "
+       "stages)"},
+      {[&] { variant_.data_parallel_size = 2; }, "needs dp = 1 (this variant: 2)"},
+      {[&] { variant_.kernels = config::Kernels::kTorch; }, "needs kernels = \"harness\""},
+      {[&] {
+         model_.num_moe_experts = 4;
+         model_.moe_router_topk = 2;
+         model_.moe_ffn_hidden_size = 8;
+       },
+       "needs a dense model"},
+  };
+  for (const auto& [break_rule, rule] : cases) {
+    SCOPED_TRACE(rule);
+    SetUp();
+    break_rule();
     const std::string why = refusal();
     EXPECT_THAT(why, HasSubstr("variant \"g\": cuda_graphs = true"));
     EXPECT_THAT(why, HasSubstr(rule));
-  };
-  {
-    SCOPED_TRACE("device");
-    training_.device = config::Device::kCpu;
-    expect_refused("needs device = \"cuda\" (this run: cpu)");
-    SetUp();
-  }
-  {
-    SCOPED_TRACE("dtype");
-    training_.dtype = config::DType::kFloat32;
-    expect_refused("needs dtype = \"bfloat16\" (this run: float32)");
-    SetUp();
-  }
-  {
-    SCOPED_TRACE("stages");
-    variant_.pipeline_size = 4;
-    expect_refused("needs a layout of one stage, the whole model on pipeline rank 0 (this "
-                   "layout has 4 stages)");
-    SetUp();
-  }
-  {
-    SCOPED_TRACE("dp");
-    variant_.data_parallel_size = 2;
-    expect_refused("needs dp = 1 (this variant: 2)");
-    SetUp();
-  }
-  {
-    SCOPED_TRACE("kernels");
-    variant_.kernels = config::Kernels::kTorch;
-    expect_refused("needs kernels = \"harness\"");
-    SetUp();
-  }
-  {
-    SCOPED_TRACE("moe");
-    model_.num_moe_experts = 4;
-    model_.moe_router_topk = 2;
-    model_.moe_ffn_hidden_size = 8;
-    expect_refused("needs a dense model");
   }
 }
 

@@ -6,38 +6,38 @@
 
 namespace mtp::kernels::cpu {
 
-template <typename T>
-void rope_forward(const T* x, const RopeDims& dims, const T* cos, const T* sin, T* y) {
-  if (!internal::check_rope("rope_forward", x, cos, sin, y, dims.s, dims.b, dims.heads,
-                            dims.dim)) {
+namespace {
+
+/// Both directions: each output row of `in` (strided as `dims`) through the element function.
+template <typename T, bool kBackward>
+void rope_rows(const char* fn, const T* in, const RopeDims& dims, const T* cos, const T* sin,
+               T* out) {
+  if (!internal::check_rope(fn, in, cos, sin, out, dims.s, dims.b, dims.heads, dims.dim)) {
     return;
   }
   const int64_t n = dims.numel(), half = dims.dim / 2;
   for (int64_t row = 0; row * dims.dim < n; ++row) {
     const int64_t i = row / (dims.b * dims.heads);
-    const T* xr = x + dims.row_offset(row * dims.dim);
+    const T* r = in + dims.row_offset(row * dims.dim);
+    const T* cs = cos + i * dims.dim;
+    const T* sn = sin + i * dims.dim;
     for (int64_t d = 0; d < dims.dim; ++d) {
-      y[row * dims.dim + d] =
-          rope_forward_element(xr, cos + i * dims.dim, sin + i * dims.dim, d, half);
+      out[row * dims.dim + d] = kBackward ? rope_backward_element(r, cs, sn, d, half)
+                                          : rope_forward_element(r, cs, sn, d, half);
     }
   }
 }
 
+}  // namespace
+
+template <typename T>
+void rope_forward(const T* x, const RopeDims& dims, const T* cos, const T* sin, T* y) {
+  rope_rows<T, false>("rope_forward", x, dims, cos, sin, y);
+}
+
 template <typename T>
 void rope_backward(const T* grad, const RopeDims& dims, const T* cos, const T* sin, T* dx) {
-  if (!internal::check_rope("rope_backward", grad, cos, sin, dx, dims.s, dims.b, dims.heads,
-                            dims.dim)) {
-    return;
-  }
-  const int64_t n = dims.numel(), half = dims.dim / 2;
-  for (int64_t row = 0; row * dims.dim < n; ++row) {
-    const int64_t i = row / (dims.b * dims.heads);
-    const T* gr = grad + dims.row_offset(row * dims.dim);
-    for (int64_t d = 0; d < dims.dim; ++d) {
-      dx[row * dims.dim + d] =
-          rope_backward_element(gr, cos + i * dims.dim, sin + i * dims.dim, d, half);
-    }
-  }
+  rope_rows<T, true>("rope_backward", grad, dims, cos, sin, dx);
 }
 
 #define MTP_INSTANTIATE_ROPE(T)                                                        \
