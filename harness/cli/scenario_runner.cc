@@ -106,8 +106,11 @@ std::vector<engine::RunPlan> plan_variants(const scenario::Scenario& sc,
       throw InputError(fmt::format("{}: variant \"{}\": {}",
                                    sc.position("variant." + v.name + ".layout"), v.name, e.what()));
     } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name,
-                                   e.what()));
+      // The planner's own messages about a variant already start with its name.
+      const std::string prefix = fmt::format("variant \"{}\": ", v.name);
+      const std::string what = e.what();
+      throw InputError(fmt::format("{}: {}{}", sc.variant_location(v.name),
+                                   what.rfind(prefix, 0) == 0 ? "" : prefix, what));
     }
   }
   return plans;

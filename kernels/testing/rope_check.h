@@ -37,7 +37,8 @@ inline ::testing::AssertionResult rope_same_bits(const std::string& what, const 
 /// of a fused [s, b, heads, 3·hn] qkv leaf (as the model's attention takes it), with exact
 /// zeros of both signs in the input and in the output gradient (−0 products are where a
 /// different summation of the composite's zero term would show), and the output gradient
-/// non-contiguous. Forward output and the qkv leaf's gradient must be bitwise equal.
+/// non-contiguous. Forward output and the qkv leaf's gradient must be bitwise equal; then the
+/// fused op must repeat bitwise and give each sample alone the bits it gives it in the batch.
 inline void expect_rope_matches_composite(at::ScalarType dtype, const at::Device& device,
                                           int64_t s = 24, int64_t b = 3, int64_t heads = 4,
                                           int64_t hn = 16, uint64_t seed = 5) {
@@ -55,7 +56,8 @@ inline void expect_rope_matches_composite(at::ScalarType dtype, const at::Device
 
   at::Tensor outs[2], grads[2];
   for (int fused = 0; fused < 2; ++fused) {
-    const at::Tensor qkv = qkv0.to(dtype).to(device).requires_grad_(true);
+    // clone(): a fresh leaf each time (to() returns qkv0 itself when nothing changes).
+    const at::Tensor qkv = qkv0.to(dtype).to(device).clone().requires_grad_(true);
     const at::Tensor q = qkv.narrow(-1, 0, hn);  // strided: row stride 3·hn
     outs[fused] = fused ? rope(q, tables.cos, tables.sin) : model::apply_rope(q, tables);
     outs[fused].backward(g);
@@ -65,6 +67,21 @@ inline void expect_rope_matches_composite(at::ScalarType dtype, const at::Device
   EXPECT_TRUE(rope_same_bits(what + ": forward", outs[1], outs[0]));
   EXPECT_TRUE(rope_same_bits(what + ": input gradient", grads[1], grads[0]));
   EXPECT_TRUE(outs[1].is_contiguous());
+
+  // Repeats on fresh copies, and batch invariance: sample j of the batch alone gives sample j
+  // of the batched result (forward and input gradient).
+  for (int64_t j = -1; j < b; ++j) {
+    const at::Tensor src = j < 0 ? qkv0 : qkv0.narrow(1, j, 1);
+    const at::Tensor gj = j < 0 ? g : g.narrow(1, j, 1);
+    const at::Tensor qkv = src.to(dtype).to(device).clone().requires_grad_(true);
+    const at::Tensor out = rope(qkv.narrow(-1, 0, hn), tables.cos, tables.sin);
+    out.backward(gj);
+    const at::Tensor want_out = j < 0 ? outs[1] : outs[1].narrow(1, j, 1);
+    const at::Tensor want_grad = j < 0 ? grads[1] : grads[1].narrow(1, j, 1);
+    const std::string which = j < 0 ? "a repeat" : "sample " + std::to_string(j) + " alone";
+    EXPECT_TRUE(rope_same_bits(what + ": forward, " + which, out, want_out));
+    EXPECT_TRUE(rope_same_bits(what + ": input gradient, " + which, qkv.grad(), want_grad));
+  }
 }
 
 }  // namespace mtp::kernels::testing
