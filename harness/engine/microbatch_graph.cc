@@ -44,7 +44,8 @@ MicrobatchGraph::Losses MicrobatchGraph::run(const ModelChunk& chunk,
                             mb.loss_mask.sizes() == static_.loss_mask.sizes() &&
                             mb.num_microbatches == static_.num_microbatches,
                         fmt::format("a microbatch graph captured for tokens {} replayed for {}",
-                                    c10::str(static_.tokens.sizes()), c10::str(mb.tokens.sizes())));
+                                    c10::str(static_.tokens.sizes()),
+                                    c10::str(mb.tokens.sizes())));
     static_.tokens.copy_(mb.tokens);
     static_.labels.copy_(mb.labels);
     static_.loss_mask.copy_(mb.loss_mask);

@@ -56,8 +56,9 @@ class MicrobatchGraph {
 
   /// Forward, loss, backward of `mb` through `chunk` (the whole model: stage 0 and the loss
   /// stage), then after_backward() (the main-grad accumulation). Eager the first time, captured
-  /// and replayed the second, replayed afterwards. `chunk` and `after_backward` must stay the
-  /// same objects across calls; `mb` must have the shapes of the first call's. Throws
+  /// and replayed the second, replayed afterwards. `chunk` must stay the same object, and
+  /// `after_backward` must do the same work on the same tensors at every call (a replay repeats
+  /// what it did at capture); `mb` must have the shapes of the first call's. Throws
   /// InternalError on another chunk or shape, InfraError when CUDA refuses the capture.
   Losses run(const ModelChunk& chunk, const MicrobatchTensors& mb,
              const std::function<void()>& after_backward);

@@ -125,7 +125,8 @@ TEST(MicrobatchGraphCudaTest, GraphedStepsEqualEagerStepsBitwise_CUDA) {
   ASSERT_EQ(chunks.size(), 1u);
   std::vector<std::pair<at::Tensor, at::Tensor>> params;  // (weight, fp32 main grad)
   for (const auto& e : chunks[0]->params().entries()) {
-    params.emplace_back(e.second, at::zeros(e.second.sizes(), e.second.options().dtype(at::kFloat)));
+    params.emplace_back(e.second,
+                        at::zeros(e.second.sizes(), e.second.options().dtype(at::kFloat)));
   }
   std::vector<MicrobatchTensors> mbs;
   const auto& m = plan.model;
