@@ -38,6 +38,13 @@ class RankExecutor {
       run_graphed();
       return;
     }
+    run_ops();
+    read_losses();
+    tr_.note(me(), "finished its schedule");
+  }
+
+ private:
+  void run_ops() {
     for (size_t j = 0; j < ops_.size(); ++j) {
       if (options_.overlap_p2p && j + 1 < ops_.size()) post(j + 1);
       const bool pair = split_ && ops_[j].phase == schedule::Phase::kSteady &&
@@ -66,10 +73,8 @@ class RankExecutor {
         finish_backward(ops_[j], *s.prog);
       }
     }
-    tr_.note(me(), "finished its schedule");
   }
 
- private:
   struct Stored {
     int microbatch;
     std::unique_ptr<model::ChunkProgram> prog;
@@ -83,7 +88,6 @@ class RankExecutor {
   void run_graphed() {
     MTP_INTERNAL_ASSERT(layout_.num_stages() == 1 && !split_ && !options_.overlap_p2p,
                         "CUDA graphs need a layout of one stage and a plain schedule");
-    std::vector<MicrobatchGraph::Losses> per_mb(microbatches_.size());
     const std::function<void()> after = [this] {
       if (options_.after_backward) options_.after_backward(0);
     };
@@ -94,16 +98,23 @@ class RankExecutor {
                           "CUDA graphs need each microbatch's backward right after its forward");
       const int mb = ops_[j].microbatch;
       tr_.note(me(), fmt::format("microbatch {} through its CUDA graph", mb));
-      per_mb[mb] = options_.graph->run(*chunks_[0], microbatches_[mb], after);
+      MicrobatchGraph::Losses l = options_.graph->run(*chunks_[0], microbatches_[mb], after);
+      loss_values_[mb] = {std::move(l.lm), std::move(l.mtp)};
     }
-    // Read back once, after the step's last replay.
-    for (size_t mb = 0; mb < per_mb.size(); ++mb) {
-      losses_.lm[mb] = per_mb[mb].lm.item<double>();
-      std::vector<double> mtp;
-      for (const at::Tensor& t : per_mb[mb].mtp) mtp.push_back(t.item<double>());
-      losses_.mtp[mb] = std::move(mtp);
-    }
+    read_losses();
     tr_.note(me(), "finished its schedule");
+  }
+
+  // The loss stage's per-microbatch losses, read back from the device once, after the step's
+  // last op (reading them after each forward would stall the host behind the GPU every time).
+  void read_losses() {
+    for (size_t mb = 0; mb < loss_values_.size(); ++mb) {
+      const auto& [lm, mtp] = loss_values_[mb];
+      if (!lm.defined()) continue;
+      losses_.lm[mb] = lm.item<double>();
+      losses_.mtp[mb].clear();
+      for (const at::Tensor& t : mtp) losses_.mtp[mb].push_back(t.item<double>());
+    }
   }
 
   int stage(const Op& op) const { return op.chunk * layout_.pipeline_size + rank_; }
@@ -159,8 +170,7 @@ class RankExecutor {
   void finish_forward(const Op& op, std::unique_ptr<model::ChunkProgram> prog) {
     const int s = stage(op);
     if (s == last_stage()) {
-      losses_.lm[op.microbatch] = prog->lm_value();
-      losses_.mtp[op.microbatch] = prog->mtp_values();
+      loss_values_[op.microbatch] = {prog->lm, prog->mtp};
     } else {
       tr_.send(me(), rank_of(s + 1), {Kind::kActivation, s, op.microbatch}, prog->result);
     }
@@ -279,6 +289,9 @@ class RankExecutor {
   StepLosses& losses_;
   std::vector<std::deque<Stored>> stored_;
   std::map<size_t, transport::Transport::PendingRecv> posted_;
+  /// Loss stage: each microbatch's lm and mtp_k losses as 0-dim device tensors until read_losses.
+  std::vector<std::pair<at::Tensor, std::vector<at::Tensor>>> loss_values_ =
+      std::vector<std::pair<at::Tensor, std::vector<at::Tensor>>>(microbatches_.size());
 };
 
 }  // namespace
