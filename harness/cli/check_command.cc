@@ -29,12 +29,13 @@ void print_failures(const std::vector<report::ExpectationResult>& results,
   for (const auto& r : results) {
     if (r.holds || r.skipped) continue;
     for (const auto& p : r.pairs) {
-      if (p.holds) continue;
+      if (p.holds || p.undecided) continue;
       const std::string& a = run.records.at(p.baseline);
       const std::string& b = run.records.at(p.other);
       std::cout << fmt::format("\n## {} FAILED: {} vs {} ({})\n# why it should hold: {}\n",
                                r.expectation->name, p.baseline, p.other,
                                r.expectation->cls.to_string(), r.expectation->why);
+      if (!p.nonfinite.empty()) std::cout << "# non-finite value in " << p.nonfinite << "\n";
       if (!p.note.empty()) std::cout << "# " << p.note << "\n";
       std::cout << compare::format_report(p.result, a, b);
       if (const auto& fd = p.result.first_divergence) {
@@ -125,9 +126,10 @@ int check(const CheckOptions& opt) {
 
   std::cout << "\n" << report::format_table(results);
   print_failures(results, run);
-  int failed = 0, skipped = 0;
+  int failed = 0, skipped = 0, undecided = 0;
   for (const auto& r : results) {
     skipped += r.skipped ? 1 : 0;
+    undecided += r.undecided ? 1 : 0;
     failed += !r.skipped && !r.holds ? 1 : 0;
   }
   const int evaluated = static_cast<int>(results.size()) - skipped;
@@ -137,11 +139,18 @@ int check(const CheckOptions& opt) {
                             "\n");
   write_file_atomically(html_path, report::to_html(sc, run.runs, results));
   if (!opt.junit_path.empty()) write_file_atomically(opt.junit_path, report::to_junit(sc, results));
-  std::cout << fmt::format("\n# {} expectation(s): {} passed, {} failed, {} skipped (variants not "
-                           "run); report: {}, {}\n",
-                           results.size(), evaluated - failed, failed, skipped, json_path,
-                           html_path);
+  std::cout << fmt::format("\n# {} expectation(s): {} passed, {} failed, {} skipped ({} "
+                           "undecided, {} with variants not run); report: {}, {}\n",
+                           results.size(), evaluated - failed, failed, skipped, undecided,
+                           skipped - undecided, json_path, html_path);
   if (failed > 0) return kExitMismatch;
+  if (undecided > 0 && !opt.allow_skipped) {
+    // Never a pass for lack of data: an expectation the records cannot decide is not proven.
+    std::cout << fmt::format("# {} expectation(s) could not be decided from the records (see "
+                             "SKIP above); pass --allow-skipped to accept that\n",
+                             undecided);
+    return kExitMismatch;
+  }
   if (evaluated == 0 && !results.empty() && !opt.allow_skipped) {
     std::cout << fmt::format("# nothing was proven: every expectation compares a variant that was "
                              "not run (--variant {}); run the variants they name, or pass "

@@ -1,4 +1,5 @@
 // End-to-end checks of the mtp-harness command line: exit codes and error messages.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -101,6 +102,59 @@ TEST(CliTest, CheckOneVariantPairAndCompareItsRecords) {
   EXPECT_EQ(diff.code, 1) << diff.out;
   EXPECT_THAT(diff.out, HasSubstr("first divergence: step 1 grad/embedding.word_embeddings.weight"));
   EXPECT_TRUE(std::filesystem::exists(out + "/report.json"));
+}
+
+// Digest-only records cannot decide a tolerance. check keeps in full exactly the steps that its
+// tolerance expectations compare (in those expectations' variants), so p1_tolerance is decided
+// under --record digest, while a variant that no such expectation compares stays digest-only.
+TEST(CliTest, ToleranceExpectationsAreDecidedUnderDigestRecords) {
+  ScratchDir dir;
+  auto r = run("check scenarios/default.toml --record digest --variant ref_p4v2 --variant ref_p1 "
+               "--variant cand_p4v2_tmm --out " + dir.path());
+  EXPECT_EQ(r.code, 0) << r.out;
+  const size_t row = r.out.find("  p1_tolerance ");
+  ASSERT_NE(row, std::string::npos) << r.out;
+  const std::string line = r.out.substr(row, r.out.find('\n', row) - row);
+  EXPECT_THAT(line, HasSubstr("PASS   ref_p4v2 vs ref_p1"));
+  EXPECT_THAT(line, HasSubstr("within tol:0.0001,1e-06 ("));
+  EXPECT_THAT(line, HasSubstr("% of the limit used (headroom "));
+  EXPECT_THAT(r.out, Not(HasSubstr("not in the record")));
+  auto full = run("info " + dir.file("ref_p1.h5"));
+  EXPECT_THAT(full.out, Not(HasSubstr("digest-only"))) << full.out;
+  auto digest = run("info " + dir.file("cand_p4v2_tmm.h5"));
+  EXPECT_THAT(digest.out, HasSubstr("digest-only")) << digest.out;
+}
+
+// compare on digest-only records: a tolerance is UNDECIDED (exit 1, never a pass or a failure);
+// --localize re-trains the undecided steps in full and ends in one verdict.
+TEST(CliTest, CompareDecidesATolerancesOnDigestRecordsOnlyWithLocalize) {
+  ScratchDir dir;
+  for (const char* v : {"ref_p4v2", "ref_p1"}) {
+    auto t = run(fmt::format("run scenarios/default.toml --variant {} --record digest --out {}",
+                             v, dir.file(std::string(v) + ".h5")));
+    ASSERT_EQ(t.code, 0) << t.out;
+  }
+  const std::string pair = dir.file("ref_p4v2.h5") + " " + dir.file("ref_p1.h5");
+  auto u = run("compare " + pair + " --class tol:1e-4,1e-6");
+  EXPECT_EQ(u.code, 1) << u.out;
+  EXPECT_THAT(u.out, HasSubstr("# verdict: UNDECIDED (tol:0.0001,1e-06): UNDECIDED"));
+  EXPECT_THAT(u.out, HasSubstr("--localize re-trains those steps in full to decide"));
+  auto l = run("compare " + pair + " --class tol:1e-4,1e-6 --localize --json " +
+               dir.file("l.json"));
+  EXPECT_EQ(l.code, 0) << l.out;
+  EXPECT_THAT(l.out, HasSubstr("re-training both variants through step 3 with step(s) 1,2,3"));
+  EXPECT_THAT(l.out, HasSubstr("# verdict: EQUAL (tol:0.0001,1e-06): the records hold "
+                               "tol:0.0001,1e-06 (step(s) 1,2,3 re-trained in full: within"));
+  // The verdict is the last line: nothing after it contradicts it.
+  EXPECT_THAT(l.out.substr(l.out.rfind("# verdict:")), Not(HasSubstr("\n#")));
+  std::ifstream in(dir.file("l.json"));
+  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(json, HasSubstr("\"result\": \"holds\""));
+  // Bitwise is decided on the digests; --localize then names the element, verdict unchanged.
+  auto b = run("compare " + pair + " --localize");
+  EXPECT_EQ(b.code, 1) << b.out;
+  EXPECT_THAT(b.out, HasSubstr("# verdict: DIFFERENT (bitwise): FAILS bitwise"));
+  EXPECT_THAT(b.out, HasSubstr("; the element: step 1 grad/embedding.word_embeddings.weight["));
 }
 
 // ---- Faults and bad input (issue 11): never a crash, never a wrong 0, nothing half-written ----
@@ -234,12 +288,21 @@ TEST(CliFaultTest, AbsurdRunsAreRefusedFromTheEstimateBeforeTraining) {
   ScratchDir dir;
   const std::string base = "[scenario]\nname = \"big\"\n[model]\n";
   const std::string variant = "[[variant]]\nname = \"a\"\nimplementation = \"reference\"\n";
+  // Refusals that do not depend on the host's memory: under --max-memory, and a run whose
+  // activations alone need tens of TB (hidden 8192, 65536 samples a microbatch), more than any
+  // host has.
   std::ofstream(dir.file("h.toml")) << base << "hidden_size = 8192\n" << variant;
-  auto h = run("check " + dir.file("h.toml") + " --out " + dir.file("h"));
+  auto h = run("check " + dir.file("h.toml") + " --max-memory 8G --out " + dir.file("h"));
   EXPECT_EQ(h.code, 2) << h.out;
   EXPECT_THAT(h.out, HasSubstr("h.toml:5:1: variant \"a\": needs about"));
-  EXPECT_THAT(h.out, HasSubstr("but the CPU memory available"));
+  EXPECT_THAT(h.out, HasSubstr("but --max-memory is 8.0 GiB"));
   EXPECT_FALSE(std::filesystem::exists(dir.file("h/a.h5")));
+  std::ofstream(dir.file("x.toml")) << base << "hidden_size = 8192\nmicro_batch_size = 65536\n"
+                                    << variant;
+  auto x = run("check " + dir.file("x.toml") + " --out " + dir.file("x"));
+  EXPECT_EQ(x.code, 2) << x.out;
+  EXPECT_THAT(x.out, HasSubstr("but the CPU memory available"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x/a.h5")));
   std::ofstream(dir.file("b.toml")) << base << "micro_batch_size = 65536\n" << variant;
   auto b = run("run " + dir.file("b.toml") + " --variant a --out " + dir.file("b.h5"));
   EXPECT_EQ(b.code, 2) << b.out;

@@ -102,9 +102,10 @@ struct CompareOptions {
   bool localize = false;        ///< digest-only difference: re-train both with that step in full
   bool ignore_digests = false;  ///< read and compare values even where the digests are equal
 };
-/// Prints a record's attributes (hyperparameters, variant, environment fingerprint), its steps
-/// and every step's losses.
-int run_info(const std::string& path);
+/// Prints a record's every step's losses and its first non-finite value first, then its
+/// attributes (hyperparameters, variant, environment fingerprint) and its steps; `json`: all of
+/// that as one JSON object (schema_version 1).
+int run_info(const std::string& path, bool json = false);
 
 /// Compares two records. 0 = equal under the class, 1 = different.
 int run_compare(const CompareOptions& opt);
@@ -133,12 +134,22 @@ struct GoldenOptions {
   bool allow_fingerprint_mismatch = false;
   bool update = false;                   ///< golden update (else golden check)
   bool quiet = false;
+  bool detail = false;                   ///< list every changed tensor, not only the summary
+  bool dry_run = false;                  ///< update: print what would change, write nothing
+  /// update: re-make goldens whose scenario text changed (refused otherwise: a golden made from
+  /// another scenario text is another test, not an update).
+  bool accept_scenario_change = false;
 };
 /// golden check: trains each scenario's variants with digest records (or reads --records) and
 /// compares every tensor's digest with golden_dir/<scenario>.txt; 0 = all equal, 1 = a tensor
 /// differs (named: scenario, variant, step, tensor). Refuses (InputError, exit 2) goldens made
 /// in an environment whose bit-relevant fingerprint differs unless allow_fingerprint_mismatch.
-/// golden update: rewrites the goldens and prints what changed (never silently).
+/// Both print first whether the scenario text (as a line diff) or the environment changed, then
+/// the changed tensors summed up by variant × step × group with the changed losses' values, and
+/// every changed tensor with --detail. With --records DIR and no scenario file, the scenario is
+/// the one the records were made from.
+/// golden update: rewrites the goldens and prints what changed (never silently); --dry-run
+/// writes nothing; a changed scenario text needs --accept-scenario-change.
 int run_golden(const GoldenOptions& opt);
 
 struct EquivOptions {

@@ -51,9 +51,50 @@ std::vector<std::string> setting_differences(const record::RecordReader& a,
 
 }  // namespace
 
-int run_info(const std::string& path) {
+int run_info(const std::string& path, bool json) {
   record::RecordReader r(path);
+  const std::vector<report::StepLoss> losses = report::read_losses(r);
+  const auto nonfinite = r.first_nonfinite();
+  if (json) {
+    nlohmann::json j;
+    j["schema_version"] = 1;
+    j["path"] = path;
+    j["attributes"] = nlohmann::json::object();
+    for (const auto& [k, v] : r.attrs()) {
+      std::visit([&](const auto& x) { j["attributes"][k] = x; }, v);
+    }
+    j["losses"] = nlohmann::json::array();
+    for (const auto& l : losses) {
+      j["losses"].push_back({{"step", l.step}, {"lm", l.lm}, {"mtp", l.mtp}, {"total", l.total}});
+    }
+    j["steps"] = nlohmann::json::array();
+    for (int step : r.steps()) {
+      nlohmann::json groups = nlohmann::json::object();
+      for (const auto& g : r.groups(step)) {
+        const auto names = r.names(step, g);
+        size_t digest_only = 0;
+        for (const auto& n : names) digest_only += r.info(step, g, n).stored ? 0 : 1;
+        groups[g] = {{"tensors", names.size()}, {"digest_only", digest_only}};
+      }
+      j["steps"].push_back({{"step", step}, {"groups", groups}});
+    }
+    j["first_nonfinite"] = nonfinite ? nlohmann::json(nonfinite->describe()) : nlohmann::json();
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return kExitOk;
+  }
   std::cout << "# " << path << "\n";
+  // What a reader wants first: the losses, and whether anything went non-finite.
+  if (!losses.empty()) {
+    std::string head = "# step  lm";
+    for (size_t k = 0; k < losses.front().mtp.size(); ++k) head += fmt::format("  mtp_{}", k + 1);
+    std::cout << "losses:\n" << head << "  total\n";
+    for (const auto& l : losses) {
+      std::string row = fmt::format("  {:>4}  {:.9g}", l.step, l.lm);
+      for (double m : l.mtp) row += fmt::format("  {:.9g}", m);
+      std::cout << row << fmt::format("  {:.9g}\n", l.total);
+    }
+  }
+  if (nonfinite) std::cout << "first non-finite value: " << nonfinite->describe() << "\n";
   for (const auto& [k, v] : r.attrs()) {
     std::string value = attr_text(v);
     if (value.find('\n') != std::string::npos) value = "\n    " + value;
@@ -76,17 +117,6 @@ int run_info(const std::string& path) {
                                               : ""));
     }
     std::cout << fmt::format("  step {}: {}\n", step, fmt::join(parts, ", "));
-  }
-  const std::vector<report::StepLoss> losses = report::read_losses(r);
-  if (!losses.empty()) {
-    std::string head = "# step  lm";
-    for (size_t k = 0; k < losses.front().mtp.size(); ++k) head += fmt::format("  mtp_{}", k + 1);
-    std::cout << "losses:\n" << head << "  total\n";
-    for (const auto& l : losses) {
-      std::string row = fmt::format("  {:>4}  {:.9g}", l.step, l.lm);
-      for (double m : l.mtp) row += fmt::format("  {:.9g}", m);
-      std::cout << row << fmt::format("  {:.9g}\n", l.total);
-    }
   }
   return kExitOk;
 }
@@ -131,23 +161,60 @@ int run_compare(const CompareOptions& opt) {
   j["b"] = opt.b;
   j["setting_differences"] = notes;
   j["report"] = compare::format_report(r, opt.a, opt.b, opt.max_rows);
-  const bool holds = r.holds();  // the records' verdict; a localisation only explains it
+  // One verdict at the end, whatever --localize did: EQUAL, DIFFERENT or UNDECIDED.
+  bool holds = r.holds();
+  bool undecided = r.undecided();
+  std::string verdict = compare::verdict_text(r);
   const auto& fd = r.first_divergence;
-  if (opt.localize && fd && fd->first_block >= 0) {
-    // Digest-only records: re-train both variants with the divergent step in full.
-    std::cout << fmt::format("# --localize: re-training both variants through step {} with that "
-                             "step in full\n",
-                             fd->step);
+  std::set<int> steps;  // what --localize re-trains: the undecided tensors' steps, else the first
+  if (undecided) {
+    for (const auto& d : r.tensors) {
+      if (d.undecided) steps.insert(d.step);
+    }
+  } else if (fd && fd->first_block >= 0) {
+    steps.insert(fd->step);
+  }
+  if (opt.localize && !steps.empty()) {
+    // Digest-only records: re-train both variants with those steps in full.
+    std::cout << fmt::format("# --localize: re-training both variants through step {} with "
+                             "step(s) {} in full\n",
+                             *steps.rbegin(), fmt::join(steps, ","));
     const TempDirectory dir("mtp-harness-localize");
-    const Localized loc = localize(opt.a, opt.b, fd->step, cls, sel, dir.path());
+    const Localized loc = localize(opt.a, opt.b, steps, cls, sel, dir.path());
     std::cout << loc.notes << compare::format_report(loc.result, loc.a_rerun, loc.b_rerun,
                                                      opt.max_rows);
     j["localized"] = compare::to_json(loc.result);
     j["localized"]["notes"] = loc.notes;
+    j["localized"]["reproduced"] = loc.reproduced;
+    if (undecided && loc.reproduced) {
+      // Every tensor outside these steps was decided by the records; these steps, by the
+      // re-runs that reproduce them bit for bit.
+      undecided = loc.result.undecided();
+      holds = loc.result.holds();
+      verdict = fmt::format("{} (step(s) {} re-trained in full: {})",
+                            holds ? "the records hold " + cls.to_string()
+                                  : "the records do not hold " + cls.to_string(),
+                            fmt::join(steps, ","), compare::verdict_text(loc.result));
+    } else if (undecided) {
+      verdict += "; --localize could not decide it: the re-runs do not reproduce the records";
+    } else if (loc.result.first_divergence) {
+      verdict += "; the element: " + loc.result.first_divergence->describe();
+    }
   } else if (opt.localize) {
     std::cout << "# --localize: nothing to localise (the first divergence "
               << (fd ? "already names its element" : "does not exist") << ")\n";
   }
+  const bool differ = cls.kind == compare::CompareClass::Kind::kDiffer;
+  const char* word = undecided ? "UNDECIDED"
+                     : holds   ? (differ ? "DIFFERENT, as the negative control expects" : "EQUAL")
+                               : (differ ? "EQUAL: the negative control fails" : "DIFFERENT");
+  std::cout << fmt::format("# verdict: {} ({}): {}\n", word, cls.to_string(), verdict);
+  if (undecided && !opt.localize) {
+    std::cout << "# the values the class needs are not in the records: --localize re-trains "
+                 "those steps in full to decide\n";
+  }
+  j["verdict"] = {{"result", undecided ? "undecided" : holds ? "holds" : "fails"},
+                  {"text", verdict}};
   if (!opt.json_path.empty()) {
     write_file_atomically(opt.json_path,
                           j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");

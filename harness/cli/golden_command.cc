@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <variant>
 
 #include "harness/cli/commands.h"
 #include "harness/cli/scenario_runner.h"
@@ -14,6 +15,7 @@
 #include "harness/common/temp_file.h"
 #include "harness/golden/golden.h"
 #include "harness/record/digest.h"
+#include "harness/record/record.h"
 #include "harness/scenario/scenario.h"
 
 namespace mtp::cli {
@@ -21,8 +23,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// Changed tensors listed per scenario before "… and N more".
-constexpr size_t kMaxListed = 10;
+/// Rows of the summary (variant × step × group) printed without --detail.
+constexpr size_t kMaxSummaryRows = 40;
 
 /// Every scenario file of `dir` that trains on the CPU, by name.
 std::vector<std::string> cpu_scenarios(const std::string& dir) {
@@ -78,27 +80,98 @@ std::vector<std::pair<std::string, std::string>> records_of(const scenario::Scen
   return out;
 }
 
-void print_changes(const golden::GoldenDiff& d) {
-  for (size_t i = 0; i < d.changes.size() && i < kMaxListed; ++i) {
-    std::cout << "  " << d.changes[i].describe() << "\n";
+/// What changed, most telling first: the scenario text, the environment, then the tensors by
+/// variant × step × group with the losses' values, then (detail) every tensor.
+void print_changes(const golden::GoldenDiff& d, bool detail) {
+  if (d.scenario_changed) {
+    if (d.scenario_text_diff.empty()) {
+      std::cout << "  the scenario text changed since the goldens were made (these goldens keep "
+                   "no text to show the change)\n";
+    } else {
+      std::cout << "  the scenario text changed since the goldens were made:\n";
+      for (const auto& line : d.scenario_text_diff) std::cout << "    " << line << "\n";
+    }
   }
-  if (d.changes.size() > kMaxListed) {
-    std::cout << fmt::format("  ... and {} more\n", d.changes.size() - kMaxListed);
+  for (const auto& f : d.fingerprint_bits) std::cout << "  environment: " << f << "\n";
+  if (d.changed_groups.empty() && d.loss_changes.empty()) return;
+  std::cout << "  changed tensors by variant, step and group (changed of recorded; the first):\n";
+  size_t rows = 0;
+  for (const auto& g : d.changed_groups) {
+    if (!detail && rows++ == kMaxSummaryRows) {
+      std::cout << fmt::format("    ... {} more groups (--detail lists them)\n",
+                               d.changed_groups.size() - kMaxSummaryRows);
+      break;
+    }
+    std::cout << fmt::format("    {} step {} {}: {} of {}, first {}\n", g.variant, g.step,
+                             g.group, g.changed, g.total, g.first);
+    if (g.group != "loss") continue;
+    for (const auto& l : d.loss_changes) {
+      if (l.variant == g.variant && l.step == g.step) {
+        std::cout << "      " << l.describe() << "\n";
+      }
+    }
   }
+  if (detail) {
+    std::cout << "  every changed tensor:\n";
+    for (const auto& c : d.changes) std::cout << "    " << c.describe() << "\n";
+  } else if (!d.changes.empty()) {
+    std::cout << fmt::format("  (--detail lists all {} changed tensors with their digests)\n",
+                             d.changes.size());
+  }
+}
+
+/// The scenario that made the records in `dir` (their scenario_text; every record there must
+/// hold the same text).
+scenario::Scenario scenario_of_records(const std::string& dir) {
+  std::string text, first;
+  std::error_code ec;
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".h5") files.push_back(e.path().string());
+  }
+  if (ec) throw InputError(fmt::format("--records {}: cannot list it: {}", dir, ec.message()));
+  std::sort(files.begin(), files.end());
+  for (const auto& path : files) {
+    const record::RecordReader r(path);
+    const auto attrs = r.attrs();
+    const auto it = attrs.find("scenario_text");
+    const std::string* t = it == attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
+    if (t == nullptr || t->empty()) {
+      throw InputError(fmt::format("--records {}: {} holds no scenario text; give the scenario "
+                                   "file",
+                                   dir, path));
+    }
+    if (first.empty()) {
+      first = path;
+      text = *t;
+    } else if (*t != text) {
+      throw InputError(fmt::format("--records {}: {} and {} were made from different scenario "
+                                   "texts; give the scenario file",
+                                   dir, first, path));
+    }
+  }
+  if (first.empty()) throw InputError(fmt::format("--records {}: no record (.h5) there", dir));
+  return scenario::parse_scenario(text, fmt::format("<scenario of {}>", first));
 }
 
 }  // namespace
 
 int run_golden(const GoldenOptions& opt) {
+  const bool from_records = opt.scenarios.empty() && !opt.records.empty();
   const std::vector<std::string> files =
-      opt.scenarios.empty() ? cpu_scenarios("scenarios") : opt.scenarios;
+      from_records ? std::vector<std::string>{""}
+      : opt.scenarios.empty() ? cpu_scenarios("scenarios")
+                              : opt.scenarios;
   if (!opt.records.empty() && files.size() != 1) {
-    throw InputError("--records names one scenario's records: give exactly one scenario file");
+    throw InputError("--records names one scenario's records: give one scenario file, or none "
+                     "to take the scenario from the records");
   }
-  if (opt.update) check_output_directory("--golden-dir", opt.golden_dir);
+  if (opt.update && !opt.dry_run) check_output_directory("--golden-dir", opt.golden_dir);
   int differing = 0;
-  for (const std::string& file : files) {
-    const scenario::Scenario sc = scenario::load_scenario(file);
+  for (const std::string& file_arg : files) {
+    const scenario::Scenario sc =
+        from_records ? scenario_of_records(opt.records) : scenario::load_scenario(file_arg);
+    const std::string file = from_records ? "--records " + opt.records : file_arg;
     const std::string path = opt.golden_dir + "/" + sc.name + ".txt";
     // The goldens are read before anything trains: missing or unreadable ones fail at once.
     const bool have = fs::exists(path);
@@ -108,35 +181,55 @@ int run_golden(const GoldenOptions& opt) {
                                    path, sc.name, file, file));
     }
     const golden::GoldenFile old = have ? golden::read_golden_file(path) : golden::GoldenFile{};
+    if (have && old.scenario != sc.name) {
+      throw InputError(fmt::format("{}: the goldens are of scenario \"{}\", not \"{}\" ({})", path,
+                                   old.scenario, sc.name, file));
+    }
     const TempDirectory tmp("mtp-harness-golden");
     const auto records = records_of(sc, opt.records, tmp.path(), opt.quiet);
-    const std::string text_digest =
-        record::digest_bytes(sc.text.data(), sc.text.size(), 1).whole.hex();
-    const golden::GoldenFile now = golden::golden_from_records(sc.name, text_digest, records);
+    const golden::GoldenFile now = golden::golden_from_records(sc.name, sc.text, records);
     const golden::GoldenDiff d = golden::diff_goldens(old, now);
     for (const auto& f : have ? d.fingerprint_info : std::vector<std::string>{}) {
       std::cout << fmt::format("# {}: note: environment differs (does not change bits): {}\n",
                                sc.name, f);
     }
     if (opt.update) {
+      if (have && d.scenario_changed && !opt.accept_scenario_change) {
+        std::cout << fmt::format("golden update {}: refused: the scenario text changed since the "
+                                 "goldens were made\n",
+                                 sc.name);
+        print_changes(d, opt.detail);
+        throw InputError(fmt::format(
+            "{}: the goldens were made from another text of scenario \"{}\" (above); re-making "
+            "them would silently turn one test into another: pass --accept-scenario-change if "
+            "that is the intent",
+            path, sc.name));
+      }
+      const char* verb = opt.dry_run ? "would be written to" : "written to";
       if (!have) {
-        std::cout << fmt::format("golden update {}: new goldens of {} tensors ({} variants) in "
+        std::cout << fmt::format("golden update {}: new goldens of {} tensors ({} variants) {} "
                                  "{}\n",
-                                 sc.name, d.tensors, sc.variants.size(), path);
-      } else if (d.equal() && d.fingerprint_bits.empty() && !d.scenario_changed) {
+                                 sc.name, d.tensors, sc.variants.size(), verb, path);
+      } else if (d.equal() && d.fingerprint_bits.empty() && !d.scenario_changed &&
+                 old.scenario_text.empty()) {
+        // A version-1 file: the same digests, now with the scenario text and the losses.
+        std::cout << fmt::format("golden update {}: unchanged ({} tensors, {} variants); the "
+                                 "scenario text and the losses added (format 2), {} {}\n",
+                                 sc.name, d.tensors, sc.variants.size(), verb, path);
+      } else if (d.equal() && d.loss_changes.empty() && d.fingerprint_bits.empty() &&
+                 !d.scenario_changed) {
         std::cout << fmt::format("golden update {}: unchanged ({} tensors, {} variants)\n",
                                  sc.name, d.tensors, sc.variants.size());
         continue;
       } else {
-        std::cout << fmt::format("golden update {}: {} of {} tensors changed{}{}; written to {}\n",
+        std::cout << fmt::format("golden update {}: {} of {} tensors changed{}{}; {} {}\n",
                                  sc.name, d.changes.size(), d.tensors,
                                  d.scenario_changed ? "; the scenario text changed" : "",
                                  d.fingerprint_bits.empty() ? "" : "; the environment changed",
-                                 path);
-        for (const auto& f : d.fingerprint_bits) std::cout << "  environment: " << f << "\n";
-        print_changes(d);
+                                 verb, path);
+        print_changes(d, opt.detail);
       }
-      write_file_atomically(path, golden::format_golden(now));
+      if (!opt.dry_run) write_file_atomically(path, golden::format_golden(now));
       continue;
     }
     if (!d.fingerprint_bits.empty()) {
@@ -153,23 +246,30 @@ int run_golden(const GoldenOptions& opt) {
                                "(--allow-fingerprint-mismatch):{}\n",
                                sc.name, what);
     }
-    if (d.equal()) {
+    if (d.equal() && d.loss_changes.empty()) {
       std::cout << fmt::format("golden check {}: EQUAL ({} tensors of {} variants, every step){}\n",
                                sc.name, d.tensors, sc.variants.size(),
                                d.scenario_changed ? "; note: the scenario text changed since the "
                                                     "goldens were made"
                                                   : "");
+      if (d.scenario_changed) print_changes(d, opt.detail);
       continue;
     }
     ++differing;
-    const golden::TensorChange& first = d.changes.front();
-    std::cout << fmt::format("golden check {}: DIFFERENT: {} of {} tensors differ from {}; first: "
-                             "variant {} step {} {}/{}\n",
-                             sc.name, d.changes.size(), d.tensors, path, first.variant,
-                             first.step, first.group, first.name);
-    print_changes(d);
-    std::cout << fmt::format("# if the change is intended: mtp-harness golden update {} (prints "
-                             "what changed; commit {})\n",
+    if (d.changes.empty()) {
+      std::cout << fmt::format("golden check {}: DIFFERENT: every digest is equal but {} recorded "
+                               "loss value(s) differ from {} (the goldens were edited?)\n",
+                               sc.name, d.loss_changes.size(), path);
+    } else {
+      const golden::TensorChange& first = d.changes.front();
+      std::cout << fmt::format("golden check {}: DIFFERENT: {} of {} tensors differ from {}; "
+                               "first: variant {} step {} {}/{}\n",
+                               sc.name, d.changes.size(), d.tensors, path, first.variant,
+                               first.step, first.group, first.name);
+    }
+    print_changes(d, opt.detail);
+    std::cout << fmt::format("# if the change is intended: mtp-harness golden update {} "
+                             "(--dry-run first prints what would change; commit {})\n",
                              file, path);
   }
   return differing == 0 ? kExitOk : kExitMismatch;

@@ -26,8 +26,9 @@ std::string string_attr(const record::AttrMap& attrs, const std::string& key,
   return std::get<std::string>(it->second);
 }
 
-/// Re-trains the variant that made `path` through `step`, keeping `step` in full, into `out`.
-void rerun(const std::string& path, int step, const std::string& out) {
+/// Re-trains the variant that made `path` through the last of `steps`, keeping `steps` in full,
+/// into `out`.
+void rerun(const std::string& path, const std::set<int>& steps, const std::string& out) {
   const record::RecordReader rec(path);
   const record::AttrMap attrs = rec.attrs();
   scenario::Scenario sc = scenario::parse_scenario(string_attr(attrs, "scenario_text", path),
@@ -42,9 +43,9 @@ void rerun(const std::string& path, int step, const std::string& out) {
     config::RecordRef ref{std::get<std::string>(p->second), std::get<int64_t>(s->second)};
     (std::string(key) == "init_from" ? sc.training.init_from : sc.training.resume_from) = ref;
   }
-  sc.training.steps = step;
+  sc.training.steps = *steps.rbegin();
   sc.training.record = config::RecordMode::kDigest;
-  sc.training.dump_steps = {step};
+  sc.training.dump_steps = std::set<int64_t>(steps.begin(), steps.end());
   config::VariantSpec v = sc.variant(variant);
   v.record.reset();
   auto impl = make_implementation(v.implementation);
@@ -56,9 +57,10 @@ void rerun(const std::string& path, int step, const std::string& out) {
   engine::run_variant(plan, *impl, sc.data, ro);
 }
 
-/// "# the re-run of A reproduces A.h5's digests at steps 0-3\n", or what differs.
+/// "# the re-run of A reproduces A.h5's digests at steps 0-3\n", or what differs; `ok` says
+/// which.
 std::string reproduction(const std::string& label, const std::string& original,
-                         const std::string& rerun_path, int step) {
+                         const std::string& rerun_path, int step, bool& ok) {
   const record::RecordReader a(original), b(rerun_path);
   compare::Selection sel;
   sel.groups = record::record_groups();
@@ -74,6 +76,7 @@ std::string reproduction(const std::string& label, const std::string& original,
   for (int s = 0; s <= step; ++s) sel.steps.insert(s);
   const compare::CompareResult r =
       compare::compare_records(a, b, compare::CompareClass::parse("bitwise"), sel);
+  ok = r.equal;
   if (r.equal) {
     return fmt::format("# the re-run of {} reproduces {} at steps 0-{} (every digest equal)\n",
                        label, original, step);
@@ -86,18 +89,23 @@ std::string reproduction(const std::string& label, const std::string& original,
 
 }  // namespace
 
-Localized localize(const std::string& a, const std::string& b, int step,
+Localized localize(const std::string& a, const std::string& b, const std::set<int>& steps,
                    const compare::CompareClass& cls, const compare::Selection& sel,
                    const std::string& dir) {
+  MTP_INTERNAL_ASSERT(!steps.empty(), "localize without a step");
   Localized out;
   out.a_rerun = dir + "/A.localize.h5";
   out.b_rerun = dir + "/B.localize.h5";
-  rerun(a, step, out.a_rerun);
-  rerun(b, step, out.b_rerun);
-  out.notes = reproduction("A", a, out.a_rerun, step) + reproduction("B", b, out.b_rerun, step);
+  rerun(a, steps, out.a_rerun);
+  rerun(b, steps, out.b_rerun);
+  const int last = *steps.rbegin();
+  bool ok_a = false, ok_b = false;
+  out.notes = reproduction("A", a, out.a_rerun, last, ok_a) +
+              reproduction("B", b, out.b_rerun, last, ok_b);
+  out.reproduced = ok_a && ok_b;
   const record::RecordReader ra(out.a_rerun), rb(out.b_rerun);
   compare::Selection at_step = sel;
-  at_step.steps = {step};
+  at_step.steps = steps;
   out.result = compare::compare_records(ra, rb, cls, at_step);
   return out;
 }

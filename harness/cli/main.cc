@@ -190,6 +190,9 @@ int main(int argc, char** argv) {
   auto* inf = app.add_subcommand("info", "print a record's attributes, steps and per-step "
                                          "losses");
   inf->add_option("record", info_path, "record (.h5)")->required()->check(non_empty);
+  bool info_json = false;
+  inf->add_flag("--json", info_json, "print it as JSON (attributes, losses, steps, the first "
+                                     "non-finite value) instead");
 
   mtp::cli::GoldenOptions gold;
   auto* g = app.add_subcommand("golden", "committed per-tensor digests of every CPU scenario "
@@ -210,7 +213,13 @@ int main(int argc, char** argv) {
                     "take the records of this check run directory instead of training (one "
                     "scenario)")->check(non_empty);
     sub->add_flag("-q,--quiet", gold.quiet, "no progress line on stderr");
+    sub->add_flag("--detail", gold.detail,
+                  "list every changed tensor with its digests (default: a summary by variant, "
+                  "step and group)");
   }
+  gu->add_flag("--dry-run", gold.dry_run, "print what would change; write nothing");
+  gu->add_flag("--accept-scenario-change", gold.accept_scenario_change,
+               "re-make goldens whose scenario text changed since they were made");
   gc->add_flag("--allow-fingerprint-mismatch", gold.allow_fingerprint_mismatch,
                "compare even when the goldens were made where BLAS, LibTorch, the compiler, libc "
                "or the pinned CPU kernels differ");
@@ -322,7 +331,7 @@ int main(int argc, char** argv) {
   return check_stdout(run_command([&] {
     if (*c) return mtp::cli::run_check(check);
     if (*r) return mtp::cli::run_one(run);
-    if (*inf) return mtp::cli::run_info(info_path);
+    if (*inf) return mtp::cli::run_info(info_path, info_json);
     if (*k) return mtp::cli::run_compare(cmp);
     if (*gc) return mtp::cli::run_golden(gold);
     if (*gu) {

@@ -111,7 +111,7 @@ TEST(CheckOutputTest, JUnitHasOneCasePerPairAndTheHtmlNamesTheFirstDivergence) {
   EXPECT_THAT(r.out, HasSubstr("is owned by stage 0 (pipeline rank 0, virtual stage 0) in "
                                "ref_p2"));
   EXPECT_THAT(r.out, HasSubstr("# re-train ref_p1: mtp-harness run " + sc +
-                               " --variant ref_p1 --out " + dir.file("o") + "/ref_p1.h5"));
+                               " --variant ref_p1 --out " + dir.file("o") + "/ref_p1.retrain.h5"));
   const std::string x = read_text(dir.file("j.xml"));
   EXPECT_EQ(count(x, "<testcase "), 2);
   EXPECT_THAT(x, HasSubstr("tests=\"2\" failures=\"1\" errors=\"0\" skipped=\"0\""));
@@ -121,7 +121,9 @@ TEST(CheckOutputTest, JUnitHasOneCasePerPairAndTheHtmlNamesTheFirstDivergence) {
   // (Which step differs first depends on the BLAS: here the two sums of the embedding's uses
   // agree at step 1 and differ at step 2.)
   EXPECT_TRUE(std::regex_search(x, std::regex("<failure message=\"ref_p2 vs ref_p1 \\(bitwise\\): "
-                                              "step [12] grad/embedding\\.word_embeddings\\.weight")))
+                                              "FAILS bitwise: [0-9]+ of [0-9]+ tensors outside the "
+                                              "class; first step [12] "
+                                              "grad/embedding\\.word_embeddings\\.weight")))
       << x;
   const std::string html = read_text(dir.file("o/report.html"));
   EXPECT_THAT(html, HasSubstr("first divergence"));
@@ -198,6 +200,17 @@ TEST(InfoTest, PrintsEveryStepsLosses) {
   EXPECT_THAT(info.out, HasSubstr("schema_version = 2"));
   EXPECT_THAT(info.out, HasSubstr("blas_core = "));
   EXPECT_THAT(info.out, HasSubstr("aten_cpu_capability = "));
+  // The losses come first, before the attributes.
+  EXPECT_LT(info.out.find("losses:"), info.out.find("schema_version = 2"));
+  // --json: the same facts as one object.
+  const auto js = run("info " + dir.file("ref_p2.h5") + " --json");
+  ASSERT_EQ(js.code, 0) << js.out;
+  const auto j = nlohmann::json::parse(js.out);
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["attributes"]["seed"], 1234);
+  EXPECT_EQ(j["losses"].size(), 2u);
+  EXPECT_EQ(j["steps"][2]["groups"]["loss"]["tensors"], 3);
+  EXPECT_TRUE(j["first_nonfinite"].is_null());
 }
 
 TEST(DigestRecordTest, DigestRecordsAreSmallAndLocalizeNamesTheElement) {
@@ -276,6 +289,46 @@ TEST(GoldenCliTest, NamesTheChangedTensorAndRefusesAnotherEnvironment) {
   const auto update = run("golden update " + sc + g);
   EXPECT_THAT(update.out, HasSubstr("1 of"));
   EXPECT_THAT(update.out, HasSubstr("environment: blas"));
+}
+
+// A golden mismatch says first what changed in the scenario text (as a diff), then sums the
+// changed tensors up by variant × step × group with the losses' values; --detail lists every
+// tensor. Updating goldens of another scenario text needs --accept-scenario-change, and
+// --dry-run writes nothing.
+TEST(GoldenCliTest, AMismatchIsSummedUpAndAScenarioChangeNeedsConsent) {
+  ScratchDir dir;
+  const std::string g = " --golden-dir " + dir.file("g");
+  const auto made = run("golden update " + tiny_scenario(dir) + g);
+  ASSERT_EQ(made.code, 0) << made.out;
+  const std::string golden_text = read_text(dir.file("g/tiny.txt"));
+  EXPECT_THAT(golden_text, HasSubstr("\n| seed = 1234\n"));
+  EXPECT_THAT(golden_text, HasSubstr("\nlosses ref_p2 1 lm="));
+  const std::string sc = tiny_scenario(dir, 1235);
+  const auto changed = run("golden check " + sc + g);
+  EXPECT_EQ(changed.code, 1) << changed.out;
+  EXPECT_THAT(changed.out, HasSubstr("  the scenario text changed since the goldens were made:\n"
+                                     "    - seed = 1234\n    + seed = 1235\n"));
+  EXPECT_THAT(changed.out, HasSubstr("    ref_p2 step 1 loss: 3 of 3, first lm\n      lm "));
+  EXPECT_THAT(changed.out, HasSubstr(" relative)\n"));
+  EXPECT_THAT(changed.out, HasSubstr("(--detail lists all "));
+  EXPECT_LT(count(changed.out, "\n"), 60) << "a summary, not every tensor";
+  const auto detail = run("golden check " + sc + g + " --detail");
+  EXPECT_GT(count(detail.out, "\n    variant ref_p2 step 1 grad/"), 3) << detail.out;
+  // Another scenario text is another test: no silent update.
+  const auto refused = run("golden update " + sc + g);
+  EXPECT_EQ(refused.code, 2) << refused.out;
+  EXPECT_THAT(refused.out, HasSubstr("pass --accept-scenario-change"));
+  const auto dry = run("golden update " + sc + g + " --accept-scenario-change --dry-run");
+  EXPECT_EQ(dry.code, 0) << dry.out;
+  EXPECT_THAT(dry.out, HasSubstr("would be written to"));
+  EXPECT_EQ(read_text(dir.file("g/tiny.txt")), golden_text) << "--dry-run wrote the goldens";
+  EXPECT_EQ(run("golden update " + sc + g + " --accept-scenario-change").code, 0);
+  EXPECT_THAT(read_text(dir.file("g/tiny.txt")), HasSubstr("\n| seed = 1235\n"));
+  // --records without a scenario file: the scenario is the one the records were made from.
+  ASSERT_EQ(run("check " + sc + " --quiet --out " + dir.file("r")).code, 1);  // p1_fails
+  const auto from_records = run("golden check --records " + dir.file("r") + g);
+  EXPECT_EQ(from_records.code, 0) << from_records.out;
+  EXPECT_THAT(from_records.out, HasSubstr("golden check tiny: EQUAL"));
 }
 
 TEST(GoldenCliTest, RecordsOfAnotherScenarioTextAreRefused) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -37,6 +38,26 @@ std::string shell_quote(const std::string& s) {
 }
 
 bool embedded(const scenario::Scenario& sc) { return sc.source.rfind("<", 0) == 0; }
+
+/// The steps of `variant`'s record that an expectation compares under a class needing values
+/// (ulp, tol: digests that differ cannot decide them), so that they are kept in full whatever the
+/// record mode and no verdict lacks its data.
+std::set<int64_t> value_steps(const scenario::Scenario& sc, const std::string& variant) {
+  std::set<int64_t> out;
+  for (const auto& e : sc.expectations) {
+    const auto kind = e.cls.kind;
+    if (kind != compare::CompareClass::Kind::kUlp && kind != compare::CompareClass::Kind::kTol) {
+      continue;
+    }
+    if (std::find(e.variants.begin(), e.variants.end(), variant) == e.variants.end()) continue;
+    if (e.selection.steps.empty()) {
+      for (int64_t s = 0; s <= sc.training.steps; ++s) out.insert(s);
+    } else {
+      out.insert(e.selection.steps.begin(), e.selection.steps.end());
+    }
+  }
+  return out;
+}
 
 /// A variant whose remaining steps will take longer than this is announced on stderr.
 constexpr double kLongRunSeconds = 60.0;
@@ -102,6 +123,7 @@ std::vector<engine::RunPlan> plan_variants(const scenario::Scenario& sc,
     try {
       plans.push_back(engine::plan_variant(sc.model, sc.training, v,
                                            *make_implementation(v.implementation)));
+      for (int64_t s : value_steps(sc, v.name)) plans.back().training.dump_steps.insert(s);
     } catch (const layout::LayoutError& e) {
       throw InputError(fmt::format("{}: variant \"{}\": {}",
                                    sc.position("variant." + v.name + ".layout"), v.name, e.what()));
@@ -253,7 +275,9 @@ ScenarioRun train_variants(const scenario::Scenario& sc, const std::vector<engin
     run.record_bytes = static_cast<int64_t>(fs::file_size(ro.record_path));
     run.record_mode = config::enum_name(plan.record_mode);
     run.losses = report::read_losses(record::RecordReader(ro.record_path));
-    run.retrain_command = retrain_command(sc, v.name, ro.record_path, s.retrain_flags);
+    // The re-train writes beside the record, never over it: the record is the evidence.
+    run.retrain_command = retrain_command(sc, v.name, s.out_dir + "/" + v.name + ".retrain.h5",
+                                          s.retrain_flags);
     if (s.print_rows) {
       std::cout << fmt::format(
           "  {:<{}} {:<10} {:<{}} {:>2} {:>2} {:>2} {:<13} {:<10} {:<6} {:>8.2f} {:>14.9g} "

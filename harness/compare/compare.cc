@@ -162,6 +162,7 @@ void Walk::compare_tensor(int step, const std::string& group, const std::string&
       return;
     }
     ++result_.tensors_by_digest;
+    if (d.undecided) ++result_.tensors_undecided;
   }
   ++result_.tensors_compared;
   add(std::move(d));
@@ -176,6 +177,7 @@ void merge_chunk(const TensorDiff& part, TensorDiff& d) {
   d.max_ulp = std::max(d.max_ulp, part.max_ulp);
   d.max_abs = std::max(d.max_abs, part.max_abs);
   d.max_rel = std::max(d.max_rel, part.max_rel);
+  d.max_limit_fraction = std::max(d.max_limit_fraction, part.max_limit_fraction);
   if (d.first_index < 0 && part.first_index >= 0) {
     d.first_index = part.first_index;
     d.a_value = part.a_value;
@@ -272,6 +274,9 @@ void Walk::compare_digests(int step, const std::string& group, const std::string
   d.differing_blocks = da.differing_blocks(db);
   d.first_block = da.first_differing_block(db).value_or(0);
   d.first_block_coord = unflatten(d.first_block * record::kDigestBlockElements, ia.shape);
+  // Differing digests prove a bit difference: that decides bitwise and differ, but not a class
+  // that allows some difference.
+  d.undecided = cls_.kind == CompareClass::Kind::kUlp || cls_.kind == CompareClass::Kind::kTol;
 }
 
 void Walk::compare_group(int step, const std::string& group) {
@@ -351,7 +356,7 @@ CompareResult Walk::run() {
         sel_.steps.empty() ? "all" : fmt::format("{}", fmt::join(sel_.steps, ",")), a_.path(),
         b_.path()));
   }
-  result_.equal = result_.structural.empty() &&
+  result_.equal = result_.structural.empty() && result_.tensors_undecided == 0 &&
                   std::none_of(result_.tensors.begin(), result_.tensors.end(),
                                [](const TensorDiff& d) { return d.failed(); });
   return std::move(result_);

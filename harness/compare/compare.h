@@ -17,13 +17,16 @@
 // the file — and compared; when either record holds only digests, the difference is localised
 // to the first differing block of kDigestBlockElements elements (`mtp-harness compare
 // --localize` re-runs both variants to find the element). A class other than bitwise and differ
-// cannot be decided on digests that differ: such a tensor fails, saying so.
+// cannot be decided on digests that differ: such a tensor is undecided (never a pass, never a
+// failure), and so is the comparison unless another tensor fails; compare --localize re-trains
+// its steps in full to decide it, and check records in full what its expectations need.
 // Report: first divergent step, first divergent tensor in canonical order (steps ascending;
 // groups in record_groups() order; names in record A's creation order), its first differing
 // element (flat index and multi-index, both values printed with 17 significant digits, both bit
 // patterns in hex), and per tensor the max ULP distance and mismatch count.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -80,7 +83,14 @@ struct TensorDiff {
   int64_t differing_blocks = 0;
   int64_t first_block = -1;
   std::vector<int64_t> first_block_coord;  ///< multi-index of the first block's first element
-  bool failed() const { return !structural.empty() || mismatches > 0 || first_block >= 0; }
+  /// Digest-only, digests differing, and the class (ulp, tol) needs values to decide.
+  bool undecided = false;
+  /// ulp and tol: the largest fraction of the class's limit any element used (|a − b| over
+  /// ATOL + RTOL·|b|; ULP distance over N); 1 − it is the headroom. 0 when all bits are equal.
+  double max_limit_fraction = 0.0;
+  bool failed() const {
+    return !structural.empty() || mismatches > 0 || (first_block >= 0 && !undecided);
+  }
   /// "step 1 grad/embedding.word_embeddings.weight[12, 3]: a=... (0x...) b=... (0x...)".
   std::string describe() const;
 };
@@ -91,8 +101,11 @@ struct CompareResult {
   std::vector<TensorDiff> tensors;      ///< every compared tensor, canonical order
   int64_t tensors_compared = 0;  ///< tensors compared, by value or by digests (structural not)
   int64_t tensors_by_digest = 0;  ///< of those, decided by digests without reading values
-  /// True iff no structural difference and no tensor outside the class. (For kDiffer the tensor
-  /// check is bitwise and `holds()` is the negation.)
+  /// Tensors whose digests differ in a record that holds no values, under a class that needs
+  /// them (TensorDiff::undecided): while any is left and nothing failed, there is no verdict.
+  int64_t tensors_undecided = 0;
+  /// True iff no structural difference, no tensor outside the class and none undecided. (For
+  /// kDiffer the tensor check is bitwise and `holds()` is the negation.)
   bool equal = false;
   /// First failure in canonical order, if any: a failing tensor (structural or value), or, for a
   /// step or group present in only one record (empty or not), a TensorDiff with `structural`
@@ -100,7 +113,26 @@ struct CompareResult {
   std::optional<TensorDiff> first_divergence;
   /// Whether the expectation holds: `equal` for bitwise/ulp/tol, `!equal` for differ.
   bool holds() const { return cls.kind == CompareClass::Kind::kDiffer ? !equal : equal; }
+  /// No verdict: nothing failed, but some tensors are undecided (their values are not in the
+  /// records). holds() is false then.
+  bool undecided() const {
+    return tensors_undecided > 0 && structural.empty() &&
+           std::none_of(tensors.begin(), tensors.end(),
+                        [](const TensorDiff& d) { return d.failed(); });
+  }
 };
+
+/// One line saying what a comparison measured, whatever the verdict:
+///   bitwise equal:  "bitwise equal (12 tensors, 3 of them by digest)"
+///   ulp/tol holds:  "within tol:1e-05,1e-06 (12 tensors): 906467 elements differ in bits, max
+///                    |diff| 2.1e-06, max |diff|/|b| 0.0003, max ULP 749568; 41% of the limit
+///                    used (headroom 59%)"
+///   differ holds:   "differ as expected: 5 of 12 tensors differ in bits, first step 1 grad/x[3,
+///                    4]: a=… b=…; max |diff| …, max ULP …"
+///   fails:          "FAILS tol:…: 3 of 12 tensors outside the class; first step 1 grad/x[…] …"
+///   undecided:      "UNDECIDED tol:…: the digests of 4 of 12 tensors differ and their values
+///                    are not in the records (first step 2 grad/x block 0)"
+std::string verdict_text(const CompareResult& r);
 
 /// Compares `a` against `b` on `sel` under `cls`. Throws RecordError when a file cannot be read,
 /// and InputError when `sel` names an unknown group or selects nothing in either record (so a

@@ -103,8 +103,78 @@ TEST(CompareDigestTest, DigestOnlyRecordsNameTheFirstDifferingBlock) {
                                       "131072)"));
   // The negative control holds on digests alone.
   EXPECT_TRUE(compare(dir.file("a.h5"), dir.file("b.h5"), "differ").holds());
-  // A tolerance cannot be decided without the values: it fails rather than passes.
-  EXPECT_FALSE(compare(dir.file("a.h5"), dir.file("b.h5"), "tol:1,1").holds());
+  // A tolerance cannot be decided without the values: undecided, neither a pass nor a failure.
+  const CompareResult tol = compare(dir.file("a.h5"), dir.file("b.h5"), "tol:1,1");
+  EXPECT_FALSE(tol.holds());
+  EXPECT_TRUE(tol.undecided());
+  EXPECT_EQ(tol.tensors_undecided, 1);
+  EXPECT_FALSE(tol.first_divergence.has_value()) << "an undecided tensor is no divergence";
+  EXPECT_EQ(verdict_text(tol),
+            "UNDECIDED tol:1,1: the digests of 1 of 2 tensors differ and their values are not in "
+            "the records, so the class cannot be applied (first step 1 grad/w block 2); re-run "
+            "with their steps in full (check does; compare --localize re-trains them)");
+  EXPECT_THAT(format_report(tol, "a", "b"), HasSubstr("UNDECIDED (tol:1,1)"));
+}
+
+// A tensor outside the class decides the comparison even when another is undecided.
+TEST(CompareDigestTest, AFailingTensorDecidesBesideAnUndecidedOne) {
+  ScratchDir dir;
+  TensorData g = ramp("w", 2);
+  {
+    RecordWriter w(dir.file("a.h5"));
+    w.write(1, "loss", TensorData::from_f32("lm", {}, {2.5f}));
+    w.write(1, "grad", g, Storage::kDigest);
+    w.commit();
+  }
+  flip_last_bit(g, 7);
+  {
+    RecordWriter w(dir.file("b.h5"));
+    w.write(1, "loss", TensorData::from_f32("lm", {}, {3.5f}));
+    w.write(1, "grad", g, Storage::kDigest);
+    w.commit();
+  }
+  const CompareResult r = compare(dir.file("a.h5"), dir.file("b.h5"), "ulp:4");
+  EXPECT_FALSE(r.undecided());
+  EXPECT_FALSE(r.holds());
+  EXPECT_EQ(r.first_divergence->group, "loss");
+  EXPECT_EQ(verdict_text(r),
+            "FAILS ulp:4: 1 of 2 tensors outside the class; first step 1 loss/lm: a=2.5 "
+            "(0x40200000) b=3.5 (0x40600000)");
+}
+
+// Each verdict says what it measured: the counts, and for a class with a limit the observed
+// extremes and the headroom, computed here by hand.
+TEST(CompareDigestTest, VerdictTextStatesWhatWasMeasured) {
+  ScratchDir dir;
+  const std::vector<float> a{1.0f, 2.0f, -4.0f, 0.0f};
+  const std::vector<float> b{1.0f, 2.5f, -4.0f, 0.0f};
+  auto rec = [&](const std::string& path, const std::vector<float>& v) {
+    RecordWriter w(path);
+    w.write(1, "loss", TensorData::from_f32("lm", {}, {2.5f}));
+    w.write(1, "grad", TensorData::from_f32("w", {2, 2}, v));
+    w.commit();
+  };
+  rec(dir.file("a.h5"), a);
+  rec(dir.file("b.h5"), b);
+  rec(dir.file("a2.h5"), a);
+  // |2 − 2.5| = 0.5 against a limit of 0.25 + 0.1 · 2.5 = 0.5: 100 % of it used.
+  CompareResult r = compare(dir.file("a.h5"), dir.file("b.h5"), "tol:0.1,0.25");
+  EXPECT_TRUE(r.holds());
+  EXPECT_EQ(verdict_text(r),
+            "within tol:0.1,0.25 (2 tensors): 1 elements differ in bits, max |diff| 0.5, max "
+            "|diff|/|b| 0.2, max ULP 2097152; 100% of the limit used (headroom 0%)");
+  // 2.0f and 2.5f are 2^21 float32 steps apart: a quarter of ulp:8388608's limit.
+  r = compare(dir.file("a.h5"), dir.file("b.h5"), "ulp:8388608");
+  EXPECT_THAT(verdict_text(r), HasSubstr("25% of the limit used (headroom 75%)"));
+  r = compare(dir.file("a.h5"), dir.file("a2.h5"), "tol:0.1,0.25");
+  EXPECT_EQ(verdict_text(r), "bitwise equal (2 tensors, 2 of them by digest)");
+  r = compare(dir.file("a.h5"), dir.file("b.h5"), "differ");
+  EXPECT_EQ(verdict_text(r),
+            "differ as expected: 1 of 2 tensors differ in bits, first step 1 grad/w[0, 1]: a=2 "
+            "(0x40000000) b=2.5 (0x40200000); 1 elements differ, max |diff| 0.5, max ULP 2097152");
+  r = compare(dir.file("a.h5"), dir.file("a2.h5"), "differ");
+  EXPECT_EQ(verdict_text(r),
+            "FAILS differ: the records are bitwise equal (2 tensors, 2 of them by digest)");
 }
 
 TEST(CompareDigestTest, DigestOnlyAgainstFullComparesByDigest) {

@@ -55,10 +55,73 @@ std::string TensorDiff::describe() const {
   return fmt::format("{}{}: a={} ({}) b={} ({})", loc, index, a_value, a_bits, b_value, b_bits);
 }
 
+std::string verdict_text(const CompareResult& r) {
+  const std::string cls = r.cls.to_string();
+  const int64_t n = static_cast<int64_t>(r.tensors.size());
+  int64_t failing = 0, bits = 0, differing = 0;
+  uint64_t max_ulp = 0;
+  double max_abs = 0.0, max_rel = 0.0, used = 0.0;
+  for (const TensorDiff& d : r.tensors) {
+    failing += d.failed() ? 1 : 0;
+    differing += d.bit_mismatches > 0 || d.first_block >= 0 ? 1 : 0;
+    bits += d.bit_mismatches;
+    max_ulp = std::max(max_ulp, d.max_ulp);
+    max_abs = std::max(max_abs, d.max_abs);
+    max_rel = std::max(max_rel, d.max_rel);
+    used = std::max(used, d.max_limit_fraction);
+  }
+  const std::string first = r.first_divergence ? r.first_divergence->describe() : "";
+  const bool differ = r.cls.kind == CompareClass::Kind::kDiffer;
+  if (r.undecided()) {
+    const TensorDiff* u = nullptr;
+    for (const TensorDiff& d : r.tensors) {
+      if (d.undecided && u == nullptr) u = &d;
+    }
+    return fmt::format("UNDECIDED {}: the digests of {} of {} tensors differ and their values are "
+                       "not in the records, so the class cannot be applied (first {}); re-run "
+                       "with their steps in full (check does; compare --localize re-trains them)",
+                       cls, r.tensors_undecided, n,
+                       u ? fmt::format("step {} {}/{} block {}", u->step, u->group, u->name,
+                                       u->first_block)
+                         : "?");
+  }
+  if (differ) {
+    if (!r.holds()) {
+      return fmt::format("FAILS differ: the records are bitwise equal ({} tensors, {} of them by "
+                         "digest)",
+                         r.tensors_compared, r.tensors_by_digest);
+    }
+    if (!r.structural.empty()) return "differ as expected, in structure: " + r.structural.front();
+    std::string s = fmt::format("differ as expected: {} of {} tensors differ in bits, first {}",
+                                differing, n, first);
+    if (bits > 0) {
+      s += fmt::format("; {} elements differ, max |diff| {:.3g}, max ULP {}", bits, max_abs,
+                       ulp_string(max_ulp));
+    }
+    return s;
+  }
+  if (!r.holds()) {
+    if (!r.structural.empty()) return "FAILS " + cls + ": structure: " + r.structural.front();
+    return fmt::format("FAILS {}: {} of {} tensors outside the class; first {}", cls, failing, n,
+                       first);
+  }
+  if (r.cls.kind == CompareClass::Kind::kBitwise || bits == 0) {
+    return fmt::format("bitwise equal ({} tensors, {} of them by digest)", r.tensors_compared,
+                       r.tensors_by_digest);
+  }
+  return fmt::format("within {} ({} tensors): {} elements differ in bits, max |diff| {:.3g}, max "
+                     "|diff|/|b| {:.3g}, max ULP {}; {:.3g}% of the limit used (headroom "
+                     "{:.3g}%)",
+                     cls, r.tensors_compared, bits, max_abs, max_rel, ulp_string(max_ulp),
+                     100.0 * used, 100.0 * (1.0 - used));
+}
+
 std::string format_report(const CompareResult& r, const std::string& a_label,
                           const std::string& b_label, int max_rows) {
-  std::string out = fmt::format("{} ({}): A = {}, B = {}\n", r.equal ? "EQUAL" : "DIFFERENT",
+  std::string out = fmt::format("{} ({}): A = {}, B = {}\n",
+                                r.undecided() ? "UNDECIDED" : r.equal ? "EQUAL" : "DIFFERENT",
                                 r.cls.to_string(), a_label, b_label);
+  out += "verdict: " + verdict_text(r) + "\n";
   std::vector<const TensorDiff*> failing;
   for (const TensorDiff& d : r.tensors) {
     if (d.failed()) {

@@ -71,8 +71,19 @@ void compare_float(const uint8_t* pa, const uint8_t* pb, int64_t first, int64_t 
     bool outside = true;  // bitwise and differ: any bit difference
     if (cls.kind == Kind::kUlp) {
       outside = ulp > static_cast<uint64_t>(cls.max_ulp);
+      d.max_limit_fraction =
+          std::max(d.max_limit_fraction,
+                   cls.max_ulp == 0 ? (ulp == 0 ? 0.0 : INFINITY)
+                                    : static_cast<double>(ulp) / static_cast<double>(cls.max_ulp));
     } else if (cls.kind == Kind::kTol) {
       outside = !within_tol(va, vb, a_nan, b_nan, cls);
+      const double limit = cls.atol + cls.rtol * std::fabs(vb);
+      const double used = a_nan || b_nan || std::isinf(va) || std::isinf(vb)
+                              ? (outside ? INFINITY : 0.0)
+                          : limit > 0.0 ? std::fabs(va - vb) / limit
+                          : va == vb    ? 0.0
+                                        : INFINITY;
+      d.max_limit_fraction = std::max(d.max_limit_fraction, used);
     }
     if (!outside) {
       continue;

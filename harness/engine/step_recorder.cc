@@ -129,7 +129,29 @@ record::DType record_dtype(const std::string& name, at::ScalarType t) {
   }
 }
 
+/// Same-width integer type of a float dtype (for its bits).
+at::ScalarType bits_type(at::ScalarType t) {
+  switch (c10::elementSize(t)) {
+    case 2: return at::kShort;
+    case 4: return at::kInt;
+    default: return at::kLong;
+  }
+}
+
 }  // namespace
+
+at::Tensor nonfinite_scan(const at::Tensor& t) {
+  c10::NoGradGuard no_grad;
+  const auto opts = at::TensorOptions().dtype(at::kLong).device(t.device());
+  if (!t.is_floating_point() || t.numel() == 0) return at::zeros({3}, opts);
+  const at::Tensor flat = t.detach().reshape({-1});
+  const at::Tensor bad = at::logical_not(at::isfinite(flat));
+  const at::Tensor count = bad.sum(at::kLong);
+  const at::Tensor first = bad.to(at::kByte).argmax();  // the first maximum: the first non-finite
+  const at::Tensor bits =
+      flat.index_select(0, first.view({1})).view(bits_type(t.scalar_type())).to(at::kLong);
+  return at::cat({count.view({1}), first.view({1}), bits.view({1})});
+}
 
 record::Storage step_storage(const RunPlan& plan, int64_t step) {
   if (plan.training.dump_steps.count(step)) return record::Storage::kFull;
@@ -317,8 +339,13 @@ void StepRecorder::write_tensor(int64_t step, const std::string& group, const st
   Writer::Job job;
   {
     c10::NoGradGuard no_grad;
-    job.snapshot = device_digest ? kernels::block_digests(t.detach(), record::kDigestBlockElements)
-                                 : t.detach().clone(at::MemoryFormat::Contiguous);
+    // The device digest's snapshot: the block digests as int64 [2·blocks] (high, low), then
+    // nonfinite_scan's three values.
+    job.snapshot =
+        device_digest
+            ? at::cat({kernels::block_digests(t.detach(), record::kDigestBlockElements).view({-1}),
+                       nonfinite_scan(t)})
+            : t.detach().clone(at::MemoryFormat::Contiguous);
   }
   if (job.snapshot.is_cuda()) {
     c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
@@ -333,12 +360,18 @@ void StepRecorder::write_tensor(int64_t step, const std::string& group, const st
                                                      const at::Tensor& host) {
       record::TensorDigest d;
       const auto* halves = reinterpret_cast<const uint64_t*>(host.data_ptr<int64_t>());
-      for (int64_t b = 0; b < host.size(0); ++b) {
+      const int64_t blocks = (host.size(0) - 3) / 2;
+      for (int64_t b = 0; b < blocks; ++b) {
         d.blocks.push_back(record::Digest128{halves[2 * b], halves[2 * b + 1]});
       }
       d.whole = record::combine_block_digests(d.blocks);
+      const int64_t* scan = host.data_ptr<int64_t>() + 2 * blocks;
+      const int bits = 8 * record::dtype_size(dtype);
+      const uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+      const record::NonFinite nf{scan[0], scan[0] > 0 ? scan[1] : -1,
+                                 scan[0] > 0 ? static_cast<uint64_t>(scan[2]) & mask : 0};
       w.write(s, group, record::TensorView{name, dtype, shape, nullptr, nbytes},
-              record::Storage::kDigest, &d);
+              record::Storage::kDigest, &d, 1, &nf);
     };
   } else {
     job.run = [s, group, name, dtype, storage](record::RecordWriter& w, const at::Tensor& host) {

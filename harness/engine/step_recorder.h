@@ -37,6 +37,12 @@ namespace mtp::engine {
 /// Batches and losses are always kept in full.
 record::Storage step_storage(const RunPlan& plan, int64_t step);
 
+/// The non-finite elements of `t` computed on its own device without a host sync (the
+/// device-digest path, where the bytes never reach the host): int64 [3] = {count, flat index of
+/// the first (0 when none), the first's bit pattern sign-extended from its dtype's width}.
+/// Integer tensors and empty ones give {0, 0, 0}. Read back with record::NonFinite's meaning.
+at::Tensor nonfinite_scan(const at::Tensor& t);
+
 /// A step's losses over the global batch: lm and mtp_1..mtp_D averaged over the K = DP·M
 /// microbatches in float64 in global order, total = lm + (λ/D)·Σ mtp_k.
 struct StepLossAverages {

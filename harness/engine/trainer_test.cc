@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -240,6 +241,39 @@ TEST_F(RunTest, DriftOfAReplicaOrAnEmbeddingCopyIsReported) {
     }
     EXPECT_FALSE(std::filesystem::exists(ro.record_path)) << "a record of a drifted run";
   }
+}
+
+// A weight that turns NaN after step 1's optimizer step (in every replica alike, so the run goes
+// on): the record names it as its first non-finite value, in full and digest-only records alike,
+// and the NaN reaches step 2's losses.
+TEST_F(RunTest, ARunThatTurnsNaNRecordsItsFirstNonFiniteValue) {
+  for (auto mode : {config::RecordMode::kFull, config::RecordMode::kDigest}) {
+    auto v = variant_;
+    v.record = mode;
+    RunOptions ro;
+    ro.record_path = (dir_ / "nan.h5").string();
+    std::filesystem::remove(ro.record_path);
+    ro.after_optimizer_step = [](int64_t step, int, const std::string& name, int,
+                                 at::Tensor& w) {
+      if (step == 1 && name == "decoder.layers.2.mlp.linear_fc2.weight") w.view({-1})[7] = NAN;
+    };
+    run_variant(plan(v), *candidate_, data::DataConfig{}, ro);
+    const record::RecordReader r(ro.record_path);
+    const auto nf = r.first_nonfinite();
+    ASSERT_TRUE(nf.has_value()) << config::enum_name(mode);
+    EXPECT_EQ(nf->step, 1);
+    EXPECT_EQ(nf->group, "weight");
+    EXPECT_EQ(nf->name, "decoder.layers.2.mlp.linear_fc2.weight");
+    EXPECT_EQ(nf->first.first_index, 7);
+    EXPECT_EQ(nf->first.count, 1);
+    EXPECT_GT(nf->tensors, 2) << "step 2's losses and grads are NaN too";
+    float loss;
+    std::memcpy(&loss, r.read(2, "loss", "total").bytes.data(), 4);
+    EXPECT_TRUE(std::isnan(loss));
+  }
+  // A finite run's record has no such attribute.
+  const record::RecordReader ok(run(variant_, "finite.h5"));
+  EXPECT_FALSE(ok.first_nonfinite().has_value());
 }
 
 // untie_embeddings = false in every kind of legal layout, reference and candidate, with DP = 2:

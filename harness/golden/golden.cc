@@ -6,6 +6,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -20,7 +22,33 @@
 namespace mtp::golden {
 namespace {
 
-constexpr const char* kMagic = "mtp-harness-goldens 1";
+constexpr const char* kMagic = "mtp-harness-goldens 2";
+constexpr const char* kMagicV1 = "mtp-harness-goldens 1";
+
+/// Lines of `text` (a final newline ends the last line rather than starting an empty one).
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+/// The value of scalar float loss `name` at `step` of `r`.
+double loss_value(const record::RecordReader& r, int step, const std::string& name) {
+  const record::TensorData t = r.read(step, "loss", name);
+  if (t.numel() == 1 && t.dtype == record::DType::kF32) {
+    float v;
+    std::memcpy(&v, t.bytes.data(), 4);
+    return v;
+  }
+  if (t.numel() == 1 && t.dtype == record::DType::kF64) {
+    double v;
+    std::memcpy(&v, t.bytes.data(), 8);
+    return v;
+  }
+  throw record::RecordError(fmt::format("{}: step {} loss/{} is not a float32 or float64 scalar",
+                                        r.path(), step, name));
+}
 
 /// The golden form of a tensor digest: the high half of its XXH3-128, 16 hex digits.
 std::string short_digest(const record::Digest128& d) { return d.hex().substr(0, 16); }
@@ -73,11 +101,16 @@ std::string GoldenFile::digest(const std::string& variant, int step, const std::
   return "";
 }
 
-GoldenFile golden_from_records(const std::string& scenario, const std::string& scenario_digest,
+std::string scenario_text_digest(const std::string& text) {
+  return record::digest_bytes(text.data(), text.size(), 1).whole.hex();
+}
+
+GoldenFile golden_from_records(const std::string& scenario, const std::string& scenario_text,
                                const std::vector<std::pair<std::string, std::string>>& records) {
   GoldenFile g;
   g.scenario = scenario;
-  g.scenario_digest = scenario_digest;
+  g.scenario_digest = scenario_text_digest(scenario_text);
+  g.scenario_text = scenario_text;
   // Names per group, in canonical group order, each group's names in first-seen order.
   std::map<std::string, std::vector<std::string>> names;
   std::map<std::string, std::set<std::string>> seen;
@@ -132,6 +165,13 @@ GoldenFile golden_from_records(const std::string& scenario, const std::string& s
         }
         g.rows.push_back(std::move(row));
       }
+      const auto groups = r->groups(step);
+      if (std::find(groups.begin(), groups.end(), "loss") == groups.end()) continue;
+      LossRow losses{variant, step, {}};
+      for (const auto& name : r->names(step, "loss")) {
+        losses.values.emplace_back(name, loss_value(*r, step, name));
+      }
+      g.losses.push_back(std::move(losses));
     }
   }
   return g;
@@ -144,6 +184,9 @@ std::string format_golden(const GoldenFile& g) {
       "# golden update`; checked by `mtp-harness golden check` (harness/golden/golden.h). Do not\n"
       "# edit by hand.\nscenario {}\nscenario_xxh3_128 {}\n",
       kMagic, g.scenario, g.scenario, g.scenario_digest);
+  const std::vector<std::string> text = split_lines(g.scenario_text);
+  out += fmt::format("scenario_text {}\n", text.size());
+  for (const auto& line : text) out += line.empty() ? "|\n" : "| " + line + "\n";
   for (const auto& [k, v] : g.fingerprint) out += fmt::format("fingerprint {} {}\n", k, v);
   for (const auto& [group, list] : g.names) {
     out += fmt::format("names {} {}\n", group, list.size());
@@ -152,6 +195,11 @@ std::string format_golden(const GoldenFile& g) {
   for (const DigestRow& r : g.rows) {
     out += fmt::format("digests {} {} {}", r.variant, r.step, r.group);
     for (const auto& d : r.digests) out += " " + (d.empty() ? std::string("-") : d);
+    out += "\n";
+  }
+  for (const LossRow& r : g.losses) {
+    out += fmt::format("losses {} {}", r.variant, r.step);
+    for (const auto& [name, v] : r.values) out += fmt::format(" {}={}", name, v);
     out += "\n";
   }
   return out;
@@ -167,12 +215,29 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
   };
   std::vector<std::string>* pending = nullptr;  // names still to read
   size_t pending_count = 0;
-  bool header = false;
+  size_t text_lines = 0;  // scenario text lines still to read
+  bool header = false, have_text = false;
+  std::set<std::tuple<std::string, int, std::string>> rows_seen;
+  std::set<std::pair<std::string, int>> losses_seen;
   while (std::getline(in, line)) {
     ++lineno;
     if (!header) {
-      if (line != kMagic) fail(fmt::format("not a goldens file (the first line must be \"{}\")", kMagic));
+      if (line != kMagic && line != kMagicV1) {
+        fail(fmt::format("not a goldens file (the first line must be \"{}\")", kMagic));
+      }
       header = true;
+      continue;
+    }
+    if (text_lines > 0) {
+      if (line == "|") {
+        g.scenario_text += "\n";
+      } else if (line.compare(0, 2, "| ") == 0) {
+        g.scenario_text += line.substr(2) + "\n";
+      } else {
+        fail(fmt::format("expected a scenario text line (\"| <text>\" or \"|\"), {} still to read",
+                         text_lines));
+      }
+      --text_lines;
       continue;
     }
     if (pending != nullptr && pending->size() < pending_count) {
@@ -191,6 +256,13 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
       words >> g.scenario;
     } else if (kind == "scenario_xxh3_128") {
       words >> g.scenario_digest;
+    } else if (kind == "scenario_text") {
+      long long count = -1;
+      words >> count;
+      if (count < 0 || count > 1000000) fail("expected \"scenario_text <line count>\"");
+      if (have_text) fail("scenario_text given twice");
+      have_text = true;
+      text_lines = static_cast<size_t>(count);
     } else if (kind == "fingerprint") {
       std::string key, value;
       words >> key;
@@ -214,6 +286,10 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
         fail("expected \"digests <variant> <step> <group> <digest>...\"");
       }
       r.step = static_cast<int>(step);
+      if (!rows_seen.insert({r.variant, r.step, r.group}).second) {
+        fail(fmt::format("digests of variant {} step {} group {} given twice", r.variant, r.step,
+                         r.group));
+      }
       const std::vector<std::string>* list = find_names(g, r.group);
       if (list == nullptr) fail(fmt::format("digests of group {} before its names", r.group));
       for (std::string d; words >> d;) {
@@ -230,6 +306,27 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
                          r.group));
       }
       g.rows.push_back(std::move(r));
+    } else if (kind == "losses") {
+      LossRow r;
+      long long step = -1;
+      words >> r.variant >> step;
+      if (r.variant.empty() || step < 0 || step > 999999) {
+        fail("expected \"losses <variant> <step> <name>=<value>...\"");
+      }
+      r.step = static_cast<int>(step);
+      if (!losses_seen.insert({r.variant, r.step}).second) {
+        fail(fmt::format("losses of variant {} step {} given twice", r.variant, r.step));
+      }
+      for (std::string item; words >> item;) {
+        const size_t eq = item.find('=');
+        char* end = nullptr;
+        const double v = eq == std::string::npos ? 0.0 : std::strtod(item.c_str() + eq + 1, &end);
+        if (eq == 0 || eq == std::string::npos || end == item.c_str() + eq + 1 || *end != '\0') {
+          fail(fmt::format("loss \"{}\" is not <name>=<number>", item));
+        }
+        r.values.emplace_back(item.substr(0, eq), v);
+      }
+      g.losses.push_back(std::move(r));
     } else {
       fail(fmt::format("unknown line kind \"{}\"", kind));
     }
@@ -238,6 +335,7 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
   if (pending != nullptr && pending->size() < pending_count) {
     fail(fmt::format("the file ends after {} of {} names", pending->size(), pending_count));
   }
+  if (text_lines > 0) fail(fmt::format("the file ends with {} scenario text lines to read", text_lines));
   if (g.scenario.empty()) fail("no \"scenario\" line");
   return g;
 }
@@ -250,6 +348,53 @@ GoldenFile read_golden_file(const std::string& path) {
 std::string TensorChange::describe() const {
   return fmt::format("variant {} step {} {}/{}: golden {} now {}", variant, step, group, name,
                      golden.empty() ? "absent" : golden, now.empty() ? "absent" : now);
+}
+
+std::string LossChange::describe() const {
+  const auto text = [](const std::optional<double>& v) {
+    return v ? fmt::format("{:.9g}", *v) : std::string("absent");
+  };
+  std::string s = fmt::format("{} {} → {}", name, text(golden), text(now));  // 9 digits: a float
+  if (golden && now && std::isfinite(*golden) && std::isfinite(*now)) {
+    const double d = *now - *golden;
+    s += fmt::format(" (Δ {:+.3g}", d);
+    if (*golden != 0.0) s += fmt::format(", {:.3g} relative", std::fabs(d / *golden));
+    s += ")";
+  }
+  return s;
+}
+
+std::vector<std::string> line_diff(const std::string& a, const std::string& b) {
+  const std::vector<std::string> x = split_lines(a), y = split_lines(b);
+  std::vector<std::string> out;
+  const size_t n = x.size(), m = y.size();
+  if (n > 5000 || m > 5000) {
+    for (size_t i = 0; i < std::max(n, m); ++i) {
+      if (i < n && i < m && x[i] == y[i]) continue;
+      if (i < n) out.push_back("- " + x[i]);
+      if (i < m) out.push_back("+ " + y[i]);
+    }
+    return out;
+  }
+  // lcs[i][j]: the longest common subsequence of x[i..] and y[j..].
+  std::vector<std::vector<uint32_t>> lcs(n + 1, std::vector<uint32_t>(m + 1, 0));
+  for (size_t i = n; i-- > 0;) {
+    for (size_t j = m; j-- > 0;) {
+      lcs[i][j] = x[i] == y[j] ? lcs[i + 1][j + 1] + 1 : std::max(lcs[i + 1][j], lcs[i][j + 1]);
+    }
+  }
+  size_t i = 0, j = 0;
+  while (i < n || j < m) {
+    if (i < n && j < m && x[i] == y[j]) {
+      ++i;
+      ++j;
+    } else if (i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1])) {
+      out.push_back("- " + x[i++]);  // a removed line before the line that replaces it
+    } else {
+      out.push_back("+ " + y[j++]);
+    }
+  }
+  return out;
 }
 
 GoldenDiff diff_goldens(const GoldenFile& golden, const GoldenFile& now) {
@@ -266,6 +411,42 @@ GoldenDiff diff_goldens(const GoldenFile& golden, const GoldenFile& now) {
         .push_back(fmt::format("{}: \"{}\" (goldens) vs \"{}\" (now)", k, va, vb));
   }
   d.scenario_changed = golden.scenario_digest != now.scenario_digest;
+  if (d.scenario_changed && !golden.scenario_text.empty() && !now.scenario_text.empty()) {
+    d.scenario_text_diff = line_diff(golden.scenario_text, now.scenario_text);
+  }
+  if (!golden.losses.empty()) {
+    std::map<std::pair<std::string, int>, const LossRow*> now_rows;
+    for (const LossRow& r : now.losses) now_rows[{r.variant, r.step}] = &r;
+    std::set<std::pair<std::string, int>> golden_keys;
+    auto value = [](const LossRow* r, const std::string& name) -> std::optional<double> {
+      if (r == nullptr) return std::nullopt;
+      for (const auto& [n, v] : r->values) {
+        if (n == name) return v;
+      }
+      return std::nullopt;
+    };
+    auto same = [](const std::optional<double>& a, const std::optional<double>& b) {
+      if (!a || !b) return !a && !b;
+      return std::memcmp(&*a, &*b, sizeof(double)) == 0;  // bits: NaN equals its own bits
+    };
+    for (const LossRow& r : golden.losses) {
+      golden_keys.insert({r.variant, r.step});
+      const auto it = now_rows.find({r.variant, r.step});
+      const LossRow* other = it == now_rows.end() ? nullptr : it->second;
+      std::set<std::string> names;
+      for (const auto& [n, v] : r.values) {
+        names.insert(n);
+        if (!same(v, value(other, n))) d.loss_changes.push_back({r.variant, r.step, n, v, value(other, n)});
+      }
+      for (const auto& [n, v] : other ? other->values : decltype(r.values){}) {
+        if (!names.count(n)) d.loss_changes.push_back({r.variant, r.step, n, std::nullopt, v});
+      }
+    }
+    for (const LossRow& r : now.losses) {
+      if (golden_keys.count({r.variant, r.step})) continue;
+      for (const auto& [n, v] : r.values) d.loss_changes.push_back({r.variant, r.step, n, std::nullopt, v});
+    }
+  }
   // Every (variant, step, group) row of either file, the golden file's order first.
   using Key = std::tuple<std::string, int, std::string>;
   std::vector<Key> order;
@@ -309,13 +490,19 @@ GoldenDiff diff_goldens(const GoldenFile& golden, const GoldenFile& now) {
   }
   for (const Key& key : order) {
     const auto& [variant, step, group] = key;
+    ChangeGroup summary{variant, step, group, 0, 0, ""};
     for (const auto& name : all_names[group]) {
       const std::string a = digest_of(rows_golden, pos_golden, key, name);
       const std::string b = digest_of(rows_now, pos_now, key, name);
       if (a.empty() && b.empty()) continue;
       ++d.tensors;
-      if (a != b) d.changes.push_back({variant, step, group, name, a, b});
+      ++summary.total;
+      if (a != b) {
+        d.changes.push_back({variant, step, group, name, a, b});
+        if (summary.changed++ == 0) summary.first = name;
+      }
     }
+    if (summary.changed > 0) d.changed_groups.push_back(std::move(summary));
   }
   return d;
 }

@@ -90,6 +90,51 @@ TEST(GoldenTest, DiffNamesEveryChangedAddedAndRemovedTensor) {
   EXPECT_TRUE(d.fingerprint_bits.empty());
 }
 
+// The goldens keep every step's losses as numbers and the scenario text, so a change shows its
+// size and its cause; the changed tensors are summed up by variant × step × group.
+TEST(GoldenTest, ADiffShowsTheScenarioTextChangeTheLossesAndASummary) {
+  ScratchDir dir;
+  write(dir.file("a.h5"), 0.5f);
+  {
+    record::RecordWriter w(dir.file("b.h5"));
+    for (const auto& [k, v] : environment_fingerprint()) w.set_attr(k, v);
+    w.set_attr("torch_version", std::string("1.13.1"));
+    w.write(0, "weight", TensorData::from_f32("w1", {2}, {1.0f, 2.0f}));
+    w.write(0, "weight", TensorData::from_f32("w2", {1}, {0.5f}));
+    w.write(1, "loss", TensorData::from_f32("lm", {}, {3.25f}));
+    w.write(1, "weight", TensorData::from_f32("w1", {2}, {1.5f, 2.0f}));
+    w.write(1, "weight", TensorData::from_f32("w2", {1}, {0.0f}));
+    w.commit();
+  }
+  const GoldenFile golden =
+      golden_from_records("s", "[training]\nseed = 1234\nsteps = 1\n", {{"v", dir.file("a.h5")}});
+  EXPECT_EQ(golden.losses.size(), 1u);
+  EXPECT_THAT(format_golden(golden), HasSubstr("\nlosses v 1 lm=3\n"));
+  EXPECT_THAT(format_golden(golden),
+              HasSubstr("\nscenario_text 3\n| [training]\n| seed = 1234\n| steps = 1\n"));
+  const GoldenFile now =
+      golden_from_records("s", "[training]\nseed = 1235\nsteps = 1\n", {{"v", dir.file("b.h5")}});
+  const GoldenDiff d = diff_goldens(parse_golden(format_golden(golden), "g.txt"), now);
+  EXPECT_TRUE(d.scenario_changed);
+  EXPECT_THAT(d.scenario_text_diff, ElementsAre("- seed = 1234", "+ seed = 1235"));
+  ASSERT_EQ(d.loss_changes.size(), 1u);
+  EXPECT_EQ(d.loss_changes[0].describe(), "lm 3 → 3.25 (Δ +0.25, 0.0833 relative)");
+  ASSERT_EQ(d.changed_groups.size(), 2u);
+  EXPECT_EQ(d.changed_groups[0].group, "loss");
+  EXPECT_EQ(d.changed_groups[0].changed, 1);
+  EXPECT_EQ(d.changed_groups[1].step, 1);
+  EXPECT_EQ(d.changed_groups[1].group, "weight");
+  EXPECT_EQ(d.changed_groups[1].changed, 2);
+  EXPECT_EQ(d.changed_groups[1].total, 2);
+  EXPECT_EQ(d.changed_groups[1].first, "w1");
+}
+
+TEST(GoldenTest, LineDiffIsAShortestEditScript) {
+  EXPECT_THAT(line_diff("a\nb\nc\nd\n", "a\nc\nd\ne\n"), ElementsAre("- b", "+ e"));
+  EXPECT_THAT(line_diff("x\n", "x\n"), ElementsAre());
+  EXPECT_THAT(line_diff("", "y"), ElementsAre("+ y"));
+}
+
 TEST(GoldenTest, FingerprintDifferencesThatChangeBitsAreSeparated) {
   ScratchDir dir;
   write(dir.file("a.h5"), 0.5f, "reference BLAS");
@@ -134,6 +179,14 @@ TEST(GoldenTest, MalformedFilesNameTheLineAndTheRule) {
   expect_error(head + "names grad 1\n  g\ndigests v 1 grad - -\n",
                "g.txt:5: 2 digests for the 1 names of group grad");
   expect_error(head + "bogus 1\n", "g.txt:3: unknown line kind \"bogus\"");
+  // A row given twice would let its first, wrong copy pass unseen.
+  expect_error(head + "names grad 1\n  g\ndigests v 1 grad -\ndigests v 1 grad -\n",
+               "g.txt:6: digests of variant v step 1 group grad given twice");
+  expect_error(head + "losses v 1 lm=2\nlosses v 1 lm=2\n",
+               "g.txt:4: losses of variant v step 1 given twice");
+  expect_error(head + "losses v 1 lm=two\n", "g.txt:3: loss \"lm=two\" is not <name>=<number>");
+  expect_error(head + "scenario_text 2\n| a\n", "ends with 1 scenario text lines to read");
+  expect_error(head + "scenario_text 1\nx\n", "g.txt:4: expected a scenario text line");
   expect_error("mtp-harness-goldens 1\n", "no \"scenario\" line");
   EXPECT_THROW(read_golden_file("/nonexistent/goldens.txt"), InputError);
 }

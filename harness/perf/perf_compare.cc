@@ -88,6 +88,10 @@ PerfRow compare_series(const BenchmarkSeries& b, const BenchmarkSeries& c,
     row.verdict = Verdict::kRegression;
   } else if (significant && row.change < -opt.threshold) {
     row.verdict = Verdict::kImprovement;
+  } else if (significant && row.change > 0.0) {
+    row.verdict = Verdict::kSlowerWithin;  // real, but not worth failing CI for
+  } else if (significant && row.change < 0.0) {
+    row.verdict = Verdict::kFasterWithin;
   } else {
     row.verdict = Verdict::kUnchanged;
     if (std::fabs(row.change) > opt.threshold) {
@@ -103,6 +107,8 @@ const char* verdict_name(Verdict v) {
   switch (v) {
     case Verdict::kRegression: return "REGRESSION";
     case Verdict::kImprovement: return "improved";
+    case Verdict::kSlowerWithin: return "slower-within-threshold";
+    case Verdict::kFasterWithin: return "faster-within-threshold";
     case Verdict::kUnchanged: return "unchanged";
     case Verdict::kTooFewRepetitions: return "few-reps";
     case Verdict::kFailed: return "FAILED";
@@ -192,12 +198,21 @@ std::string format_perf_table(const PerfComparison& c) {
   }
   for (const std::string& w : c.warnings) out += "# warning: " + w + "\n";
   out += fmt::format(
-      "# {} benchmarks: {} REGRESSION, {} FAILED, {} improved, {} unchanged, {} few-reps, "
-      "{} not-run, {} missing, {} new; {}\n",
+      "# {} benchmarks: {} REGRESSION, {} FAILED, {} improved, {} slower within the threshold, "
+      "{} faster within the threshold, {} unchanged, {} few-reps, {} not-run, {} missing, {} "
+      "new; {}\n",
       c.rows.size(), c.count(Verdict::kRegression), c.count(Verdict::kFailed),
-      c.count(Verdict::kImprovement), c.count(Verdict::kUnchanged),
+      c.count(Verdict::kImprovement), c.count(Verdict::kSlowerWithin),
+      c.count(Verdict::kFasterWithin), c.count(Verdict::kUnchanged),
       c.count(Verdict::kTooFewRepetitions), c.count(Verdict::kNotRun), c.count(Verdict::kMissing),
       c.count(Verdict::kNew), c.regressed() ? "REGRESSED" : "no regression");
+  for (const PerfRow& r : c.rows) {
+    if (r.verdict == Verdict::kRegression || r.verdict == Verdict::kFailed) {
+      out += fmt::format("# {}: {}{}\n", verdict_name(r.verdict), r.name,
+                         std::isnan(r.change) ? ""
+                                              : fmt::format(" ({:+.1f} %)", 100.0 * r.change));
+    }
+  }
   return out;
 }
 
@@ -215,7 +230,8 @@ nlohmann::json perf_comparison_json(const PerfComparison& c) {
                     {"contender_repetitions", r.contender_repetitions},
                     {"note", r.note}});
   }
-  return {{"baseline", c.baseline_path},     {"contender", c.contender_path},
+  return {{"schema_version", kPerfComparisonSchemaVersion},
+          {"baseline", c.baseline_path},     {"contender", c.contender_path},
           {"threshold", c.options.threshold}, {"alpha", c.options.alpha},
           {"regressed", c.regressed()},       {"warnings", c.warnings},
           {"rows", rows}};

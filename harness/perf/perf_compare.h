@@ -41,7 +41,9 @@ struct PerfCompareOptions {
 enum class Verdict {
   kRegression,         ///< p < alpha and the median slower by more than the threshold
   kImprovement,        ///< p < alpha and the median faster by more than the threshold
-  kUnchanged,          ///< not significant, or within the threshold
+  kSlowerWithin,       ///< p < alpha and the median slower, but by at most the threshold
+  kFasterWithin,       ///< p < alpha and the median faster, but by at most the threshold
+  kUnchanged,          ///< not significant
   kTooFewRepetitions,  ///< fewer than 2 repetitions on a side: no U test (report.py's rule)
   kFailed,             ///< the contender's run was skipped with an error, the baseline's ran
   kNotRun,             ///< the baseline's run was skipped (with or without the contender's)
@@ -49,8 +51,9 @@ enum class Verdict {
   kNew,                ///< in the contender only
 };
 
-/// verdict_name: "REGRESSION", "improved", "unchanged", "few-reps", "FAILED", "not-run",
-/// "missing", "new" (failing verdicts in capitals).
+/// verdict_name: "REGRESSION", "improved", "slower-within-threshold",
+/// "faster-within-threshold", "unchanged", "few-reps", "FAILED", "not-run", "missing", "new"
+/// (failing verdicts in capitals).
 const char* verdict_name(Verdict v);
 
 /// PerfRow: one benchmark's comparison.
@@ -98,10 +101,14 @@ PerfComparison compare_perf(const BenchmarkFile& baseline, const BenchmarkFile& 
 
 /// format_perf_table: the comparison as text: '#' header lines (files, rule), one row per
 /// benchmark (name, baseline median, contender median, change %, p-value, repetitions,
-/// verdict), warnings, and a '#' footer counting the verdicts.
+/// verdict), warnings, a '#' footer counting the verdicts, and the regressed and failed
+/// benchmarks by name last (what a reader of a long table needs).
 std::string format_perf_table(const PerfComparison& c);
 
-/// perf_comparison_json: the comparison as JSON: {baseline, contender, threshold, alpha,
+/// Version of perf_comparison_json's layout (key "schema_version").
+inline constexpr int kPerfComparisonSchemaVersion = 2;
+
+/// perf_comparison_json: the comparison as JSON: {schema_version, baseline, contender, threshold, alpha,
 /// regressed, warnings, rows: [{name, verdict, baseline_median_ns, contender_median_ns,
 /// change, p_value, baseline_repetitions, contender_repetitions, note}]}; NaN and a missing
 /// p-value are null.

@@ -43,12 +43,26 @@ TEST(PerfCompareTest, SignificantAndBeyondThresholdIsARegression) {
   EXPECT_EQ(r.baseline_repetitions, 5u);
 }
 
-TEST(PerfCompareTest, SignificantButWithinThresholdIsUnchanged) {
+// A real but small slowdown is said as such, not "unchanged", and does not fail.
+TEST(PerfCompareTest, SignificantButWithinThresholdIsSlowerWithinTheThreshold) {
   const PerfRow r = one_row(kBase, {103, 103.5, 104, 103.2, 103.8});  // +3.5 %, separated
   EXPECT_LT(*r.p_value, 0.05);
   EXPECT_DOUBLE_EQ(r.change, 0.035);
-  EXPECT_EQ(r.verdict, Verdict::kUnchanged);
+  EXPECT_EQ(r.verdict, Verdict::kSlowerWithin);
+  EXPECT_STREQ(verdict_name(r.verdict), "slower-within-threshold");
   EXPECT_EQ(r.note, "");
+  EXPECT_EQ(one_row(kBase, {97, 96.5, 96, 96.8, 96.2}).verdict, Verdict::kFasterWithin);
+}
+
+// The regressions are named after the footer, and the JSON says its layout's version.
+TEST(PerfCompareTest, RegressionsAreListedByNameLastAndTheJsonHasAVersion) {
+  const PerfComparison c =
+      compare_perf(file("b.json", {{"BM_A", kBase, ""}, {"BM_B", kBase, ""}}),
+                   file("c.json", {{"BM_A", {120, 121, 119, 122, 118}, ""}, {"BM_B", kBase, ""}}),
+                   {});
+  const std::string table = format_perf_table(c);
+  EXPECT_THAT(table, ::testing::EndsWith("REGRESSED\n# REGRESSION: BM_A (+20.0 %)\n"));
+  EXPECT_EQ(perf_comparison_json(c)["schema_version"], kPerfComparisonSchemaVersion);
 }
 
 TEST(PerfCompareTest, BeyondThresholdButNotSignificantIsUnchanged) {

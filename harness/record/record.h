@@ -44,6 +44,7 @@
 
 #include "harness/common/error.h"
 #include "harness/record/digest.h"
+#include "harness/record/finite.h"
 #include "harness/record/tensor_data.h"
 
 namespace mtp::record {
@@ -137,12 +138,15 @@ class RecordWriter {
   void set_step_attr(int step, const std::string& key, const AttrValue& value);
   /// Writes dataset /steps/NNNNNN/<group>/<t.name> with its digests, its bytes only when
   /// `storage` is kFull. `digest`: the digest of t's bytes when the caller has computed it
-  /// (computed here otherwise; `digest_threads` threads). `group` ∈ record_groups(); a name
+  /// (computed here otherwise; `digest_threads` threads). `nonfinite`: t's non-finite elements
+  /// when the caller has found them (a digest-only tensor whose bytes it does not give); else
+  /// t's bytes are scanned here (finite.h). The first non-finite element written goes to the
+  /// root attribute first_nonfinite at commit(). `group` ∈ record_groups(); a name
   /// written twice, a name containing '/' or an inconsistent byte count throws RecordError; an
   /// I/O fault throws RecordWriteError.
   void write(int step, const std::string& group, const TensorView& t,
              Storage storage = Storage::kFull, const TensorDigest* digest = nullptr,
-             int digest_threads = 1);
+             int digest_threads = 1, const NonFinite* nonfinite = nullptr);
   void write(int step, const std::string& group, const TensorData& t,
              Storage storage = Storage::kFull) {
     write(step, group, TensorView::of(t), storage);
@@ -191,6 +195,10 @@ class RecordReader {
                                      const std::string& name) const;
   /// The record format version (root attribute schema_version; 1 when absent).
   int64_t schema_version() const;
+  /// The first non-finite value the writer saw (root attribute first_nonfinite, finite.h);
+  /// nullopt for a record whose every float is finite. Throws RecordError when the attribute is
+  /// not the JSON the writer makes.
+  std::optional<NonFiniteValue> first_nonfinite() const;
   /// Reads one dataset. Throws RecordError if it does not exist, holds only a digest, cannot be
   /// read, or declares more bytes than the memory available (a corrupt shape is an input error,
   /// not bad_alloc).

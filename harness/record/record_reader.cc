@@ -566,6 +566,20 @@ std::optional<uint64_t> RecordReader::raw_offset(int step, const std::string& gr
 
 int64_t RecordReader::schema_version() const { return impl_->schema_version; }
 
+std::optional<NonFiniteValue> RecordReader::first_nonfinite() const {
+  const AttrMap a = attrs();
+  const auto it = a.find(kFirstNonFiniteAttr);
+  if (it == a.end()) return std::nullopt;
+  const auto* text = std::get_if<std::string>(&it->second);
+  std::optional<NonFiniteValue> v = text ? NonFiniteValue::from_json(*text) : std::nullopt;
+  if (!v) {
+    throw RecordError(fmt::format("{}: root attribute '{}' is not the JSON the writer makes "
+                                  "(step, group, name, dtype, shape, count, index, bits, tensors)",
+                                  impl_->path, kFirstNonFiniteAttr));
+  }
+  return v;
+}
+
 TensorData RecordReader::read(int step, const std::string& group, const std::string& name) const {
   h5::ErrorSilencer quiet;
   const TensorInfo& info = impl_->desc(step, group, name);

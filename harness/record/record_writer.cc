@@ -37,6 +37,9 @@ struct RecordWriter::Impl {
   bool committed = false;
   /// Each (step, group)'s tensor_index (record.h), written to the group in commit().
   std::map<std::pair<int, std::string>, nlohmann::json> index;
+  /// The first non-finite element written (finite.h), and how many tensors held any.
+  std::optional<NonFiniteValue> first_nonfinite;
+  int64_t nonfinite_tensors = 0;
 
   [[noreturn]] void fail(const std::string& what) const {
     throw RecordError(fmt::format("{}: {}", path, what));
@@ -115,7 +118,8 @@ void RecordWriter::set_step_attr(int step, const std::string& key, const AttrVal
 }
 
 void RecordWriter::write(int step, const std::string& group, const TensorView& t,
-                         Storage storage, const TensorDigest* digest, int digest_threads) {
+                         Storage storage, const TensorDigest* digest, int digest_threads,
+                         const NonFinite* nonfinite) {
   h5::ErrorSilencer quiet;
   impl_->require_open();
   std::string where = fmt::format("step {} group '{}' tensor '{}'", step, group, t.name);
@@ -188,6 +192,16 @@ void RecordWriter::write(int step, const std::string& group, const TensorView& t
       ds.write(memory_type(t.dtype), t.data);
     }
   });
+  const NonFinite nf =
+      nonfinite != nullptr ? *nonfinite
+      : t.data != nullptr  ? find_nonfinite(t.data, t.nbytes, t.dtype)
+                           : NonFinite{};
+  if (nf.count > 0) {
+    ++impl_->nonfinite_tensors;
+    if (!impl_->first_nonfinite) {
+      impl_->first_nonfinite = NonFiniteValue{step, group, t.name, t.dtype, t.shape, nf, 0};
+    }
+  }
   nlohmann::json& entries = impl_->index[{step, group}];
   if (entries.is_null()) entries = nlohmann::json::array();
   entries.push_back({t.name, dtype_name(t.dtype), t.shape, storage_name(storage),
@@ -198,6 +212,10 @@ void RecordWriter::commit() {
   h5::ErrorSilencer quiet;
   impl_->require_open();
   impl_->io([&] {
+    if (impl_->first_nonfinite) {
+      impl_->first_nonfinite->tensors = impl_->nonfinite_tensors;
+      write_attr(impl_->file.root(), kFirstNonFiniteAttr, impl_->first_nonfinite->to_json());
+    }
     for (const auto& [where, entries] : impl_->index) {
       h5::Group g = impl_->step_group(where.first).open_group(where.second);
       write_attr(g, kTensorIndexAttr, entries.dump());

@@ -2,6 +2,7 @@
 // renderings need from the records (report.h).
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -50,6 +51,32 @@ StageOwner owner_of(const record::RecordReader& r, const std::string& name) {
   return o;
 }
 
+std::string ExpectationResult::skip_reason() const {
+  if (!missing.empty()) {
+    return fmt::format("not evaluated: variant(s) {} not run", fmt::join(missing, ", "));
+  }
+  for (const auto& p : pairs) {
+    if (p.undecided) return "undecided: " + pair_verdict(p);
+  }
+  return "";
+}
+
+std::string pair_verdict(const PairResult& p) {
+  const compare::CompareResult& r = p.result;
+  std::string s;
+  if (!p.nonfinite.empty()) {
+    s = "non-finite value in " + p.nonfinite;
+  } else {
+    s = compare::verdict_text(r);
+    if (r.first_divergence && !r.undecided()) {
+      const auto it = p.owners.find(r.first_divergence->name);
+      if (it != p.owners.end() && it->second.stage >= 0) s += " [" + it->second.describe() + "]";
+    }
+  }
+  if (!p.note.empty()) s += " [" + p.note + "]";
+  return s;
+}
+
 ExpectationResult skipped(const scenario::Expectation& e, std::vector<std::string> missing) {
   ExpectationResult out;
   out.expectation = &e;
@@ -64,6 +91,7 @@ ExpectationResult evaluate(const scenario::Expectation& e,
   out.expectation = &e;
   out.holds = true;
   record::RecordReader base(record_paths.at(e.variants[0]));
+  const std::optional<record::NonFiniteValue> base_nonfinite = base.first_nonfinite();
   for (size_t i = 1; i < e.variants.size(); ++i) {
     record::RecordReader other(record_paths.at(e.variants[i]));
     PairResult p;
@@ -73,6 +101,18 @@ ExpectationResult evaluate(const scenario::Expectation& e,
     p.result = compare::compare_records(base, other, e.cls, e.selection);
     p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     p.holds = p.result.holds();
+    p.undecided = p.result.undecided();
+    if (!e.allow_nonfinite) {
+      // NaN equals NaN bit for bit: a run that is NaN alike in both variants would pass.
+      std::vector<std::string> bad;
+      if (base_nonfinite) bad.push_back(p.baseline + ": " + base_nonfinite->describe());
+      if (const auto nf = other.first_nonfinite()) bad.push_back(p.other + ": " + nf->describe());
+      if (!bad.empty()) {
+        p.nonfinite = fmt::format("{}", fmt::join(bad, "; "));
+        p.holds = false;
+        p.undecided = false;
+      }
+    }
     if (p.holds && e.cls.kind == compare::CompareClass::Kind::kDiffer &&
         (!e.first_divergence.empty() || e.first_divergence_step != 0)) {
       const auto& fd = p.result.first_divergence;
@@ -99,6 +139,15 @@ ExpectationResult evaluate(const scenario::Expectation& e,
     }
     out.holds = out.holds && p.holds;
     out.pairs.push_back(std::move(p));
+  }
+  // Undecided pairs and no failing pair: no verdict, the expectation is skipped with the reason.
+  const bool any_failed = std::any_of(out.pairs.begin(), out.pairs.end(),
+                                      [](const PairResult& p) { return !p.holds && !p.undecided; });
+  const bool any_undecided = std::any_of(out.pairs.begin(), out.pairs.end(),
+                                         [](const PairResult& p) { return p.undecided; });
+  if (any_undecided && !any_failed) {
+    out.skipped = true;
+    out.undecided = true;
   }
   return out;
 }

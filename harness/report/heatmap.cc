@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "harness/record/record.h"
 #include "harness/report/markup.h"
 #include "harness/report/svg.h"
 
@@ -58,8 +59,11 @@ bool same_tensor(const Row& r, const compare::TensorDiff& d) {
   return r.group == d.group && r.name == d.name;
 }
 
-/// The rows of `res`, in the order their tensors first appear in res.tensors; the first
-/// divergence gets a row (first) when it names no compared tensor (a missing step or group).
+/// The rows of `res`, by group in the order a step computes them (batch, loss, grad, weight,
+/// model_weight, optimizer: record_groups()), within a group in the order their tensors first
+/// appear in res.tensors — so that the first red row is the first divergence, not a step-0
+/// weight listed first; the first divergence gets a row (first) when it names no compared tensor
+/// (a missing step or group).
 std::vector<Row> collect_rows(const compare::CompareResult& res) {
   std::vector<Row> rows;
   std::map<std::pair<std::string, std::string>, size_t> index;
@@ -77,6 +81,12 @@ std::vector<Row> collect_rows(const compare::CompareResult& res) {
       });
   if (fd && !fd_listed) add(*fd);
   for (const compare::TensorDiff& d : res.tensors) add(d);
+  const auto& groups = record::record_groups();
+  auto rank = [&](const Row& r) {
+    return std::find(groups.begin(), groups.end(), r.group) - groups.begin();
+  };
+  std::stable_sort(rows.begin() + (fd && !fd_listed ? 1 : 0), rows.end(),
+                   [&](const Row& a, const Row& b) { return rank(a) < rank(b); });
   return rows;
 }
 

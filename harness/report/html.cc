@@ -60,7 +60,7 @@ figcaption{font-size:12px;color:#57606a;margin:0 8px 4px}
 .ramp{display:inline-block;width:150px;height:14px;border:1px solid #9aa0a6}
 .divergence{border-left:4px solid #cf222e;padding:2px 0 2px 14px;margin-top:12px}
 .note{color:#9a3412}
-.c-pass{color:#1f883d}.c-fail{color:#cf222e}.c-skip{color:#6e7781}
+.measured{font-size:12px;color:#57606a;margin:0 0 4px}.c-pass{color:#1f883d}.c-fail{color:#cf222e}.c-skip{color:#6e7781}
 )css";
 
 /// "PASS", "FAIL" or "SKIP" with the matching CSS class.
@@ -90,16 +90,6 @@ std::string owner_of_tensor(const PairResult& p, const std::string& name) {
   return it == p.owners.end() ? "" : it->second.describe();
 }
 
-/// The first divergence of `p` in words, with its owning stage when known.
-std::string divergence_text(const PairResult& p) {
-  const compare::CompareResult& r = p.result;
-  if (!r.first_divergence) {
-    return r.structural.empty() ? "no divergence: the records are equal on the selection"
-                                : "structure: " + r.structural.front();
-  }
-  const std::string owner = owner_of_tensor(p, r.first_divergence->name);
-  return r.first_divergence->describe() + (owner.empty() ? "" : " [" + owner + "]");
-}
 
 std::string header(const scenario::Scenario& sc, const std::vector<ExpectationResult>& results) {
   int passed = 0, failed = 0, skipped_count = 0, pairs = 0, failing_pairs = 0;
@@ -201,10 +191,8 @@ std::string loss_section(const std::vector<VariantRun>& runs) {
 }
 
 std::string pair_tooltip(const ExpectationResult& r, const PairResult& p) {
-  std::string t = fmt::format("{} vs {} ({}): {}", p.baseline, p.other,
-                              r.expectation->cls.to_string(), divergence_text(p));
-  if (!p.note.empty()) t += "\n" + p.note;
-  return t;
+  return fmt::format("{} vs {} ({}): {}", p.baseline, p.other, r.expectation->cls.to_string(),
+                     pair_verdict(p));
 }
 
 std::string matrix(const std::vector<ExpectationResult>& results) {
@@ -219,7 +207,7 @@ std::string matrix(const std::vector<ExpectationResult>& results) {
     std::string cells;
     const std::string not_run =
         escape(fmt::format("not evaluated: variant(s) not run: {}", fmt::join(r.missing, ", ")));
-    for (size_t i = 1; r.skipped && i < x.variants.size(); ++i) {
+    for (size_t i = 1; r.skipped && !r.undecided && i < x.variants.size(); ++i) {
       cells += fmt::format("<span class=\"pair skip\" title=\"{}\">{}<b>SKIP</b></span>", not_run,
                            escape(x.variants[0] + " vs " + x.variants[i]));
     }
@@ -227,9 +215,15 @@ std::string matrix(const std::vector<ExpectationResult>& results) {
       const PairResult& p = r.pairs[i];
       const Verdict pv = verdict_of(false, p.holds);
       const std::string label = escape(p.baseline + " vs " + p.other);
+      // A passing pair says what it measured beside its badge, not only in a tooltip.
       cells += p.holds
-                   ? fmt::format("<span class=\"pair pass\" title=\"{}\">{}<b>PASS</b></span>",
-                                 escape(pair_tooltip(r, p)), label)
+                   ? fmt::format("<span class=\"pair pass\" title=\"{}\">{}<b>PASS</b></span>"
+                                 "<div class=\"measured\">{}</div>",
+                                 escape(pair_tooltip(r, p)), label, escape(pair_verdict(p)))
+               : p.undecided
+                   ? fmt::format("<span class=\"pair skip\" title=\"{}\">{}<b>SKIP</b></span>"
+                                 "<div class=\"measured\">{}</div>",
+                                 escape(pair_tooltip(r, p)), label, escape(pair_verdict(p)))
                    : fmt::format("<a class=\"pair {}\" href=\"#{}\" title=\"{}\">{}<b>{}</b></a>",
                                  pv.css, pair_id(e, i), escape(pair_tooltip(r, p)), label, pv.word);
     }
@@ -286,7 +280,7 @@ std::string failing_pair(const ExpectationResult& r, const PairResult& p, const 
         escape(res.first_divergence->describe()),
         escape(owner.empty() ? "unknown (not a parameter, or the record names no stages)" : owner));
   } else {
-    s += fmt::format("<p>{}</p>\n", escape(divergence_text(p)));
+    s += fmt::format("<p>{}</p>\n", escape(pair_verdict(p)));
   }
   s += "<h4>Re-train both variants</h4>\n" + retrain(runs, p.baseline) + retrain(runs, p.other);
   return s + "</div>\n</section>\n";
@@ -308,7 +302,7 @@ std::string to_html(const scenario::Scenario& sc, const std::vector<VariantRun>&
   for (size_t e = 0; e < results.size(); ++e) {
     for (size_t i = 0; i < results[e].pairs.size(); ++i) {
       const PairResult& p = results[e].pairs[i];
-      if (p.holds) continue;
+      if (p.holds || p.undecided) continue;
       if (!any_failing) s += "<h2>Failing pairs</h2>\n";
       any_failing = true;
       s += failing_pair(results[e], p, pair_id(e, i), runs);

@@ -132,14 +132,14 @@ struct Fixture {
 
     ExpectationResult pass{&equal, {}, true, false, {}};
     for (const char* other : {"pp2", "pp4"}) {
-      PairResult p{"serial", other, {}, true, "", 0.1, {}};
+      PairResult p{"serial", other, {}, true, "", 0.1, {}, "", false};
       p.result.equal = true;
       p.result.tensors = {diff(1, "loss", "total")};
       pass.pairs.push_back(p);
     }
     results.push_back(pass);
 
-    PairResult p{"serial", "dp2", {}, false, "", 0.2, {}};
+    PairResult p{"serial", "dp2", {}, false, "", 0.2, {}, "", false};
     auto& t = p.result.tensors;
     for (int step = 1; step <= 3; ++step) {
       t.push_back(diff(step, "loss", "total"));
@@ -219,7 +219,7 @@ TEST(HeatmapTest, ClassifiesCellsAndColoursUlpOnALogScale) {
 }
 
 TEST(HeatmapTest, CapsRowsAndKeepsTheFirstDivergence) {
-  PairResult p{"a", "b", {}, false, "", 0.0, {}};
+  PairResult p{"a", "b", {}, false, "", 0.0, {}, "", false};
   for (int i = 0; i < 300; ++i)
     p.result.tensors.push_back(diff(1, "grad", fmt::format("t{}", i), 2, 1));
   p.result.first_divergence = p.result.tensors.back();  // pretend: the last one
@@ -232,8 +232,23 @@ TEST(HeatmapTest, CapsRowsAndKeepsTheFirstDivergence) {
   EXPECT_THAT(html, HasSubstr(">grad/t198<"));
 }
 
+// Rows follow the order a step computes its groups (loss, grad, weight), not the order tensors
+// appear in the records (step 0's weights first), so the top red row is the first divergence.
+TEST(HeatmapTest, RowsAreInTheOrderAStepComputesThem) {
+  PairResult p{"a", "b", {}, false, "", 0.0, {}, "", false};
+  p.result.tensors = {diff(0, "weight", "w", 1, 1), diff(1, "loss", "total", 1, 1),
+                      diff(1, "grad", "w", 1, 1), diff(1, "weight", "w", 1, 1)};
+  p.result.first_divergence = p.result.tensors[0];
+  const std::string html = heatmap(p, "h");
+  const size_t loss = html.find(">loss/total<"), grad = html.find(">grad/w<"),
+               weight = html.find(">weight/w<");
+  ASSERT_NE(loss, std::string::npos);
+  EXPECT_LT(loss, grad);
+  EXPECT_LT(grad, weight);
+}
+
 TEST(HeatmapTest, GivesAMissingStepItsOwnRow) {
-  PairResult p{"a", "b", {}, false, "", 0.0, {}};
+  PairResult p{"a", "b", {}, false, "", 0.0, {}, "", false};
   for (int step = 1; step <= 3; ++step) p.result.tensors.push_back(diff(step, "grad", "x", 1, 1));
   compare::TensorDiff missing;
   missing.step = 4;
@@ -249,7 +264,7 @@ TEST(HeatmapTest, GivesAMissingStepItsOwnRow) {
 }
 
 TEST(HeatmapTest, NothingWhenNoTensorDiffers) {
-  PairResult p{"a", "b", {}, false, "", 0.0, {}};
+  PairResult p{"a", "b", {}, false, "", 0.0, {}, "", false};
   p.result.tensors = {diff(1, "grad", "x"), diff(2, "grad", "x")};
   EXPECT_EQ(heatmap(p, "h"), "");
 }
@@ -369,7 +384,7 @@ TEST(HtmlTest, AFailingNegativeControlSaysNoTensorDiffers) {
   control.name = "dp_control";
   control.variants = {"serial", "pp2"};
   control.cls = compare::CompareClass::parse("differ");
-  PairResult p{"serial", "pp2", {}, false, "", 0.0, {}};
+  PairResult p{"serial", "pp2", {}, false, "", 0.0, {}, "", false};
   p.result.cls = control.cls;
   p.result.equal = true;
   p.result.tensors = {diff(1, "grad", "x"), diff(2, "grad", "x")};
@@ -377,7 +392,7 @@ TEST(HtmlTest, AFailingNegativeControlSaysNoTensorDiffers) {
   const std::string html = to_html(f.sc, f.runs, f.results);
   EXPECT_EQ(count(html, R"(<section class="failing-pair")"), 2u);
   EXPECT_EQ(count(html, "<p class=\"heatmap-note\">No tensor differs at any step.</p>"), 1u);
-  EXPECT_THAT(html, HasSubstr("<p>no divergence: the records are equal on the selection</p>"));
+  EXPECT_THAT(html, HasSubstr("<p>FAILS differ: the records are bitwise equal ("));
   EXPECT_EQ(count(html, R"(<svg class="heatmap")"), 1u);  // only dp_equals_serial's
 }
 
@@ -395,7 +410,7 @@ TEST(HtmlTest, SaysSoWhenNothingIsRecordedOrFails) {
 /// layers ≥ 8 differ by growing ULP distances, from step 4 their weights too; one NaN at step 6,
 /// a digest-only layer; the first divergence is step 3 grad of layer 8's first tensor.
 PairResult many_tensors_pair() {
-  PairResult p{"pp1_serial", "pp8_vpp4_interleaved", {}, false, "", 1.0, {}};
+  PairResult p{"pp1_serial", "pp8_vpp4_interleaved", {}, false, "", 1.0, {}, "", false};
   const char* params[] = {"input_layernorm.weight",
                           "self_attention.linear_qkv.weight",
                           "self_attention.linear_proj.weight",

@@ -59,15 +59,20 @@ nlohmann::json to_json(const scenario::Scenario& sc, const std::vector<VariantRu
                      {"why", r.expectation->why}, {"status", status(r)},
                      {"holds", r.holds}, {"variants", r.expectation->variants},
                      {"records", r.expectation->selection.groups}};
-    if (r.skipped) e["missing_variants"] = r.missing;
+    if (r.skipped) {
+      e["missing_variants"] = r.missing;
+      e["skip_reason"] = r.skip_reason();
+    }
     e["pairs"] = nlohmann::json::array();
     for (const auto& p : r.pairs) {
       nlohmann::json owners = nlohmann::json::object();
       for (const auto& [name, o] : p.owners) owners[name] = owner_json(o);
       nlohmann::json pj{{"baseline", p.baseline}, {"other", p.other}, {"holds", p.holds},
                         {"seconds", p.seconds},   {"comparison", compare::to_json(p.result)},
-                        {"owners", owners}};
+                        {"owners", owners}, {"verdict", pair_verdict(p)},
+                        {"undecided", p.undecided}};
       if (!p.note.empty()) pj["note"] = p.note;
+      if (!p.nonfinite.empty()) pj["nonfinite"] = p.nonfinite;
       e["pairs"].push_back(pj);
     }
     j["expectations"].push_back(e);

@@ -28,19 +28,6 @@ pugi::xml_node suite(pugi::xml_document& doc, const std::string& name) {
   return s;
 }
 
-std::string divergence(const PairResult& p) {
-  const auto& r = p.result;
-  std::string s = !r.structural.empty()     ? "structure: " + r.structural.front()
-                  : r.first_divergence ? r.first_divergence->describe()
-                                       : "records are bitwise equal";
-  if (r.first_divergence) {
-    const auto it = p.owners.find(r.first_divergence->name);
-    if (it != p.owners.end() && it->second.stage >= 0) s += " [" + it->second.describe() + "]";
-  }
-  if (!p.note.empty()) s += " [" + p.note + "]";
-  return s;
-}
-
 }  // namespace
 
 std::string to_junit(const scenario::Scenario& sc, const std::vector<ExpectationResult>& results) {
@@ -50,7 +37,7 @@ std::string to_junit(const scenario::Scenario& sc, const std::vector<Expectation
   double seconds = 0.0;
   for (const auto& r : results) {
     const std::string classname = sc.name + "." + r.expectation->name;
-    if (r.skipped) {
+    if (r.skipped && !r.undecided) {
       for (size_t i = 1; i < r.expectation->variants.size(); ++i) {
         pugi::xml_node tc = s.append_child("testcase");
         tc.append_attribute("classname") = classname.c_str();
@@ -59,9 +46,7 @@ std::string to_junit(const scenario::Scenario& sc, const std::vector<Expectation
                         r.expectation->variants[i])
                 .c_str();
         tc.append_attribute("time") = "0";
-        tc.append_child("skipped").append_attribute("message") =
-            fmt::format("not evaluated: variant(s) {} not run", fmt::join(r.missing, ", "))
-                .c_str();
+        tc.append_child("skipped").append_attribute("message") = r.skip_reason().c_str();
         ++tests;
         ++skipped_count;
       }
@@ -75,18 +60,21 @@ std::string to_junit(const scenario::Scenario& sc, const std::vector<Expectation
       tc.append_attribute("time") = fmt::format("{:.3f}", p.seconds).c_str();
       ++tests;
       seconds += p.seconds;
-      if (!p.holds) {
+      if (p.undecided) {
+        ++skipped_count;
+        tc.append_child("skipped").append_attribute("message") = pair_verdict(p).c_str();
+      } else if (!p.holds) {
         ++failures;
         pugi::xml_node f = tc.append_child("failure");
         f.append_attribute("message") = fmt::format("{} vs {} ({}): {}", p.baseline, p.other,
-                                                    r.expectation->cls.to_string(), divergence(p))
+                                                    r.expectation->cls.to_string(), pair_verdict(p))
                                             .c_str();
         f.append_attribute("type") = r.expectation->cls.to_string().c_str();
         f.text().set(fmt::format("why it should hold: {}\n{}", r.expectation->why,
                                  compare::format_report(p.result, p.baseline, p.other))
                          .c_str());
       } else {
-        tc.append_child("system-out").text().set(divergence(p).c_str());
+        tc.append_child("system-out").text().set(pair_verdict(p).c_str());
       }
     }
   }

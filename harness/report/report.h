@@ -53,21 +53,39 @@ struct PairResult {
   /// Owner (in the baseline's record) of every tensor of result.tensors that failed or differs
   /// in bits, by tensor name.
   std::map<std::string, StageOwner> owners;
+  /// Non-empty: a record of the pair holds a non-finite value and the expectation does not allow
+  /// it ("cand_p4v2: step 1 loss/total[] = nan …"); the pair does not hold, whatever its bits.
+  std::string nonfinite;
+  /// The comparison could not decide (digests differ where the class needs values); the pair
+  /// neither holds nor fails.
+  bool undecided = false;
 };
 
 struct ExpectationResult {
   const scenario::Expectation* expectation = nullptr;
-  std::vector<PairResult> pairs;  ///< empty when skipped
+  std::vector<PairResult> pairs;  ///< empty when skipped for missing variants
   bool holds = false;
-  /// Not evaluated: some of its variants were not run (check --variant); `missing` names them.
+  /// Not evaluated: some of its variants were not run (check --variant; `missing` names them),
+  /// or no pair failed and some pair is undecided (`undecided`; the pairs are kept).
   bool skipped = false;
   std::vector<std::string> missing;
+  bool undecided = false;
+  /// Why it was skipped, in words ("variant(s) x not run", "undecided: …").
+  std::string skip_reason() const;
 };
+
+/// What a pair's comparison measured, in one line, for every rendering (terminal table, JSON,
+/// JUnit, HTML): the non-finite value that fails it, else compare::verdict_text (with the owning
+/// stage of the first divergence when known), then the note.
+std::string pair_verdict(const PairResult& p);
 
 /// Compares the records of `e.variants` (paths by variant name) under the expectation's class and
 /// selection. For class differ with first_divergence set, a pair holds only when the records
 /// differ and the first divergence is a matching "<group>/<name>" (at first_divergence_step when
-/// non-zero). Throws RecordError when a record cannot be read.
+/// non-zero). A pair whose either record holds a non-finite value (record::first_nonfinite)
+/// does not hold unless the expectation has allow_nonfinite. A pair the comparison cannot decide
+/// (compare::CompareResult::undecided) is undecided, and the expectation is skipped when no pair
+/// fails. Throws RecordError when a record cannot be read.
 ExpectationResult evaluate(const scenario::Expectation& e,
                            const std::map<std::string, std::string>& record_paths);
 

@@ -489,7 +489,7 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
   }
   check_keys(ctx, t, w,
              {"name", "variants", "class", "records", "include", "exclude", "steps", "why",
-              "first_divergence", "first_divergence_step"});
+              "first_divergence", "first_divergence_step", "allow_nonfinite"});
   e.name = get_string(ctx, t, "name", w, "");
   if (!valid_name(e.name)) {
     ctx.fail(t.get("name") ? t.get("name") : &t,
@@ -537,6 +537,7 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
   e.selection.steps = parse_steps(ctx, t.get("steps"), w, steps);
   e.why = get_string(ctx, t, "why", w, "");
   if (e.why.empty()) ctx.fail(&t, fmt::format("{}: why is required: say why the relation must hold", w));
+  e.allow_nonfinite = get_bool(ctx, t, "allow_nonfinite", w, false);
   e.first_divergence = get_string(ctx, t, "first_divergence", w, "");
   e.first_divergence_step = static_cast<int>(get_int(ctx, t, "first_divergence_step", w, 0, 0));
   if (e.first_divergence_step > steps) {

@@ -29,6 +29,9 @@ struct Expectation {
   /// ("grad/embedding.*") at this step (0 = any step). Empty = any first divergence.
   std::string first_divergence;
   int first_divergence_step = 0;
+  /// Accept records holding NaN or inf (record::first_nonfinite). Off: a pair whose either
+  /// record holds one fails, naming the value, since NaN equals NaN bit for bit.
+  bool allow_nonfinite = false;
 };
 
 struct Scenario {
