@@ -19,6 +19,12 @@
 #              (digests computed on the GPU): every tensor must compare EQUAL by digests
 #     diag     commands that crashed on this machine before (golden check, replay), with the
 #              crash handler's backtrace resolved by addr2line
+#     ab       same-machine A/B of a base commit against this tree: builds the base's source
+#              (a folder given as MTP_AB_BASE_DIR, carried with the tree, e.g. made here with
+#              `mkdir -p .ab-base && git archive BASE | tar -x -C .ab-base` and carried as
+#              .ab-base) into build-gpu-base, then `mtp-harness perf ab` of its
+#              train_step_benchmark against this build's (MTP_AB_FILTER, default the small
+#              model's P = 1 bf16 rows; MTP_AB_ROUNDS, default 5)
 #   MTP_CTEST_REGEX: run only the tests matching it (part tests). MTP_SKIP_COMPARE_BENCH and
 #   MTP_RECORD_ROWS (e.g. 'record:(none|digest)') shorten part records.
 set -uo pipefail
@@ -224,6 +230,21 @@ step profile env TMPDIR=/tmp MTP_BENCH_TRACE_DIR=$work/traces timeout 300 $build
   --benchmark_filter="${MTP_PROFILE_FILTER:-BM_PipelineStep/(small|tiny)/p1/bf16/flash/reference/harness/cuda}"
 grep -E "^BM_" "$log/profile.log" >> "$summary"
 tar -C $work -czf "$out/traces.tar.gz" traces
+fi
+if want ab; then
+base_src=${MTP_AB_BASE_DIR:-.ab-base}
+if [ ! -f "$base_src/CMakeLists.txt" ]; then
+  say "ab: no base source tree at $base_src (see the part's comment at the top)"
+else
+  step ab_configure cmake -S "$base_src" -B build-gpu-base -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DNCCL_ROOT="$nccl_root" -DMTP_BUILD_TESTS=OFF \
+    -DCMAKE_PREFIX_PATH="$torch_prefix;/tmp/pfx/usr;/tmp/pfx/usr/share"
+  step ab_build cmake --build build-gpu-base -j "$(nproc)" --target train_step_benchmark
+  step ab $B perf ab build-gpu-base/train_step_benchmark $build/train_step_benchmark \
+    --filter "${MTP_AB_FILTER:-BM_PipelineStep/small/p1/bf16/flash/.*/harness/cuda}" \
+    --rounds "${MTP_AB_ROUNDS:-5}" --json $work/perf_ab.json
+  grep -E "^ |^# " "$log/ab.log" | tee -a "$summary"
+fi
 fi
 if want records; then
 gpu_ctx="gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1),driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"

@@ -84,7 +84,18 @@ int check(const CheckOptions& opt) {
   const std::vector<engine::RunPlan> plans = plan_variants(sc, wanted);
 
   RunSettings settings;
+  if (opt.keep_last > 0 && !opt.out_dir.empty()) {
+    throw InputError("--keep-last prunes runs/<scenario>/, where check makes its run directories; "
+                     "it does not apply with --out");
+  }
   settings.out_dir = run_directory(sc, opt.out_dir);
+  if (opt.keep_last > 0) {
+    const int removed = prune_run_directories(sc, opt.keep_last, settings.out_dir);
+    if (removed > 0) {
+      std::cout << fmt::format("# --keep-last {}: removed the {} oldest run director{} of runs/{}/\n",
+                               opt.keep_last, removed, removed == 1 ? "y" : "ies", sc.name);
+    }
+  }
   require_utf8("--out", settings.out_dir, in_json);
   const std::string json_path =
       opt.json_path.empty() ? settings.out_dir + "/report.json" : opt.json_path;

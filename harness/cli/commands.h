@@ -64,6 +64,9 @@ struct CheckOptions {
   bool allow_skipped = false;  ///< exit 0 even when --variant leaves no expectation evaluated
   std::string html_path;       ///< "" = beside the JSON report (report.html)
   bool quiet = false;          ///< no progress line on stderr
+  /// --keep-last N: after this check's run directory is made under runs/<scenario>/, remove the
+  /// oldest there until N remain (0: keep all). Not with --out.
+  int keep_last = 0;
   bool verbose = false;
   std::string device;          ///< "" = the scenario's [training].device
   TrainingFlags training;
@@ -209,6 +212,20 @@ struct PerfCompareCommandOptions {
 /// InputError (exit 2) for unreadable or malformed files, bad options, or files whose GPU
 /// fingerprints (context keys gpu, driver) differ unless allow_fingerprint_mismatch.
 int run_perf_compare(const PerfCompareCommandOptions& opt);
+
+struct PerfAbOptions {
+  std::string bin_a, bin_b;  ///< two builds' Google Benchmark programs
+  std::string filter;        ///< --benchmark_filter ("" = every benchmark)
+  int rounds = 5;            ///< runs of each program, alternating
+  double threshold = 0.05;
+  double alpha = 0.05;
+  std::string json_path;
+};
+/// Runs two Google Benchmark programs interleaved (one repetition per run, `rounds` runs each,
+/// A and B alternating with the order swapped every round) and compares them as perf compare
+/// does: 0 = no regression of B against A, 1 = a regression. InputError (exit 2) for a program
+/// that is not an executable file or bad options; InfraError (exit 3) when a run fails.
+int run_perf_ab(const PerfAbOptions& opt);
 
 struct PerfMergeOptions {
   std::vector<std::string> inputs;  ///< Google Benchmark JSON files, measured on one machine

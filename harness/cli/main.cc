@@ -14,6 +14,7 @@
 #include "harness/common/environment.h"
 #include "harness/common/error.h"
 #include "harness/common/temp_file.h"
+#include "harness/schedule/schedule.h"
 
 namespace {
 
@@ -95,6 +96,10 @@ int main(int argc, char** argv) {
                 "HTML report path (default: beside the JSON report, report.html)")
       ->check(non_empty);
   c->add_flag("-q,--quiet", check.quiet, "no progress line on stderr");
+  c->add_option("--keep-last", check.keep_last,
+                "keep only the N newest run directories of runs/<scenario>/ (this one among "
+                "them; a default check grows runs/ by ~130 MB)")
+      ->check(CLI::Range(1, 1000000));
   add_record_flags(c, check.training);
   c->add_option("--device", check.device, "cpu | cuda (default: the scenario's [training].device)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
@@ -268,7 +273,8 @@ int main(int argc, char** argv) {
   s->add_option("--vpp", sch.virtual_size, "V")->capture_default_str()->check(CLI::Range(1, 4096));
   s->add_option("--microbatches", sch.num_microbatches, "M")->required()->check(CLI::Range(1, 100000));
   s->add_option("--group", sch.group_size, "N, interleaved microbatch group size (default P)")->check(CLI::Range(0, 100000));
-  s->add_option("--kind", sch.kind, "none | 1f1b | interleaved (default: from P and V)");
+  s->add_option("--kind", sch.kind,
+                mtp::schedule::schedule_kind_names() + " (default: from P and V)");
 
   mtp::cli::DataPrepareOptions prep;
   auto* d = app.add_subcommand("data", "data set tools");
@@ -302,6 +308,24 @@ int main(int argc, char** argv) {
   pfc->add_option("--json", pc.json_path, "also write the comparison as JSON")->check(non_empty);
   pfc->add_flag("--allow-fingerprint-mismatch", pc.allow_fingerprint_mismatch,
                 "compare results measured on another GPU or driver (context keys gpu, driver)");
+  mtp::cli::PerfAbOptions pab;
+  auto* pfa = pf->add_subcommand("ab", "run two builds' benchmark programs interleaved on this "
+                                       "machine and compare them (exit 0: no regression of B, "
+                                       "1: a regression, 2: bad input, 3: a run failed). "
+                                       "Example: perf ab base/build/train_step_benchmark "
+                                       "build/train_step_benchmark --filter 'BM_TrainStep.*'");
+  pfa->add_option("bin_a", pab.bin_a, "the baseline build's benchmark program")->required()
+      ->check(non_empty);
+  pfa->add_option("bin_b", pab.bin_b, "the contender build's benchmark program")->required()
+      ->check(non_empty);
+  pfa->add_option("--filter", pab.filter, "--benchmark_filter for both programs (default: all)");
+  pfa->add_option("--rounds", pab.rounds, "runs of each program, alternating (>= 5 to reach "
+                                          "p < 0.05)")->capture_default_str();
+  pfa->add_option("--threshold", pab.threshold, "a regression slows the median by more than "
+                                                "this fraction")->capture_default_str();
+  pfa->add_option("--alpha", pab.alpha, "significance level of the U test")
+      ->capture_default_str();
+  pfa->add_option("--json", pab.json_path, "also write the comparison as JSON")->check(non_empty);
   auto* pfm = pf->add_subcommand("merge", "merge Google Benchmark JSON files measured on one "
                                           "machine into one file (one baseline for several "
                                           "benchmark programs)");
@@ -344,6 +368,7 @@ int main(int argc, char** argv) {
     if (*s) return mtp::cli::run_schedule(sch);
     if (*dp) return mtp::cli::run_data_prepare(prep);
     if (*pfc) return mtp::cli::run_perf_compare(pc);
+    if (*pfa) return mtp::cli::run_perf_ab(pab);
     if (*pfm) return mtp::cli::run_perf_merge(pm);
     return static_cast<int>(mtp::kExitUsage);
   }));

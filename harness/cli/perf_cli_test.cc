@@ -1,10 +1,12 @@
-// End-to-end checks of `mtp-harness perf compare` and `perf merge`: exit codes 0 / 1 / 2, the
-// table, the fingerprint refusal, --json.
+// End-to-end checks of `mtp-harness perf compare`, `perf merge` and `perf ab`: exit codes 0 / 1 /
+// 2 / 3, the table, the fingerprint refusal, --json, interleaved runs of two programs.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -123,6 +125,68 @@ TEST(PerfCliTest, MergeThenCompare) {
   EXPECT_THAT(r.out, HasSubstr("BM_Other"));
   EXPECT_THAT(r.out, HasSubstr("missing (not in the contender)"));
   EXPECT_EQ(run("perf merge " + base + " " + base + " --out " + merged).code, 2);
+}
+
+}  // namespace
+
+namespace {
+
+/// A stand-in for a Google Benchmark program at temp_path(name): it writes one repetition of
+/// "BM_X" whose real time is `base` + (its run count mod 3) ns to its --benchmark_out file, and
+/// records its arguments; `fail` makes it exit 3 instead.
+std::string fake_benchmark(const std::string& name, int base, bool fail = false) {
+  const std::string path = temp_path(name);
+  std::ofstream(path) << "#!/bin/sh\n"
+                      << (fail ? "echo 'out of memory' >&2; exit 3\n" : "")
+                      << "out=''\nfor a in \"$@\"; do case $a in --benchmark_out=*) "
+                         "out=${a#--benchmark_out=};; esac; done\n"
+                      << "n=$(cat " << path << ".count 2>/dev/null || echo 0); n=$((n+1)); echo $n > "
+                      << path << ".count\necho \"$@\" >> " << path << ".args\n"
+                      << "printf '{\"context\":{},\"benchmarks\":[{\"name\":\"BM_X\",\"run_type\":"
+                         "\"iteration\",\"real_time\":%s,\"cpu_time\":1,\"time_unit\":\"ns\"}]}' "
+                      << "$((" << base << " + n % 3)) > \"$out\"\n";
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  std::filesystem::remove(path + ".count");
+  std::filesystem::remove(path + ".args");
+  return path;
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+size_t count_lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+// Two builds' programs run interleaved on one machine, one repetition a run: B 30 % slower is a
+// regression (exit 1, named last); the same program against itself is not (exit 0).
+TEST(PerfAbTest, InterleavedRunsOfTwoBuildsAreComparedWithTheUTest) {
+  const std::string a = fake_benchmark("a.sh", 100), b = fake_benchmark("b.sh", 130);
+  const auto slower = run("perf ab " + a + " " + b + " --rounds 6 --filter 'BM_X' --json " +
+                          temp_path("ab.json"));
+  EXPECT_EQ(slower.code, 1) << slower.out;
+  EXPECT_THAT(slower.out, HasSubstr("# perf ab: 6 rounds, A and B alternating"));
+  EXPECT_THAT(slower.out, HasSubstr("# REGRESSION: BM_X (+29.7 %)"));
+  EXPECT_EQ(count_lines(read_all(a + ".args")), 6u);
+  EXPECT_THAT(read_all(a + ".args"), HasSubstr("--benchmark_repetitions=1"));
+  EXPECT_THAT(read_all(a + ".args"), HasSubstr("--benchmark_filter=BM_X"));
+  EXPECT_EQ(nlohmann::json::parse(read_all(temp_path("ab.json")))["regressed"], true);
+  const std::string a2 = fake_benchmark("a2.sh", 100);
+  EXPECT_EQ(run("perf ab " + a + " " + a2 + " --rounds 6").code, 0);
+}
+
+TEST(PerfAbTest, BadProgramsAndFailedRunsAreNamed) {
+  const std::string a = fake_benchmark("a.sh", 100), bad = fake_benchmark("bad.sh", 1, true);
+  const auto failed = run("perf ab " + a + " " + bad + " --rounds 2");
+  EXPECT_EQ(failed.code, 3) << failed.out;
+  EXPECT_THAT(failed.out, HasSubstr(bad + " exited with 3"));
+  EXPECT_THAT(failed.out, HasSubstr("out of memory"));
+  const auto missing = run("perf ab " + a + " /nonexistent/bench --rounds 2");
+  EXPECT_EQ(missing.code, 2) << missing.out;
+  EXPECT_THAT(missing.out, HasSubstr("BIN_B /nonexistent/bench: not an executable file"));
+  EXPECT_EQ(run("perf ab " + a + " " + a + " --rounds 1").code, 2);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -329,6 +330,26 @@ TEST(GoldenCliTest, AMismatchIsSummedUpAndAScenarioChangeNeedsConsent) {
   const auto from_records = run("golden check --records " + dir.file("r") + g);
   EXPECT_EQ(from_records.code, 0) << from_records.out;
   EXPECT_THAT(from_records.out, HasSubstr("golden check tiny: EQUAL"));
+}
+
+// check --keep-last N keeps runs/<scenario>/ from growing: the N newest run directories stay.
+TEST(CheckOutputTest, KeepLastPrunesTheOldestRunDirectories) {
+  ScratchDir dir;
+  const std::string sc = tiny_scenario(dir);
+  const std::string args = "check " + sc + " --quiet --variant ref_p2 --variant cand_p2 ";
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(run(args + "--keep-last 2", dir.path()).code, 0);
+  std::vector<std::string> runs;
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("runs/tiny"))) {
+    runs.push_back(e.path().filename().string());
+  }
+  std::sort(runs.begin(), runs.end());
+  ASSERT_EQ(runs.size(), 3u) << "two run directories and latest";
+  EXPECT_EQ(runs[2], "latest");
+  EXPECT_TRUE(std::filesystem::exists(dir.file("runs/tiny/latest/ref_p2.h5")));
+  const auto out = run(args + "--keep-last 1", dir.path());
+  EXPECT_THAT(out.out, HasSubstr("# --keep-last 1: removed the 2 oldest run directories of "
+                                 "runs/tiny/"));
+  EXPECT_EQ(run(args + "--keep-last 1 --out " + dir.file("o"), dir.path()).code, 2);
 }
 
 TEST(GoldenCliTest, RecordsOfAnotherScenarioTextAreRefused) {

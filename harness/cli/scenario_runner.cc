@@ -16,6 +16,7 @@
 
 #include "harness/cli/commands.h"
 #include "harness/common/output_file.h"
+#include "harness/common/temp_file.h"
 #include "harness/data/token_source.h"
 #include "harness/engine/step_recorder.h"
 #include "harness/engine/trainer.h"
@@ -200,6 +201,32 @@ std::string run_directory(const scenario::Scenario& sc, const std::string& out,
     if (ec) fs::remove(tmp, ec);
   }
   return dir;
+}
+
+int prune_run_directories(const scenario::Scenario& sc, int keep, const std::string& current) {
+  const std::string parent = "runs/" + sc.name;
+  std::vector<std::string> runs;  // "20261202T154212Z" or "20261202T154212Z-2": sortable by time
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool stamp = name.size() >= 16 && name[8] == 'T' && name[15] == 'Z' &&
+                       name.find_first_not_of("0123456789TZ-") == std::string::npos;
+    if (stamp && e.is_directory(ec) && !e.is_symlink(ec)) runs.push_back(name);
+  }
+  std::sort(runs.begin(), runs.end(), [](const std::string& a, const std::string& b) {
+    const std::string ka = a.substr(0, 16), kb = b.substr(0, 16);
+    if (ka != kb) return ka < kb;
+    const auto suffix = [](const std::string& s) { return s.size() > 17 ? std::stoi(s.substr(17)) : 1; };
+    return suffix(a) < suffix(b);
+  });
+  int removed = 0;
+  for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 1)) < runs.size(); ++i) {
+    const std::string path = parent + "/" + runs[i];
+    if (fs::path(path) == fs::path(current)) continue;
+    remove_tree(path);
+    ++removed;
+  }
+  return removed;
 }
 
 std::string retrain_command(const scenario::Scenario& sc, const std::string& variant,

@@ -35,6 +35,10 @@ std::vector<engine::RunPlan> plan_variants(const scenario::Scenario& sc,
 std::string run_directory(const scenario::Scenario& sc, const std::string& out,
                           const std::string& flag = "--out");
 
+/// Removes the oldest run directories of runs/<scenario>/ (names of run_directory's UTC form)
+/// until `keep` remain, never `current` (check --keep-last N). Returns how many it removed.
+int prune_run_directories(const scenario::Scenario& sc, int keep, const std::string& current);
+
 /// How variants are trained.
 struct RunSettings {
   std::string out_dir;           ///< records go to <out_dir>/<variant>.h5

@@ -8,21 +8,27 @@
 
 namespace mtp::schedule {
 
+const std::vector<ScheduleKind>& all_schedule_kinds() {
+  static const std::vector<ScheduleKind> kinds{ScheduleKind::kNoPipelining, ScheduleKind::kOneFOneB,
+                                               ScheduleKind::kInterleaved,
+                                               ScheduleKind::kCombined1F1B};
+  return kinds;
+}
+
+std::string schedule_kind_names(const std::string& separator) {
+  std::string out;
+  for (ScheduleKind k : all_schedule_kinds()) {
+    out += (out.empty() ? "" : separator) + schedule_kind_name(k);
+  }
+  return out;
+}
+
 ScheduleKind parse_schedule_kind(const std::string& name) {
-  if (name == "none") {
-    return ScheduleKind::kNoPipelining;
+  for (ScheduleKind k : all_schedule_kinds()) {
+    if (schedule_kind_name(k) == name) return k;
   }
-  if (name == "1f1b") {
-    return ScheduleKind::kOneFOneB;
-  }
-  if (name == "interleaved") {
-    return ScheduleKind::kInterleaved;
-  }
-  if (name == "combined_1f1b") {
-    return ScheduleKind::kCombined1F1B;
-  }
-  throw ScheduleError(fmt::format("unknown schedule kind \"{}\": expected one of \"none\", "
-                                  "\"1f1b\", \"interleaved\", \"combined_1f1b\"", name));
+  throw ScheduleError(fmt::format("unknown schedule kind \"{}\": expected one of \"{}\"", name,
+                                  schedule_kind_names("\", \"")));
 }
 
 std::string schedule_kind_name(ScheduleKind kind) {

@@ -39,6 +39,10 @@ enum class ScheduleKind {
 ScheduleKind parse_schedule_kind(const std::string& name);
 /// The name parse_schedule_kind accepts for `kind`.
 std::string schedule_kind_name(ScheduleKind kind);
+/// Every kind, in the order above (what help texts and parse_schedule_kind list).
+const std::vector<ScheduleKind>& all_schedule_kinds();
+/// Their names joined by `separator`: "none | 1f1b | interleaved | combined_1f1b".
+std::string schedule_kind_names(const std::string& separator = " | ");
 
 enum class Phase { kWarmup, kSteady, kCooldown };
 enum class OpType { kForward, kBackward };
