@@ -104,6 +104,9 @@ struct CompareOptions {
   std::string json_path;
   bool localize = false;        ///< digest-only difference: re-train both with that step in full
   bool ignore_digests = false;  ///< read and compare values even where the digests are equal
+  /// Compare records that hold a non-finite value (record::first_nonfinite); otherwise such a
+  /// record fails the comparison, naming the value.
+  bool allow_nonfinite = false;
 };
 /// Prints a record's every step's losses and its first non-finite value first, then its
 /// attributes (hyperparameters, variant, environment fingerprint) and its steps; `json`: all of
@@ -217,6 +220,7 @@ struct PerfAbOptions {
   std::string bin_a, bin_b;  ///< two builds' Google Benchmark programs
   std::string filter;        ///< --benchmark_filter ("" = every benchmark)
   int rounds = 5;            ///< runs of each program, alternating
+  int timeout_s = 900;       ///< a run longer than this is killed (InfraError)
   double threshold = 0.05;
   double alpha = 0.05;
   std::string json_path;
@@ -224,7 +228,8 @@ struct PerfAbOptions {
 /// Runs two Google Benchmark programs interleaved (one repetition per run, `rounds` runs each,
 /// A and B alternating with the order swapped every round) and compares them as perf compare
 /// does: 0 = no regression of B against A, 1 = a regression. InputError (exit 2) for a program
-/// that is not an executable file or bad options; InfraError (exit 3) when a run fails.
+/// that is not an executable file or bad options; InfraError (exit 3) when a run fails, runs past
+/// timeout_s (it is killed) or writes no usable JSON (its last output is shown).
 int run_perf_ab(const PerfAbOptions& opt);
 
 struct PerfMergeOptions {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <variant>
 
@@ -180,7 +181,16 @@ int run_compare(const CompareOptions& opt) {
                              "step(s) {} in full\n",
                              *steps.rbegin(), fmt::join(steps, ","));
     const TempDirectory dir("mtp-harness-localize");
-    const Localized loc = localize(opt.a, opt.b, steps, cls, sel, dir.path());
+    std::optional<Localized> tried;
+    try {
+      tried = localize(opt.a, opt.b, steps, cls, sel, dir.path());
+    } catch (const InputError& e) {
+      // The records' own verdict stands; --localize only could not add to it.
+      std::cout << "# --localize could not re-train the variants: " << e.what() << "\n";
+      j["localized"] = {{"error", e.what()}};
+    }
+    if (tried) {
+    const Localized& loc = *tried;
     std::cout << loc.notes << compare::format_report(loc.result, loc.a_rerun, loc.b_rerun,
                                                      opt.max_rows);
     j["localized"] = compare::to_json(loc.result);
@@ -200,14 +210,33 @@ int run_compare(const CompareOptions& opt) {
     } else if (loc.result.first_divergence) {
       verdict += "; the element: " + loc.result.first_divergence->describe();
     }
+    } else if (undecided) {
+      verdict += "; --localize could not re-train the variants (above)";
+    }
   } else if (opt.localize) {
     std::cout << "# --localize: nothing to localise (the first divergence "
               << (fd ? "already names its element" : "does not exist") << ")\n";
   }
+  // NaN equals NaN bit for bit: records that hold a non-finite value never compare as a pass.
+  std::vector<std::string> nonfinite;
+  if (const auto nf = a.first_nonfinite()) nonfinite.push_back("A: " + nf->describe());
+  if (const auto nf = b.first_nonfinite()) nonfinite.push_back("B: " + nf->describe());
+  if (!nonfinite.empty()) {
+    j["nonfinite"] = nonfinite;
+    if (!opt.allow_nonfinite) {
+      holds = false;
+      undecided = false;
+      verdict = fmt::format("non-finite value in {} (--allow-nonfinite compares anyway)",
+                            fmt::join(nonfinite, "; "));
+    }
+  }
   const bool differ = cls.kind == compare::CompareClass::Kind::kDiffer;
-  const char* word = undecided ? "UNDECIDED"
-                     : holds   ? (differ ? "DIFFERENT, as the negative control expects" : "EQUAL")
-                               : (differ ? "EQUAL: the negative control fails" : "DIFFERENT");
+  const char* word = undecided             ? "UNDECIDED"
+                     : holds               ? (differ ? "DIFFERENT, as the negative control expects"
+                                                     : "EQUAL")
+                     : !nonfinite.empty() && !opt.allow_nonfinite ? "NOT FINITE"
+                     : differ              ? "EQUAL: the negative control fails"
+                                           : "DIFFERENT";
   std::cout << fmt::format("# verdict: {} ({}): {}\n", word, cls.to_string(), verdict);
   if (undecided && !opt.localize) {
     std::cout << "# the values the class needs are not in the records: --localize re-trains "

@@ -111,6 +111,13 @@ void print_changes(const golden::GoldenDiff& d, bool detail) {
       }
     }
   }
+  // Losses whose digests did not change but whose numbers did (an edited golden file).
+  for (const auto& l : d.loss_changes) {
+    const bool shown = std::any_of(d.changed_groups.begin(), d.changed_groups.end(), [&](const auto& g) {
+      return g.group == "loss" && g.variant == l.variant && g.step == l.step;
+    });
+    if (!shown) std::cout << fmt::format("    {} step {} loss: {}\n", l.variant, l.step, l.describe());
+  }
   if (detail) {
     std::cout << "  every changed tensor:\n";
     for (const auto& c : d.changes) std::cout << "    " << c.describe() << "\n";

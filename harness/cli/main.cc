@@ -163,6 +163,9 @@ int main(int argc, char** argv) {
   k->add_flag("--localize", cmp.localize,
               "when digest-only records differ, re-train both variants (from the scenario text "
               "the records embed) with the divergent step in full and report the element");
+  k->add_flag("--allow-nonfinite", cmp.allow_nonfinite,
+              "compare records holding NaN or inf as any others (default: such a record fails, "
+              "naming its first non-finite value)");
   k->add_flag("--ignore-digests", cmp.ignore_digests,
               "compare values even where the digests are equal (checks records edited after "
               "they were written)");
@@ -321,6 +324,8 @@ int main(int argc, char** argv) {
   pfa->add_option("--filter", pab.filter, "--benchmark_filter for both programs (default: all)");
   pfa->add_option("--rounds", pab.rounds, "runs of each program, alternating (>= 5 to reach "
                                           "p < 0.05)")->capture_default_str();
+  pfa->add_option("--timeout", pab.timeout_s, "seconds one run may take before it is killed "
+                                              "(exit 3)")->capture_default_str();
   pfa->add_option("--threshold", pab.threshold, "a regression slows the median by more than "
                                                 "this fraction")->capture_default_str();
   pfa->add_option("--alpha", pab.alpha, "significance level of the U test")

@@ -11,8 +11,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -58,7 +62,7 @@ std::string tail_of(const std::string& path, size_t n) {
 /// and its terminal output to `log`. Throws InfraError naming the program when it cannot start
 /// or does not exit 0.
 void run_once(const std::string& bin, const std::string& filter, const std::string& json,
-              const std::string& log) {
+              const std::string& log, int timeout_s) {
   std::vector<std::string> args{bin, "--benchmark_repetitions=1",
                                 "--benchmark_out=" + json, "--benchmark_out_format=json"};
   if (!filter.empty()) args.push_back("--benchmark_filter=" + filter);
@@ -77,8 +81,25 @@ void run_once(const std::string& bin, const std::string& filter, const std::stri
   if (err != 0) {
     throw InfraError(fmt::format("perf ab: cannot start {}: {}", bin, std::strerror(err)));
   }
+  // A run that hangs is stopped after `timeout_s` (killed with its status reported), never
+  // waited for forever.
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  for (;;) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) {
+      throw InfraError(fmt::format("perf ab: cannot wait for {}: {}", bin, std::strerror(errno)));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      throw InfraError(fmt::format("perf ab: {} ran past --timeout {} s and was killed; its last "
+                                   "output:{}",
+                                   bin, timeout_s, tail_of(log, 12)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     throw InfraError(fmt::format("perf ab: {} {} ({}); its last output:{}", bin,
@@ -109,6 +130,9 @@ void append(const perf::BenchmarkFile& run, perf::BenchmarkFile& into) {
 int run_perf_ab(const PerfAbOptions& opt) {
   require_executable("BIN_A", opt.bin_a);
   require_executable("BIN_B", opt.bin_b);
+  if (opt.timeout_s < 1) {
+    throw InputError(fmt::format("--timeout {}: must be at least 1 second", opt.timeout_s));
+  }
   if (opt.rounds < 2 || opt.rounds > 1000) {
     throw InputError(fmt::format("--rounds {}: must be in [2, 1000] (a U test needs at least 2 "
                                  "repetitions a side; 5 or more can reach p < 0.05)",
@@ -135,8 +159,19 @@ int run_perf_ab(const PerfAbOptions& opt) {
       const bool is_a = (k == 0) == a_first;
       const std::string& bin = is_a ? opt.bin_a : opt.bin_b;
       const std::string base = fmt::format("{}/{}_{}", dir.path(), is_a ? "a" : "b", r);
-      run_once(bin, opt.filter, base + ".json", base + ".log");
-      append(perf::read_benchmark_json(base + ".json"), is_a ? a : b);
+      run_once(bin, opt.filter, base + ".json", base + ".log", opt.timeout_s);
+      perf::BenchmarkFile run;
+      try {
+        run = perf::read_benchmark_json(base + ".json");
+      } catch (const InputError& e) {
+        // The program exited 0 without usable results (a filter that matches nothing, …):
+        // what it printed says why.
+        throw InfraError(fmt::format("perf ab: {} ({}) wrote no usable benchmark JSON ({}); its "
+                                     "last output:{}",
+                                     bin, is_a ? "BIN_A" : "BIN_B", e.what(),
+                                     tail_of(base + ".log", 12)));
+      }
+      append(run, is_a ? a : b);
     }
     std::cerr << fmt::format("\rperf ab: round {}/{}", r + 1, opt.rounds) << std::flush;
   }

@@ -187,6 +187,21 @@ TEST(PerfAbTest, BadProgramsAndFailedRunsAreNamed) {
   EXPECT_EQ(missing.code, 2) << missing.out;
   EXPECT_THAT(missing.out, HasSubstr("BIN_B /nonexistent/bench: not an executable file"));
   EXPECT_EQ(run("perf ab " + a + " " + a + " --rounds 1").code, 2);
+  // A run that hangs is killed after --timeout, never waited for forever.
+  const std::string hang = temp_path("hang.sh");
+  std::ofstream(hang) << "#!/bin/sh\nexec sleep 60\n";
+  std::filesystem::permissions(hang, std::filesystem::perms::owner_all);
+  const auto hung = run("perf ab " + a + " " + hang + " --rounds 2 --timeout 2");
+  EXPECT_EQ(hung.code, 3) << hung.out;
+  EXPECT_THAT(hung.out, HasSubstr(hang + " ran past --timeout 2 s and was killed"));
+  // A program that exits 0 without results (a filter matching nothing) is a failed run, named.
+  const std::string empty = temp_path("empty.sh");
+  std::ofstream(empty) << "#!/bin/sh\necho 'Failed to match any benchmarks'\n";
+  std::filesystem::permissions(empty, std::filesystem::perms::owner_all);
+  const auto none = run("perf ab " + a + " " + empty + " --rounds 2");
+  EXPECT_EQ(none.code, 3) << none.out;
+  EXPECT_THAT(none.out, HasSubstr("(BIN_B) wrote no usable benchmark JSON"));
+  EXPECT_THAT(none.out, HasSubstr("Failed to match any benchmarks"));
 }
 
 }  // namespace

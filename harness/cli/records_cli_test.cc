@@ -337,7 +337,16 @@ TEST(CheckOutputTest, KeepLastPrunesTheOldestRunDirectories) {
   ScratchDir dir;
   const std::string sc = tiny_scenario(dir);
   const std::string args = "check " + sc + " --quiet --variant ref_p2 --variant cand_p2 ";
+  // Names that only look like run directories are left alone (a suffix stoi cannot hold was an
+  // exit 3 once).
+  for (const char* odd : {"20200101T000000Z-T", "20200101T000000Z-99999999999"}) {
+    std::filesystem::create_directories(dir.file(std::string("runs/tiny/") + odd));
+  }
   for (int i = 0; i < 3; ++i) ASSERT_EQ(run(args + "--keep-last 2", dir.path()).code, 0);
+  for (const char* odd : {"20200101T000000Z-T", "20200101T000000Z-99999999999"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir.file(std::string("runs/tiny/") + odd))) << odd;
+    std::filesystem::remove(dir.file(std::string("runs/tiny/") + odd));
+  }
   std::vector<std::string> runs;
   for (const auto& e : std::filesystem::directory_iterator(dir.file("runs/tiny"))) {
     runs.push_back(e.path().filename().string());
@@ -350,6 +359,28 @@ TEST(CheckOutputTest, KeepLastPrunesTheOldestRunDirectories) {
   EXPECT_THAT(out.out, HasSubstr("# --keep-last 1: removed the 2 oldest run directories of "
                                  "runs/tiny/"));
   EXPECT_EQ(run(args + "--keep-last 1 --out " + dir.file("o"), dir.path()).code, 2);
+}
+
+// A run that turns NaN (lr 1e38: step 1 moves every weight by about 1e38, step 2 overflows):
+// compare never calls its records equal, and goldens are not made or checked from them.
+TEST(NonFiniteCliTest, RecordsHoldingNaNFailCompareAndGoldens) {
+  ScratchDir dir;
+  std::string text = read_text(tiny_scenario(dir));
+  text.replace(text.find("seed = 1234"), 11, "seed = 1234\nlr = 1e38");
+  std::ofstream(dir.file("nan.toml")) << text;
+  const auto made = run("check " + dir.file("nan.toml") + " --quiet --out " + dir.file("r"));
+  EXPECT_EQ(made.code, 1) << made.out;
+  EXPECT_THAT(made.out, HasSubstr("non-finite value in ref_p2: step 2 loss/"));
+  const std::string rec = dir.file("r/ref_p2.h5");
+  const auto same = run("compare " + rec + " " + rec);
+  EXPECT_EQ(same.code, 1) << same.out;
+  EXPECT_THAT(same.out, HasSubstr("# verdict: NOT FINITE (bitwise): non-finite value in A: step 2"));
+  EXPECT_EQ(run("compare " + rec + " " + rec + " --allow-nonfinite").code, 0);
+  EXPECT_THAT(run("info " + rec).out, HasSubstr("first non-finite value: step 2 loss/"));
+  const auto gold = run("golden update --records " + dir.file("r") + " --golden-dir " +
+                        dir.file("g"));
+  EXPECT_EQ(gold.code, 2) << gold.out;
+  EXPECT_THAT(gold.out, HasSubstr("goldens are made and checked only from finite runs"));
 }
 
 TEST(GoldenCliTest, RecordsOfAnotherScenarioTextAreRefused) {

@@ -209,14 +209,22 @@ int prune_run_directories(const scenario::Scenario& sc, int keep, const std::str
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(parent, ec)) {
     const std::string name = e.path().filename().string();
+    // run_directory's names only: "20261202T154212Z" or "20261202T154212Z-<k>", k < 10^6.
+    const std::string suffix = name.size() > 17 ? name.substr(17) : "";
     const bool stamp = name.size() >= 16 && name[8] == 'T' && name[15] == 'Z' &&
-                       name.find_first_not_of("0123456789TZ-") == std::string::npos;
+                       name.substr(0, 8).find_first_not_of("0123456789") == std::string::npos &&
+                       name.substr(9, 6).find_first_not_of("0123456789") == std::string::npos &&
+                       (name.size() == 16 ||
+                        (name[16] == '-' && !suffix.empty() && suffix.size() <= 6 &&
+                         suffix.find_first_not_of("0123456789") == std::string::npos));
     if (stamp && e.is_directory(ec) && !e.is_symlink(ec)) runs.push_back(name);
   }
   std::sort(runs.begin(), runs.end(), [](const std::string& a, const std::string& b) {
     const std::string ka = a.substr(0, 16), kb = b.substr(0, 16);
     if (ka != kb) return ka < kb;
-    const auto suffix = [](const std::string& s) { return s.size() > 17 ? std::stoi(s.substr(17)) : 1; };
+    const auto suffix = [](const std::string& s) {
+      return s.size() > 17 ? std::stol(s.substr(17)) : 1L;  // digits only, at most 6: no throw
+    };
     return suffix(a) < suffix(b);
   });
   int removed = 0;

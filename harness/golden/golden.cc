@@ -117,6 +117,11 @@ GoldenFile golden_from_records(const std::string& scenario, const std::string& s
   std::vector<std::pair<std::string, std::unique_ptr<record::RecordReader>>> readers;
   for (const auto& [variant, path] : records) {
     auto r = std::make_unique<record::RecordReader>(path);
+    if (const auto nf = r->first_nonfinite()) {
+      throw InputError(fmt::format("{}: holds a non-finite value ({}); goldens are made and "
+                                   "checked only from finite runs",
+                                   path, nf->describe()));
+    }
     const auto fp = record_fingerprint(r->attrs());
     if (g.fingerprint.empty()) {
       g.fingerprint = fp;

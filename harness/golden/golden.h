@@ -77,7 +77,8 @@ struct GoldenFile {
 /// called `scenario` with text `scenario_text` (its digest: record::digest_bytes of the text);
 /// the fingerprint is the first record's environment attributes; the losses are read from the
 /// records. Throws RecordError for unreadable records, records without digests (schema version
-/// 1) or a loss that is not a float scalar, InputError when the records' fingerprints disagree.
+/// 1) or a loss that is not a float scalar, InputError when the records' fingerprints disagree
+/// or a record holds a non-finite value (goldens of NaN runs would pass NaN runs).
 GoldenFile golden_from_records(const std::string& scenario, const std::string& scenario_text,
                                const std::vector<std::pair<std::string, std::string>>& records);
 
