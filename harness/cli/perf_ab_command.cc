@@ -129,7 +129,7 @@ void append(const perf::BenchmarkFile& run, perf::BenchmarkFile& into) {
 
 int run_perf_ab(const PerfAbOptions& opt) {
   require_executable("BIN_A", opt.bin_a);
-  require_executable("BIN_B", opt.bin_b);
+  require_executable("BIN_B", opt.bin_b);  // (the first missing one is named)
   if (opt.timeout_s < 1) {
     throw InputError(fmt::format("--timeout {}: must be at least 1 second", opt.timeout_s));
   }
@@ -148,6 +148,7 @@ int run_perf_ab(const PerfAbOptions& opt) {
     check_not_same_file("--json", opt.json_path, "BIN_B", opt.bin_b);
   }
   const TempDirectory dir("mtp-harness-perf-ab");
+  const bool progress = ::isatty(STDERR_FILENO) == 1;  // a progress line on a terminal only
   perf::BenchmarkFile a, b;
   a.path = opt.bin_a + " (A)";
   b.path = opt.bin_b + " (B)";
@@ -173,9 +174,9 @@ int run_perf_ab(const PerfAbOptions& opt) {
       }
       append(run, is_a ? a : b);
     }
-    std::cerr << fmt::format("\rperf ab: round {}/{}", r + 1, opt.rounds) << std::flush;
+    if (progress) std::cerr << fmt::format("\rperf ab: round {}/{}", r + 1, opt.rounds) << std::flush;
   }
-  std::cerr << "\n";
+  if (progress) std::cerr << "\n";
   const perf::PerfComparison c = perf::compare_perf(a, b, options);
   std::cout << fmt::format("# perf ab: {} rounds, A and B alternating on this machine, one "
                            "repetition per run{}\n",
