@@ -190,21 +190,21 @@ int run_compare(const CompareOptions& opt) {
       j["localized"] = {{"error", e.what()}};
     }
     if (tried) {
-    const Localized& loc = *tried;
-    std::cout << loc.notes << compare::format_report(loc.result, loc.a_rerun, loc.b_rerun,
-                                                     opt.max_rows);
-    j["localized"] = compare::to_json(loc.result);
-    j["localized"]["notes"] = loc.notes;
-    j["localized"]["reproduced"] = loc.reproduced;
-    if (undecided && loc.reproduced) {
-      // Every tensor outside these steps was decided by the records; these steps, by the
-      // re-runs that reproduce them bit for bit.
-      undecided = loc.result.undecided();
-      holds = loc.result.holds();
-      verdict = fmt::format("{} (step(s) {} re-trained in full: {})",
-                            holds ? "the records hold " + cls.to_string()
-                                  : "the records do not hold " + cls.to_string(),
-                            fmt::join(steps, ","), compare::verdict_text(loc.result));
+      const Localized& loc = *tried;
+      std::cout << loc.notes << compare::format_report(loc.result, loc.a_rerun, loc.b_rerun,
+                                                       opt.max_rows);
+      j["localized"] = compare::to_json(loc.result);
+      j["localized"]["notes"] = loc.notes;
+      j["localized"]["reproduced"] = loc.reproduced;
+      if (undecided && loc.reproduced) {
+        // Every tensor outside these steps was decided by the records; these steps, by the
+        // re-runs that reproduce them bit for bit.
+        undecided = loc.result.undecided();
+        holds = loc.result.holds();
+        verdict = fmt::format("{} (step(s) {} re-trained in full: {})",
+                              holds ? "the records hold " + cls.to_string()
+                                    : "the records do not hold " + cls.to_string(),
+                              fmt::join(steps, ","), compare::verdict_text(loc.result));
     } else if (undecided) {
       verdict += "; --localize could not decide it: the re-runs do not reproduce the records";
     } else if (loc.result.first_divergence) {
