@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "harness/cli/commands.h"
@@ -88,20 +89,38 @@ int check(const CheckOptions& opt) {
     throw InputError("--keep-last prunes runs/<scenario>/, where check makes its run directories; "
                      "it does not apply with --out");
   }
-  settings.out_dir = run_directory(sc, opt.out_dir);
-  if (opt.keep_last > 0) {
-    const int removed = prune_run_directories(sc, opt.keep_last, settings.out_dir);
-    if (removed > 0) {
-      std::cout << fmt::format("# --keep-last {}: removed the {} oldest run director{} of runs/{}/\n",
-                               opt.keep_last, removed, removed == 1 ? "y" : "ies", sc.name);
+  // Every input and every output (defaults included) against each other, before the run
+  // directory is made: no output may overwrite an input or another output.
+  // (Without --out they go to a new directory, which no path given can name.)
+  FileRoles files;
+  add_scenario_inputs(files, sc);
+  const std::string planned_dir = opt.out_dir.empty() ? std::string() : opt.out_dir;
+  // Collisions only: an output may lie in the run directory, made below (then checked).
+  auto planned = [&](const std::string& what, const std::string& given, const std::string& dflt) {
+    if (!given.empty()) files.planned_output(what, given);
+    else if (!dflt.empty()) files.planned_output(what + " (default)", dflt);
+  };
+  const std::string json_default = planned_dir.empty() ? "" : planned_dir + "/report.json";
+  planned("--json", opt.json_path, json_default);
+  planned("--html", opt.html_path,
+          opt.json_path.empty()
+              ? (planned_dir.empty() ? "" : planned_dir + "/report.html")
+              : fs::path(opt.json_path).replace_extension(".html").string());
+  planned("--junit", opt.junit_path, "");
+  for (const auto& p : plans) {
+    if (!planned_dir.empty()) {
+      files.planned_output("the record of variant \"" + p.variant.name + "\"",
+                           planned_dir + "/" + p.variant.name + ".h5");
     }
   }
+  settings.out_dir = run_directory(sc, opt.out_dir);
   require_utf8("--out", settings.out_dir, in_json);
   const std::string json_path =
       opt.json_path.empty() ? settings.out_dir + "/report.json" : opt.json_path;
   const std::string html_path =
       opt.html_path.empty() ? fs::path(json_path).replace_extension(".html").string()
                             : opt.html_path;
+  // The run directory exists now: each output there can be written.
   check_output_file("--json", json_path);
   check_output_file("--html", html_path);
   if (!opt.junit_path.empty()) check_output_file("--junit", opt.junit_path);
@@ -150,6 +169,13 @@ int check(const CheckOptions& opt) {
                             "\n");
   write_file_atomically(html_path, report::to_html(sc, run.runs, results));
   if (!opt.junit_path.empty()) write_file_atomically(opt.junit_path, report::to_junit(sc, results));
+  if (opt.keep_last > 0) {  // after the reports: a check that fails early prunes nothing
+    const int removed = prune_run_directories(sc, opt.keep_last, settings.out_dir);
+    if (removed > 0) {
+      std::cout << fmt::format("# --keep-last {}: removed the {} oldest run director{} of runs/{}/\n",
+                               opt.keep_last, removed, removed == 1 ? "y" : "ies", sc.name);
+    }
+  }
   std::cout << fmt::format("\n# {} expectation(s): {} passed, {} failed, {} skipped ({} "
                            "undecided, {} with variants not run); report: {}, {}\n",
                            results.size(), evaluated - failed, failed, skipped, undecided,
@@ -172,6 +198,46 @@ int check(const CheckOptions& opt) {
   return kExitOk;
 }
 
+/// Whether the JUnit error report of a check that could not run may be written at --junit:
+/// only when that path names no input (the scenario, its corpus or dataset, its records) and no
+/// other output (explicit or default) and passes check_output_file. The refusal may be about the
+/// --junit path itself (`--junit scenario.toml`, `--json x --junit x`): the error report must then
+/// not overwrite what the refusal protected.
+bool junit_error_may_be_written(const CheckOptions& opt) {
+  try {
+    FileRoles inputs;
+    std::optional<scenario::Scenario> sc;
+    if (!opt.scenario.empty()) {
+      inputs.input("the scenario", opt.scenario);
+      try {
+        sc = scenario::load_scenario(opt.scenario);
+      } catch (const std::exception&) {
+        // A scenario that does not load names no further inputs.
+      }
+    }
+    if (sc) add_scenario_inputs(inputs, *sc);
+    inputs.output("--junit", opt.junit_path);  // throws on a collision with an input
+    auto not_same = [&](const std::string& what, const std::string& path) {
+      check_not_same_file("--junit", opt.junit_path, what, path);
+    };
+    not_same("--json", opt.json_path);
+    not_same("--html", opt.html_path);
+    if (!opt.json_path.empty()) {
+      not_same("--html (default)", fs::path(opt.json_path).replace_extension(".html").string());
+    }
+    if (!opt.out_dir.empty()) {
+      not_same("--json (default)", opt.out_dir + "/report.json");
+      not_same("--html (default)", opt.out_dir + "/report.html");
+      if (sc) {
+        for (const auto& v : sc->variants) not_same("a record", opt.out_dir + "/" + v.name + ".h5");
+      }
+    }
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 int run_check(const CheckOptions& opt) {
@@ -180,12 +246,11 @@ int run_check(const CheckOptions& opt) {
   } catch (const std::exception& e) {
     // CI reads the JUnit file: a check that could not run says so there too (never a missing
     // or empty file that a CI tool could read as "no tests").
-    if (!opt.junit_path.empty()) {
+    if (!opt.junit_path.empty() && junit_error_may_be_written(opt)) {
       try {
-        check_output_file("--junit", opt.junit_path);
         write_file_atomically(opt.junit_path, report::junit_error("mtp-harness check", e.what()));
       } catch (const std::exception&) {
-        // The original error is what matters; the --junit path itself may be the bad input.
+        // The original error is what matters (a full disk, say): it is rethrown below.
       }
     }
     throw;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <cctype>
 #include <iostream>
 #include <sstream>
 
@@ -106,6 +107,46 @@ std::string equiv_scenario_text(const EquivOptions& opt, const char* model_text,
   return out.str();
 }
 
+constexpr const char* kGeneratedSource = "<mtp-harness equiv>";
+
+/// `message` with a position in the scenario equiv generated ("<mtp-harness equiv>:38:1: …",
+/// text the user never sees) replaced by the options that line came from.
+std::string locate_in_options(const std::string& message, const std::string& text,
+                              const EquivOptions& opt) {
+  const std::string prefix = std::string(kGeneratedSource) + ":";
+  const size_t at = message.find(prefix);
+  if (at == std::string::npos) return message;
+  size_t end = at + prefix.size();
+  int line = 0;
+  while (end < message.size() && std::isdigit(static_cast<unsigned char>(message[end]))) {
+    line = line * 10 + (message[end++] - '0');
+    if (line > 1000000) break;
+  }
+  if (end < message.size() && message[end] == ':') {  // the column
+    ++end;
+    while (end < message.size() && std::isdigit(static_cast<unsigned char>(message[end]))) ++end;
+  }
+  // The table the line belongs to: the last header at or above it.
+  std::istringstream in(text);
+  std::string l, table;
+  int variants = 0;
+  for (int n = 1; n <= line && std::getline(in, l); ++n) {
+    if (l.rfind("[[variant]]", 0) == 0) ++variants;
+    if (!l.empty() && l[0] == '[') table = l;
+  }
+  std::string from;
+  if (table == "[[variant]]" && variants >= 1 && variants <= 2) {
+    const bool a = variants == 1;
+    from = fmt::format("layout {} \"{}\" (P = {})", a ? "A" : "B", a ? opt.layout_a : opt.layout_b,
+                       a || opt.pipeline_size_b == 0 ? opt.pipeline_size : opt.pipeline_size_b);
+  } else if (table == "[training]") {
+    from = "the training options (--steps, --dtype, --device, --dp)";
+  } else {
+    from = fmt::format("the options (--model {})", opt.model);
+  }
+  return message.substr(0, at) + "equiv: " + from + message.substr(end);
+}
+
 }  // namespace
 
 int run_equiv(const EquivOptions& opt) {
@@ -114,13 +155,27 @@ int run_equiv(const EquivOptions& opt) {
     throw InputError(fmt::format("--model \"{}\": accepted {}", opt.model,
                                  fmt::join(scenarios::builtin_model_names(), ", ")));
   }
-  if (!opt.json_path.empty()) check_output_file("--json", opt.json_path);
+  FileRoles files;
+  files.output("--json", opt.json_path);
+  if (!opt.keep.empty()) {  // what --keep DIR will hold
+    files.planned_output("--keep's scenario", opt.keep + "/equiv.toml");
+    for (const char* v : {"A", "B"}) {
+      files.planned_output(fmt::format("--keep's record of layout {}", v),
+                           fmt::format("{}/{}.h5", opt.keep, v));
+    }
+  }
   const scenario::Scenario model =
       scenario::parse_scenario(model_text, "<built-in model " + opt.model + ">");
   const auto [impl_a, impl_b] = implementations(opt, model);
   const std::string text = equiv_scenario_text(opt, model_text, impl_a, impl_b);
-  const scenario::Scenario sc = scenario::parse_scenario(text, "<mtp-harness equiv>");
-  const std::vector<engine::RunPlan> plans = plan_variants(sc, {});
+  scenario::Scenario sc;
+  std::vector<engine::RunPlan> plans;
+  try {
+    sc = scenario::parse_scenario(text, kGeneratedSource);
+    plans = plan_variants(sc, {});
+  } catch (const InputError& e) {
+    throw InputError(locate_in_options(e.what(), text, opt));
+  }
   std::unique_ptr<TempDirectory> tmp;
   if (opt.keep.empty()) tmp = std::make_unique<TempDirectory>("mtp-harness-equiv");
   RunSettings s;
@@ -138,7 +193,12 @@ int run_equiv(const EquivOptions& opt) {
                              schedule::schedule_kind_name(p.schedule.kind), opt.model,
                              p.training.steps, config::enum_name(p.training.dtype));
   }
-  const ScenarioRun run = train_variants(sc, plans, s);
+  ScenarioRun run;
+  try {
+    run = train_variants(sc, plans, s);
+  } catch (const InputError& e) {
+    throw InputError(locate_in_options(e.what(), text, opt));
+  }
   const report::ExpectationResult r = evaluate_expectations(sc, run).front();
   const report::PairResult& p = r.pairs.front();
   const compare::CompareResult& c = p.result;

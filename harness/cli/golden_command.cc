@@ -13,6 +13,7 @@
 #include "harness/cli/scenario_runner.h"
 #include "harness/common/output_file.h"
 #include "harness/common/temp_file.h"
+#include "harness/common/utf8.h"
 #include "harness/golden/golden.h"
 #include "harness/record/digest.h"
 #include "harness/record/record.h"
@@ -54,7 +55,10 @@ std::vector<std::pair<std::string, std::string>> records_of(const scenario::Scen
   if (!records_dir.empty()) {
     for (const auto& v : sc.variants) {
       const std::string path = records_dir + "/" + v.name + ".h5";
-      if (!fs::exists(path)) {
+      std::error_code ec;
+      const bool exists = fs::exists(path, ec);
+      if (ec) throw InputError(fmt::format("--records {}: {}: {}", records_dir, path, ec.message()));
+      if (!exists) {
         throw InputError(fmt::format("--records {}: no record of variant \"{}\" ({}); goldens "
                                      "cover every variant of the scenario",
                                      records_dir, v.name, path));
@@ -180,18 +184,23 @@ int run_golden(const GoldenOptions& opt) {
         from_records ? scenario_of_records(opt.records) : scenario::load_scenario(file_arg);
     const std::string file = from_records ? "--records " + opt.records : file_arg;
     const std::string path = opt.golden_dir + "/" + sc.name + ".txt";
+    if (opt.update && !opt.dry_run) {  // the goldens must not replace the scenario they are of
+      FileRoles roles;
+      add_scenario_inputs(roles, sc);
+      roles.output("the golden file", path);
+    }
     // The goldens are read before anything trains: missing or unreadable ones fail at once.
-    const bool have = fs::exists(path);
+    std::error_code ec;
+    const bool have = fs::exists(path, ec);  // a symlink loop: ELOOP, not "missing"
+    if (ec) throw InputError(fmt::format("{}: {} ({})", printable(path), ec.message(), file));
     if (!opt.update && !have) {
       throw InputError(fmt::format("{}: no goldens for scenario \"{}\" ({}); make them with "
                                    "`mtp-harness golden update {}`",
                                    path, sc.name, file, file));
     }
-    const golden::GoldenFile old = have ? golden::read_golden_file(path) : golden::GoldenFile{};
-    if (have && old.scenario != sc.name) {
-      throw InputError(fmt::format("{}: the goldens are of scenario \"{}\", not \"{}\" ({})", path,
-                                   old.scenario, sc.name, file));
-    }
+    // Goldens of another scenario (a renamed file) are refused, naming the file's scenario line.
+    const golden::GoldenFile old =
+        have ? golden::read_golden_file(path, sc.name) : golden::GoldenFile{};
     const TempDirectory tmp("mtp-harness-golden");
     const auto records = records_of(sc, opt.records, tmp.path(), opt.quiet);
     const golden::GoldenFile now = golden::golden_from_records(sc.name, sc.text, records);

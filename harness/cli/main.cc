@@ -14,6 +14,7 @@
 #include "harness/common/environment.h"
 #include "harness/common/error.h"
 #include "harness/common/temp_file.h"
+#include "harness/common/terminal_text.h"
 #include "harness/schedule/schedule.h"
 
 namespace {
@@ -67,10 +68,21 @@ void add_record_flags(CLI::App* app, mtp::cli::TrainingFlags& flags) {
 int main(int argc, char** argv) {
   mtp::pin_cpu_dispatch(argc, argv);  // may re-execute this process once (environment.h)
   mtp::install_signal_cleanup();  // signals and crashes remove temporaries (SIGTERM: exit 143)
+  mtp::install_terminal_escaping();  // no byte from input can drive the terminal
   // Paths must not be empty ("" would silently mean a default or the current directory).
   const CLI::Validator non_empty(
       [](std::string& s) { return s.empty() ? std::string("must not be empty") : std::string(); },
       "PATH", "non-empty");
+  // A byte size (16G, 512M) is not negative: AsSizeValue alone wraps "-5G" to 2^64 − 5·2^30.
+  const CLI::Validator byte_size(
+      [](std::string& s) {
+        const size_t i = s.find_first_not_of(" \t");
+        if (i != std::string::npos && (s[i] == '-' || s[i] == '+')) {
+          return std::string("a size has no sign (e.g. 16G, 512M, 1000000)");
+        }
+        return CLI::AsSizeValue(false)(s);
+      },
+      "SIZE", "byte size");
   CLI::App app{"mtp-harness: bitwise-determinism harness for pipeline-parallel training with "
                "Multi-Token Prediction (MTP standalone vs MTP with the loss)"};
   app.require_subcommand(1);
@@ -111,7 +123,7 @@ int main(int argc, char** argv) {
   c->add_option("--max-memory", check.max_memory,
                 "refuse a variant whose estimated memory exceeds this (e.g. 16G; default: what "
                 "the device has)")
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(byte_size);
 
   mtp::cli::RunCommandOptions run;
   auto* r = app.add_subcommand("run", "run one variant and write its record; with --launcher, as "
@@ -144,7 +156,7 @@ int main(int argc, char** argv) {
   r->add_option("--max-memory", run.max_memory,
                 "refuse when the estimated memory exceeds this (e.g. 16G; default: what the "
                 "device has)")
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(byte_size);
 
   mtp::cli::CompareOptions cmp;
   auto* k = app.add_subcommand("compare", "compare two step records (exit 0: equal under the class, "

@@ -23,10 +23,12 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include "harness/cli/commands.h"
 #include "harness/common/error.h"
 #include "harness/common/output_file.h"
+#include "harness/common/terminal_text.h"
 #include "harness/common/temp_file.h"
 #include "harness/perf/benchmark_json.h"
 #include "harness/perf/perf_compare.h"
@@ -81,6 +83,7 @@ void run_once(const std::string& bin, const std::string& filter, const std::stri
   if (err != 0) {
     throw InfraError(fmt::format("perf ab: cannot start {}: {}", bin, std::strerror(err)));
   }
+  const ChildProcessGuard guard(pid);  // a signal to perf ab kills the run too
   // A run that hangs is stopped after `timeout_s` (killed with its status reported), never
   // waited for forever.
   int status = 0;
@@ -128,8 +131,15 @@ void append(const perf::BenchmarkFile& run, perf::BenchmarkFile& into) {
 }  // namespace
 
 int run_perf_ab(const PerfAbOptions& opt) {
-  require_executable("BIN_A", opt.bin_a);
-  require_executable("BIN_B", opt.bin_b);  // (the first missing one is named)
+  std::string not_executable;  // both named when both are wrong
+  for (const auto& [flag, path] : {std::pair{"BIN_A", opt.bin_a}, std::pair{"BIN_B", opt.bin_b}}) {
+    try {
+      require_executable(flag, path);
+    } catch (const InputError& e) {
+      not_executable += (not_executable.empty() ? "" : "; ") + std::string(e.what());
+    }
+  }
+  if (!not_executable.empty()) throw InputError(not_executable);
   if (opt.timeout_s < 1) {
     throw InputError(fmt::format("--timeout {}: must be at least 1 second", opt.timeout_s));
   }
@@ -174,7 +184,10 @@ int run_perf_ab(const PerfAbOptions& opt) {
       }
       append(run, is_a ? a : b);
     }
-    if (progress) std::cerr << fmt::format("\rperf ab: round {}/{}", r + 1, opt.rounds) << std::flush;
+    if (progress) {
+      raw_stderr() << "\r" << std::flush;
+      std::cerr << fmt::format("perf ab: round {}/{}", r + 1, opt.rounds) << std::flush;
+    }
   }
   if (progress) std::cerr << "\n";
   const perf::PerfComparison c = perf::compare_perf(a, b, options);

@@ -87,7 +87,7 @@ TEST(PerfCliTest, BadInputExitsTwoNamingTheFile) {
   std::ofstream(broken_path) << "{\"benchmarks\": [";
   const auto broken = run("perf compare " + base + " " + broken_path);
   EXPECT_EQ(broken.code, 2) << broken.out;
-  EXPECT_THAT(broken.out, HasSubstr("broken.json: not valid JSON"));
+  EXPECT_THAT(broken.out, HasSubstr("broken.json: line 1, column 17 (byte 16): not valid JSON"));
   const auto threshold = run("perf compare " + base + " " + base + " --threshold -1");
   EXPECT_EQ(threshold.code, 2) << threshold.out;
   EXPECT_THAT(threshold.out, HasSubstr("--threshold -1 must be"));

@@ -23,54 +23,7 @@ using mtp::cli_test::run;
 using mtp::testing_util::read_text;
 using mtp::testing_util::ScratchDir;
 
-/// A tiny scenario (2 layers, H 16, 2 steps of 2 microbatches): reference and candidate at P = 2
-/// must be equal; P = 1 against P = 2 "bitwise" is the failing pair the reports need (P = 1 sums
-/// the word embedding's uses in another order, README.md). `seed` makes another scenario text.
-std::string tiny_scenario(const ScratchDir& dir, int seed = 1234) {
-  const std::string path = dir.file("tiny.toml");
-  std::ofstream(path) << R"([scenario]
-name = "tiny"
-[model]
-num_layers = 2
-hidden_size = 16
-ffn_hidden_size = 32
-num_attention_heads = 2
-vocab_size = 256
-seq_length = 8
-micro_batch_size = 1
-mtp_num_layers = 1
-[training]
-steps = 2
-num_microbatches = 2
-seed = )" << seed << R"(
-[data]
-kind = "text"
-path = "/usr/share/common-licenses/GPL-3"
-[[variant]]
-name = "ref_p2"
-implementation = "reference"
-pp = 2
-[[variant]]
-name = "cand_p2"
-implementation = "candidate"
-pp = 2
-[[variant]]
-name = "ref_p1"
-implementation = "reference"
-[[expectation]]
-name = "placement"
-variants = ["ref_p2", "cand_p2"]
-class = "bitwise"
-why = "the candidate on the reference's layout is the reference"
-[[expectation]]
-name = "p1_fails"
-variants = ["ref_p2", "ref_p1"]
-class = "bitwise"
-records = ["grad"]
-why = "a pair that fails: P = 1 sums the embedding's uses in another order"
-)";
-  return path;
-}
+using mtp::cli_test::tiny_scenario;
 
 int count(const std::string& text, const std::string& what) {
   int n = 0;

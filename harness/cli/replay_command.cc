@@ -174,11 +174,12 @@ int run_replay(const ReplayOptions& opt) {
   // --class and the outputs are checked before anything runs.
   const compare::CompareClass given_class =
       opt.cls.empty() ? compare::CompareClass{} : compare::CompareClass::parse(opt.cls);
-  if (!opt.out.empty()) check_output_file("--out", opt.out);
+  FileRoles files;
+  files.input("the record", opt.record);
+  if (!opt.scenario.empty()) files.input("--scenario", opt.scenario);
+  files.output("--out", opt.out);
+  files.output("--json", opt.json_path);
   if (!opt.json_path.empty()) {
-    check_output_file("--json", opt.json_path);
-    check_not_same_file("--json", opt.json_path, "the record", opt.record);
-    check_not_same_file("--json", opt.json_path, "--out", opt.out);
     require_utf8("record", opt.record, "the JSON result holds it");
     if (!opt.out.empty()) require_utf8("--out", opt.out, "the JSON result holds it");
   }

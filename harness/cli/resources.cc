@@ -1,6 +1,8 @@
 // The resource check of check and run: refuse absurd variants before anything is allocated.
 #include <fmt/format.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -31,12 +33,20 @@ engine::ResourceEstimate require_variant_resources(const engine::RunPlan& plan,
   std::string name = "--max-memory";
   if (limit == 0 && plan.training.device == config::Device::kCpu) {
     limit = available_memory_bytes();
-    name = "the CPU memory available (MemAvailable / cgroup limit)";
+    name = "the CPU memory available (MemAvailable / cgroup limit / ulimit -v and -d)";
   } else if (limit == 0) {
     limit = gpu::device_free_memory_bytes(device_index);
     name = fmt::format("the free memory of cuda:{}", device_index);
   }
   engine::require_resources(est, all_ranks_here, limit, name, disk_budget, where);
+  struct rlimit fsize;  // ulimit -f: a record past it would end in EFBIG half-written
+  if (::getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
+      est.record_bytes > fsize.rlim_cur) {
+    throw InputError(fmt::format("{}: its record needs about {} but this process may write files "
+                                 "of at most {} (ulimit -f): estimate {}",
+                                 where, engine::format_bytes(est.record_bytes),
+                                 engine::format_bytes(fsize.rlim_cur), est.describe()));
+  }
   // What is left for the next variant's record (at least 1: 0 would mean "not checked").
   if (disk_budget > 0) disk_budget = std::max<uint64_t>(1, disk_budget - est.record_bytes);
   return est;

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "harness/cli/commands.h"
+#include "harness/cli/scenario_runner.h"
 #include "harness/common/output_file.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/trainer.h"
@@ -122,6 +123,12 @@ int run_one(const RunCommandOptions& opt) {
   ro.scenario_text = sc.text;  // what made the record (compare --localize, golden --records)
   ro.recv_timeout = std::chrono::milliseconds(int64_t{opt.timeout_s} * 1000);
   ro.record_path = opt.out.empty() ? fmt::format("runs/{}/{}.h5", sc.name, v.name) : opt.out;
+  {
+    // The record must not replace what the run reads (--init-from R.h5 --out R.h5).
+    FileRoles files;
+    add_scenario_inputs(files, sc);
+    files.planned_output(opt.out.empty() ? "the record (default path)" : "--out", ro.record_path);
+  }
   std::unique_ptr<transport::Transport> transport;
   int rank = -1;
   // The record's directory, before any rank starts (only rank 0 writes, but a missing directory

@@ -17,6 +17,7 @@
 #include "harness/cli/commands.h"
 #include "harness/common/output_file.h"
 #include "harness/common/temp_file.h"
+#include "harness/common/terminal_text.h"
 #include "harness/data/token_source.h"
 #include "harness/engine/step_recorder.h"
 #include "harness/engine/trainer.h"
@@ -83,20 +84,21 @@ class Progress {
       : on_(on), announce_(announce), index_(index), count_(count), name_(name),
         tokens_(tokens_per_step) {}
   ~Progress() {
-    if (on_ && printed_) std::cerr << "\r\033[K" << std::flush;
+    if (on_ && printed_) raw_stderr() << "\r\033[K" << std::flush;
   }
   void step(int64_t step, int64_t steps, double seconds) {
     const double per_step = seconds / static_cast<double>(step);
     const double remaining = per_step * static_cast<double>(steps - step);
     if (announce_ && step == 1 && steps > 1 && remaining > long_run_seconds()) {
-      std::cerr << (printed_ ? "\r\033[K" : "")
-                << fmt::format("# [{}/{}] {}: a long run: about {:.0f} s more ({} more steps at "
+      if (printed_) raw_stderr() << "\r\033[K" << std::flush;
+      std::cerr << fmt::format("# [{}/{}] {}: a long run: about {:.0f} s more ({} more steps at "
                                "{:.1f} s each, measured on step 1 with the setup)\n",
                                index_ + 1, count_, name_, remaining, steps - step, per_step)
                 << std::flush;
     }
     if (!on_) return;
-    std::cerr << fmt::format("\r\033[K[{}/{}] {}  step {}/{}  {:.0f} tokens/s  ETA {:.0f} s",
+    raw_stderr() << "\r\033[K" << std::flush;
+    std::cerr << fmt::format("[{}/{}] {}  step {}/{}  {:.0f} tokens/s  ETA {:.0f} s",
                              index_ + 1, count_, name_, step, steps, tokens_ / per_step,
                              remaining)
               << std::flush;
@@ -112,6 +114,18 @@ class Progress {
 };
 
 }  // namespace
+
+void add_scenario_inputs(FileRoles& files, const scenario::Scenario& sc) {
+  if (!sc.source.empty() && sc.source.front() != '<') files.input("the scenario", sc.source);
+  if (sc.data.kind == "megatron") {
+    files.input("the dataset index", sc.data.path_prefix + ".idx");
+    files.input("the dataset", sc.data.path_prefix + ".bin");
+  } else {
+    files.input("the corpus", sc.data.path);
+  }
+  if (sc.training.init_from) files.input("the init_from record", sc.training.init_from->path);
+  if (sc.training.resume_from) files.input("the resumed record", sc.training.resume_from->path);
+}
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 

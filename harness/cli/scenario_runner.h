@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/common/output_file.h"
 #include "harness/engine/plan.h"
 #include "harness/report/report.h"
 #include "harness/scenario/scenario.h"
@@ -78,6 +79,11 @@ std::vector<report::ExpectationResult> evaluate_expectations(const scenario::Sce
 /// The `mtp-harness run …` command that re-trains `variant` of `sc` into `record`.
 std::string retrain_command(const scenario::Scenario& sc, const std::string& variant,
                             const std::string& record, const std::string& extra_flags);
+
+/// Registers every file the scenario reads as an input of `files`: the scenario file (not the
+/// embedded default), its corpus ([data] path, or PREFIX.idx and PREFIX.bin) and the records of
+/// [training] init_from / resume_from, so no output of the command can overwrite them.
+void add_scenario_inputs(FileRoles& files, const scenario::Scenario& sc);
 
 /// Whether standard error is a terminal (progress lines go there only then).
 bool stderr_is_terminal();

@@ -27,4 +27,29 @@ inline constexpr uint64_t kMaxSmallInputBytes = uint64_t{1} << 28;
 std::vector<uint8_t> read_input_file(const std::string& path, const std::string& what,
                                      uint64_t max_bytes);
 
+/// A user-named input read piece by piece (a corpus streamed by data prepare), with the checks
+/// and messages of read_input_file: opened without blocking, a regular file, at most `max_bytes`
+/// (also when it grows while read). Closed by the destructor.
+class InputFile {
+ public:
+  /// Opens `path`; throws InputError as read_input_file does.
+  InputFile(const std::string& path, const std::string& what, uint64_t max_bytes);
+  ~InputFile();
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+  /// Reads up to `n` bytes at the current position into `buf`; 0 at the end. Throws InputError
+  /// when the file passes max_bytes or a read fails.
+  size_t read(uint8_t* buf, size_t n);
+  /// Reads exactly `n` bytes at byte `offset` (pread; the position is unchanged). Throws
+  /// InputError when they cannot be read (the file shrank while read).
+  void read_at(uint64_t offset, uint8_t* buf, size_t n) const;
+  /// The size fstat reported at open (0 for /proc files).
+  uint64_t size() const { return size_; }
+
+ private:
+  std::string what_, shown_;
+  uint64_t max_bytes_ = 0, size_ = 0, read_ = 0;
+  int fd_ = -1;
+};
+
 }  // namespace mtp

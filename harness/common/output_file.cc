@@ -76,6 +76,14 @@ void check_output_file(const std::string& what, const std::string& path) {
                                  "system's {}", what, shown, name_bytes, kTemporarySuffixBytes,
                                  kMaxNameBytes));
   }
+  // The kernel takes at most PATH_MAX − 1 bytes in one path (ENAMETOOLONG): checked now, not
+  // when the report is written after the work.
+  if (path.size() + kTemporarySuffixBytes >= PATH_MAX) {
+    throw InputError(fmt::format("{} {}...: the path has {} bytes; with its temporary's suffix "
+                                 "(up to {} bytes) it would pass the system's limit of {} bytes "
+                                 "(PATH_MAX)", what, printable(path.substr(0, 60)), path.size(),
+                                 kTemporarySuffixBytes, PATH_MAX - 1));
+  }
   check_can_create_in(what, shown, parent_directory(path));
 }
 
@@ -104,6 +112,35 @@ void check_not_same_file(const std::string& what, const std::string& path,
                                  "another output", what, printable(path), other_what,
                                  printable(other)));
   }
+}
+
+void FileRoles::input(const std::string& what, const std::string& path) {
+  if (path.empty()) return;
+  for (const Entry& e : entries_) {
+    if (e.is_output) check_not_same_file(e.what, e.path, what, path);
+  }
+  entries_.push_back({what, path, false});
+}
+
+void FileRoles::output(const std::string& what, const std::string& path) {
+  if (path.empty()) return;
+  // The collision first: it is the more useful message when both apply (a path into a
+  // directory that the command itself makes).
+  for (const Entry& e : entries_) check_not_same_file(what, path, e.what, e.path);
+  check_output_file(what, path);
+  entries_.push_back({what, path, true});
+}
+
+void FileRoles::planned_output(const std::string& what, const std::string& path) {
+  if (path.empty()) return;
+  for (const Entry& e : entries_) check_not_same_file(what, path, e.what, e.path);
+  entries_.push_back({what, path, true});
+}
+
+void FileRoles::output_directory(const std::string& what, const std::string& dir) {
+  if (dir.empty()) return;
+  for (const Entry& e : entries_) check_not_same_file(what, dir, e.what, e.path);
+  entries_.push_back({what, dir, true});
 }
 
 void check_output_directory(const std::string& what, const std::string& dir) {

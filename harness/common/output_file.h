@@ -13,6 +13,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mtp {
 
@@ -30,6 +31,40 @@ void check_output_file(const std::string& what, const std::string& path);
 /// directory and name. Empty paths never match.
 void check_not_same_file(const std::string& what, const std::string& path,
                          const std::string& other_what, const std::string& other);
+
+/// Every file one command reads and writes, checked against each other before any work is done:
+/// an output must not name an input or another output (check_not_same_file: the same inode, or
+/// the same resolved name), and each output must be writable (check_output_file). Register
+/// defaults too (a report path derived from another): a collision with a default is named as
+/// such. Example (check):
+///   FileRoles files;
+///   files.input("the scenario", scenario_path);
+///   files.output("--json", json_path);
+///   files.output("--html (default: the --json path with .html)", html_path);  // throws on --json X.html
+class FileRoles {
+ public:
+  /// Records an input; throws InputError when an output registered earlier names the same
+  /// file. An empty path is ignored.
+  void input(const std::string& what, const std::string& path);
+  /// Throws InputError when an input or an output registered earlier names the same file, then
+  /// checks check_output_file(what, path). An empty path is ignored.
+  void output(const std::string& what, const std::string& path);
+  /// As output(), without check_output_file: for an output whose directory is made later (its
+  /// writability is checked then).
+  void planned_output(const std::string& what, const std::string& path);
+  /// Records an output directory: check_output_directory (creates it) is not called here; an
+  /// input inside it is allowed (a check's run directory holds no inputs it overwrites except
+  /// the outputs registered one by one). Throws InputError when an input or output registered
+  /// earlier *is* this directory.
+  void output_directory(const std::string& what, const std::string& dir);
+
+ private:
+  struct Entry {
+    std::string what, path;
+    bool is_output;
+  };
+  std::vector<Entry> entries_;
+};
 
 /// Creates `dir` (and its parents) when missing and checks, as check_output_file does, that
 /// files can be created in it. Throws InputError "<what> <dir>: <problem>".

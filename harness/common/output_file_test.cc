@@ -136,5 +136,48 @@ TEST(OutputFileTest, AnOutputNamingAnInputOrAnotherOutputIsRefused) {
   EXPECT_NO_THROW(check_not_same_file("--json", dir.file("o.json"), "--out", ""));
 }
 
+TEST(OutputFileTest, FileRolesRefuseEveryOutputThatNamesAnInputOrAnotherOutput) {
+  ScratchDir dir;
+  std::ofstream(dir.file("s.toml")) << "name = 's'";
+  {
+    FileRoles files;  // check S.toml --json S.toml
+    files.input("the scenario", dir.file("s.toml"));
+    try {
+      files.output("--json", dir.file("./s.toml"));
+      ADD_FAILURE() << "accepted";
+    } catch (const InputError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("is the scenario"));
+    }
+  }
+  {
+    FileRoles files;  // --json X --html X; an input registered after the output also collides
+    files.output("--json", dir.file("x"));
+    EXPECT_THROW(files.output("--html", dir.file("x")), InputError);
+    EXPECT_THROW(files.input("the corpus", dir.file("x")), InputError);
+    EXPECT_NO_THROW(files.output("--junit", dir.file("y")));
+    EXPECT_NO_THROW(files.output("--out", ""));  // not given
+  }
+  {
+    FileRoles files;  // a record planned in a directory that does not exist yet
+    files.planned_output("the record of variant \"a\"", dir.file("new/a.h5"));
+    EXPECT_THROW(files.output("--json", dir.file("new/../new/a.h5")), InputError);
+  }
+  EXPECT_THAT(dir.entries(), testing::UnorderedElementsAre("s.toml"));
+}
+
+TEST(OutputFileTest, PathsLongerThanTheSystemTakesAreRefusedBeforeAnyWork) {
+  ScratchDir dir;
+  std::string path = dir.file("");
+  while (path.size() < 4090) path += "d/";  // 4,090 bytes of "d/d/…", each name short
+  path.resize(4089);
+  path += "f";
+  try {
+    check_output_file("--json", path);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("it would pass the system's limit of 4095 bytes"));
+  }
+}
+
 }  // namespace
 }  // namespace mtp

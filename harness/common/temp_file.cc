@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <random>
 
 #include <fmt/format.h>
@@ -57,6 +58,9 @@ int register_temp(const std::string& path, int kind = kFileSlot) {
 }
 
 void unregister_temp(int slot) { g_slots[slot].state.store(kFree, std::memory_order_release); }
+
+/// Child processes the signal cleanup kills (perf ab's benchmark runs): 0 = a free slot.
+std::atomic<pid_t> g_children[8];
 
 /// One getdents64 record (linux/dirent.h's struct linux_dirent64).
 struct DirEntry64 {
@@ -99,6 +103,10 @@ void remove_contents_signal_safe(int dir, int depth_left) {
 }
 
 void remove_temps() {
+  for (auto& c : g_children) {
+    const pid_t pid = c.load(std::memory_order_acquire);
+    if (pid > 0) ::kill(pid, SIGKILL);  // no orphan keeps running (or writing) after us
+  }
   for (Slot& s : g_slots) {
     if (s.state.load(std::memory_order_acquire) != kReady) continue;
     if (s.kind == kFileSlot) {
@@ -158,6 +166,21 @@ std::string random_suffix() {
 }
 
 }  // namespace
+
+ChildProcessGuard::ChildProcessGuard(pid_t pid) {
+  for (int i = 0; i < static_cast<int>(std::size(g_children)); ++i) {
+    pid_t expected = 0;
+    if (g_children[i].compare_exchange_strong(expected, pid)) {
+      slot_ = i;
+      return;
+    }
+  }
+  MTP_INTERNAL_ASSERT(false, "more than 8 child processes at once");
+}
+
+ChildProcessGuard::~ChildProcessGuard() {
+  if (slot_ >= 0) g_children[slot_].store(0, std::memory_order_release);
+}
 
 std::string parent_directory(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -243,8 +266,19 @@ void install_signal_cleanup() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
   void* warm[1];
   ::backtrace(warm, 1);  // loads libgcc's unwinder now: a crash handler cannot load it
+  // A file past ulimit -f: write() fails with EFBIG, which the writers report (InfraError,
+  // temporaries removed), instead of the default SIGXFSZ that kills the process silently.
+  ::signal(SIGXFSZ, SIG_IGN);
+  // The crash handler runs on a stack of its own: a stack overflow (deep recursion on hostile
+  // input) must still print its message and remove the temporaries.
+  static char alt_stack[1 << 16];
+  stack_t ss;
+  std::memset(&ss, 0, sizeof ss);
+  ss.ss_sp = alt_stack;
+  ss.ss_size = sizeof alt_stack;
+  ::sigaltstack(&ss, nullptr);
   sa.sa_handler = remove_temps_and_reraise;
-  sa.sa_flags = SA_RESETHAND;
+  sa.sa_flags = SA_RESETHAND | SA_ONSTACK;
   for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::sigaction(sig, &sa, nullptr);
 }
 

@@ -15,6 +15,8 @@
 //   tmp.commit();                     // fsync, rename to runs/x/report.json, fsync the directory
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 
 namespace mtp {
@@ -56,6 +58,19 @@ class TempFile {
   int slot_ = -1;  ///< registration for signal cleanup, −1: none (committed or removed)
   bool created_ = false;
   int create_error_ = 0;
+};
+
+/// While alive, registers child process `pid` with the signal cleanup: SIGINT, SIGTERM, SIGHUP
+/// or a crash of this process kills it (SIGKILL) before exiting, so no child is orphaned.
+class ChildProcessGuard {
+ public:
+  explicit ChildProcessGuard(pid_t pid);
+  ~ChildProcessGuard();
+  ChildProcessGuard(const ChildProcessGuard&) = delete;
+  ChildProcessGuard& operator=(const ChildProcessGuard&) = delete;
+
+ private:
+  int slot_ = -1;
 };
 
 /// Installs handlers for SIGINT, SIGTERM and SIGHUP that remove every registered temporary and

@@ -36,27 +36,60 @@ enum class IndexDType : uint8_t {
 /// The code's NumPy name ("uint16"), or "" for a code that is not in Megatron's enum.
 std::string index_dtype_name(int code);
 
-/// A Megatron indexed dataset held in memory, validated.
+/// A Megatron indexed dataset held in memory, validated. Its token stream (every sequence's
+/// tokens, sequence 0 first: Megatron's order with documents in order) is what the index
+/// declares, which may be far more than the .bin holds: sequences may overlap (4,000 sequences
+/// of a 48 KB index all at byte 0 of a 2 MiB .bin declare 4 Gi tokens). read_tokens decodes any
+/// part of it from the .bin bytes on demand, so what a reader allocates is bounded by the files
+/// and by what it reads, never by what the index declares.
 struct IndexedDataset {
   std::string prefix;                       ///< path prefix as given
   IndexDType dtype = IndexDType::kUint16;   ///< token type of .bin
   std::vector<int32_t> sequence_lengths;    ///< [n] tokens per sequence
   std::vector<int64_t> sequence_pointers;   ///< [n] byte offsets into .bin
   std::vector<int64_t> document_indices;    ///< [d] sequence index where each document starts
-  /// Every sequence's tokens, sequence 0 first (Megatron's order with documents in order), as
-  /// int32 ids ≥ 0.
+  /// [n + 1] the stream position of each sequence's first token; back() = num_tokens().
+  std::vector<int64_t> sequence_starts;
+  std::vector<uint8_t> bin;                 ///< the .bin bytes
+  int32_t max_token = 0;                    ///< the largest id of the stream
+  /// The whole stream as int32 ids ≥ 0: filled by read_indexed_dataset only (empty after
+  /// open_indexed_dataset).
   std::vector<int32_t> tokens;
   std::string sha256;                       ///< SHA-256 of the .idx bytes, then the .bin bytes
+
+  /// Tokens in the stream (the sum of sequence_lengths).
+  int64_t num_tokens() const { return sequence_starts.empty() ? 0 : sequence_starts.back(); }
+  /// Decodes stream tokens [offset, offset + count) into `out` (every id was checked when the
+  /// dataset was opened). Throws InternalError when the range is outside [0, num_tokens()).
+  void read_tokens(int64_t offset, int64_t count, int32_t* out) const;
 };
 
-/// Reads and validates PREFIX.idx and PREFIX.bin. Throws InputError naming the file, the field
-/// and its byte offset, and the rule broken: a missing or unreadable file; an index shorter than
-/// its 34-byte header or than its counts need (truncated), or longer (trailing bytes); wrong
-/// magic; version ≠ 1; a dtype code outside Megatron's enum, or a float code; a negative
-/// sequence length; a sequence whose bytes [pointer, pointer + length·itemsize) pass the end of
-/// the .bin or start before it; document_indices not starting at 0, decreasing, or not ending at
-/// n; a token id < 0 or > 2^31 − 1; no tokens at all.
+/// Reads and validates PREFIX.idx and PREFIX.bin, keeping the .bin bytes and decoding no token
+/// stream (IndexedDataset::read_tokens reads it). Every token of every sequence is checked, each
+/// byte of the .bin read once per token alignment, however often sequences overlap. Throws
+/// InputError naming the file, the field and its byte offset, and the rule broken: a missing or
+/// unreadable file; an index shorter than its 34-byte header or than its counts need
+/// (truncated), or longer (trailing bytes); wrong magic; version ≠ 1; a dtype code outside
+/// Megatron's enum, or a float code; a negative sequence length; a sequence whose bytes
+/// [pointer, pointer + length·itemsize) pass the end of the .bin or start before it (the first
+/// such sequence in index order); document_indices not starting at 0, decreasing, or not
+/// ending at n; a token id < 0 or > 2^31 − 1 (the first in stream order: its sequence, its
+/// position in it and its byte); no tokens at all.
+IndexedDataset open_indexed_dataset(const std::string& prefix);
+
+/// open_indexed_dataset, with the whole stream decoded into `tokens` (for tests and tools that
+/// want it as a vector). Throws InputError as open_indexed_dataset does, and when the stream's
+/// bytes are more than 4 times the .bin's (sequences overlap so much that decoding them all
+/// would allocate more than the files hold), naming the .idx and the sequence at which the
+/// declared total passes that bound.
 IndexedDataset read_indexed_dataset(const std::string& prefix);
+
+/// The bytes of PREFIX.idx for one sequence and one document per entry of `sequence_lengths`
+/// (tokens each, ≤ 2^31 − 1), the tokens stored as `dtype` (an integer code): Megatron's
+/// MMIDIDX header, then lengths (int32), pointers (cumulative byte offsets, int64) and
+/// document_indices = 0, 1, …, n (int64), as IndexedDatasetBuilder.finalize writes them.
+std::vector<uint8_t> index_file_bytes(const std::vector<int64_t>& sequence_lengths,
+                                      IndexDType dtype);
 
 /// Writes PREFIX.bin and PREFIX.idx (each atomically) with one sequence and one document per
 /// entry of `documents`, as Megatron's IndexedDatasetBuilder.add_document + finalize do: pointers

@@ -3,9 +3,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <memory>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "harness/common/error.h"
 #include "harness/data/indexed_dataset.h"
@@ -190,6 +196,88 @@ TEST(IndexedDatasetTest, RejectsSequencesPastTheEndAndBadTokens) {
                 for (size_t at : {34, 38, 42}) put_le(idx, at, 0, 4);
               }),
               HasSubstr("holds no tokens"));
+}
+
+/// Writes PREFIX.idx with `lengths` and `pointers` (one document) and PREFIX.bin = `bin`.
+std::string write_raw(const std::string& name, IndexDType dtype,
+                      const std::vector<int32_t>& lengths, const std::vector<int64_t>& pointers,
+                      const std::vector<uint8_t>& bin) {
+  const std::string prefix = temp_prefix(name);
+  const size_t n = lengths.size();
+  std::vector<uint8_t> idx(34 + 12 * n + 16, 0);
+  std::memcpy(idx.data(), "MMIDIDX\0\0", 9);
+  put_le(idx, 9, 1, 8);
+  idx[17] = static_cast<uint8_t>(dtype);
+  put_le(idx, 18, n, 8);
+  put_le(idx, 26, 2, 8);  // document_indices = [0, n]: one document
+  for (size_t i = 0; i < n; ++i) {
+    put_le(idx, 34 + 4 * i, static_cast<uint32_t>(lengths[i]), 4);
+    put_le(idx, 34 + 4 * n + 8 * i, static_cast<uint64_t>(pointers[i]), 8);
+  }
+  put_le(idx, 34 + 12 * n + 8, n, 8);
+  write_all(prefix + ".idx", idx);
+  write_all(prefix + ".bin", bin);
+  return prefix;
+}
+
+// Issue 19 defect 4: 4,000 sequences of a 48 KB index, all at byte 0 of a 2 MiB .bin, declare
+// 4 Gi tokens; the reader decoded them all into a vector (16 GiB) and ended in std::bad_alloc
+// after 10 s. Now the source decodes what a sample reads, checking every slot of the .bin once:
+// the stream (and so every sample) is what it was, and opening takes milliseconds.
+TEST(IndexedDatasetTest, OverlappingSequencesAreReadAsTheyGoNotExpanded) {
+  constexpr int32_t kLen = 1 << 20;  // uint16 tokens: the whole 2 MiB .bin
+  std::vector<uint8_t> bin(2 * static_cast<size_t>(kLen));
+  for (int32_t k = 0; k < kLen; ++k) put_le(bin, 2 * static_cast<size_t>(k), k % 251, 2);
+  const std::string prefix =
+      write_raw("bomb", IndexDType::kUint16, std::vector<int32_t>(4000, kLen),
+                std::vector<int64_t>(4000, 0), bin);
+  EXPECT_EQ(read_all(prefix + ".idx").size(), 48050u);
+  DataConfig cfg;
+  cfg.kind = "megatron";
+  cfg.path_prefix = prefix;
+  const auto start = std::chrono::steady_clock::now();
+  const std::unique_ptr<TokenSource> src = open_token_source(cfg);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(src->size(), int64_t{4000} * kLen);
+  EXPECT_EQ(src->min_vocab_size(), 251);
+  EXPECT_THAT(src->describe(), HasSubstr("1 documents, 4000 sequences, 4194304000 tokens"));
+  std::vector<int32_t> got(4);
+  src->read(int64_t{3999} * kLen + 1000, 4, got.data());  // inside the last sequence
+  EXPECT_EQ(got, (std::vector<int32_t>{1000 % 251, 1001 % 251, 1002 % 251, 1003 % 251}));
+  src->read(kLen - 2, 4, got.data());  // across sequences 0 and 1
+  EXPECT_EQ(got, (std::vector<int32_t>{(kLen - 2) % 251, (kLen - 1) % 251, 0, 1}));
+  MicrobatchBuilder builder(*src, cfg, /*micro_batch_size=*/1, /*seq_length=*/4, 256);
+  EXPECT_EQ(builder.build(1, 0, 1).tokens, (std::vector<int32_t>{0, 1, 2, 3}));
+  // Decoding the whole stream into a vector is refused by name (more than 4 × the .bin).
+  try {
+    read_indexed_dataset(prefix);
+    ADD_FAILURE() << "a 4 Gi token stream was decoded into memory";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("bomb.idx': sequences 0 to 4 declare 5242880 tokens "
+                                    "(10485760 bytes of uint16), more than 4 times the 2097152 "
+                                    "bytes of '"));
+  }
+}
+
+// Overlapping and misaligned sequences: every slot is checked once, and an invalid id is named
+// by the first sequence in stream order that reads it.
+TEST(IndexedDatasetTest, InvalidTokensOfOverlappingSequencesAreNamedInStreamOrder) {
+  // int16 at even bytes: 1, -1, 2; at odd bytes: 0xff00 = -256 (byte 1), 0x02ff = 767 (byte 3).
+  const std::vector<uint8_t> bin = {0x01, 0x00, 0xff, 0xff, 0x02, 0x00};
+  auto stream_of = [&](const std::vector<int32_t>& lengths, const std::vector<int64_t>& pointers) {
+    try {
+      MegatronSource src(write_raw("overlap", IndexDType::kInt16, lengths, pointers, bin));
+      std::vector<int32_t> all(static_cast<size_t>(src.size()));
+      src.read(0, src.size(), all.data());
+      return fmt::format("{} (vocab {})", fmt::join(all, " "), src.min_vocab_size());
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_EQ(stream_of({1, 1, 1}, {0, 4, 0}), "1 2 1 (vocab 3)");  // the -1 is never read
+  EXPECT_EQ(stream_of({1, 1}, {0, 3}), "1 767 (vocab 768)");       // a misaligned sequence
+  EXPECT_THAT(stream_of({1}, {1}), HasSubstr("token 0 of sequence 0 at byte 1 is -256"));
+  EXPECT_THAT(stream_of({1, 3, 2}, {4, 0, 2}), HasSubstr("token 1 of sequence 1 at byte 2 is -1"));
 }
 
 TEST(IndexedDatasetTest, MissingFilesAndPrefix) {

@@ -27,24 +27,20 @@ enum class DocumentSplit {
 /// "file" | "blank-lines" → DocumentSplit; InputError naming the accepted values otherwise.
 DocumentSplit parse_document_split(const std::string& name);
 
-/// The documents of `text` (the bytes of file `path`), each as byte ids followed by the EOD.
-/// Empty documents are dropped. Throws InputError naming the file and byte offset of a 0 byte
-/// (it would read as the EOD).
-std::vector<std::vector<int32_t>> byte_documents(const std::string& path,
-                                                 const std::vector<uint8_t>& text,
-                                                 DocumentSplit split);
-
 /// What data prepare wrote.
 struct PrepareSummary {
   int64_t documents = 0;
   int64_t tokens = 0;  ///< EODs included
 };
 
-/// Reads every file of `text_paths` in order, cuts it into documents and writes
+/// Reads every file of `text_paths` in order, cuts it into documents (per DocumentSplit; each
+/// document's byte ids followed by the EOD; empty documents dropped) and writes
 /// OUT_PREFIX.bin and OUT_PREFIX.idx (write_indexed_dataset, uint16). Throws InputError, before
 /// reading any text, when OUT_PREFIX names no file or its .idx/.bin cannot be written there
 /// (check_output_file) or is one of the texts; InputError naming the file when one cannot be
-/// read or holds a 0 byte, or when no file yields a document; InfraError when a write fails.
+/// read or holds a 0 byte (naming the byte offset), or when no file yields a document;
+/// InfraError when a write fails. Streamed: memory does not grow with the text (8 bytes per
+/// document); nothing is left under either name on any failure.
 PrepareSummary prepare_byte_dataset(const std::vector<std::string>& text_paths,
                                     const std::string& out_prefix, DocumentSplit split);
 

@@ -80,21 +80,16 @@ std::string TextFileSource::describe() const {
 }
 
 MegatronSource::MegatronSource(const std::string& path_prefix)
-    : ds_(read_indexed_dataset(path_prefix)) {
-  for (int32_t id : ds_.tokens) max_id_ = std::max<int64_t>(max_id_, id);
-}
+    : ds_(open_indexed_dataset(path_prefix)), max_id_(ds_.max_token) {}
 
 void MegatronSource::read(int64_t offset, int64_t count, int32_t* out) const {
-  MTP_INTERNAL_ASSERT(offset >= 0 && count >= 0 && offset + count <= size(),
-                      fmt::format("read [{}, {}) outside {} tokens", offset, offset + count,
-                                  size()));
-  std::copy_n(ds_.tokens.begin() + offset, count, out);
+  ds_.read_tokens(offset, count, out);
 }
 
 std::string MegatronSource::describe() const {
   return fmt::format("megatron:{} ({} documents, {} sequences, {} tokens, {})", ds_.prefix,
                      ds_.document_indices.size() - 1, ds_.sequence_lengths.size(),
-                     ds_.tokens.size(), index_dtype_name(static_cast<int>(ds_.dtype)));
+                     ds_.num_tokens(), index_dtype_name(static_cast<int>(ds_.dtype)));
 }
 
 std::unique_ptr<TokenSource> open_token_source(const DataConfig& cfg) {

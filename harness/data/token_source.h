@@ -89,13 +89,15 @@ class TextFileSource : public TokenSource {
 };
 
 /// A Megatron indexed dataset: every sequence's tokens in index order, sampled as Megatron's
-/// GPTDataset does with documents in order (SampleOrder::kEpochs).
+/// GPTDataset does with documents in order (SampleOrder::kEpochs). The tokens are decoded from
+/// the .bin as they are read: memory is the files' size plus what a read asks for, however many
+/// tokens overlapping sequences declare.
 class MegatronSource : public TokenSource {
  public:
-  /// Reads PREFIX.idx and PREFIX.bin (read_indexed_dataset; InputError when invalid).
+  /// Reads PREFIX.idx and PREFIX.bin (open_indexed_dataset; InputError when invalid).
   explicit MegatronSource(const std::string& path_prefix);
   SampleOrder sample_order() const override { return SampleOrder::kEpochs; }
-  int64_t size() const override { return static_cast<int64_t>(ds_.tokens.size()); }
+  int64_t size() const override { return ds_.num_tokens(); }
   int64_t min_vocab_size() const override { return max_id_ + 1; }
   void read(int64_t offset, int64_t count, int32_t* out) const override;
   /// "megatron:PREFIX (3 documents, 3 sequences, 120 tokens, uint16)".

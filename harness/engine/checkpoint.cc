@@ -53,6 +53,24 @@ void require_weight_dtype(const record::RecordReader& rec, int step, const Initi
   }
 }
 
+/// Throws RecordError naming `where/name`, the first bad element's flat index and value, unless
+/// every element of `t` is finite (and, with `non_negative`, ≥ 0: Adam's second moment is a sum
+/// of squares, so a negative one is a corrupt state, and sqrt of it would be NaN).
+void require_valid_state(const at::Tensor& t, const std::string& where, const std::string& name,
+                         bool non_negative, const std::string& why) {
+  at::Tensor bad = at::logical_not(at::isfinite(t));
+  if (non_negative) bad = at::logical_or(bad, t < 0);
+  bad = bad.reshape({-1});
+  if (!bad.any().item<bool>()) return;
+  const int64_t i = bad.to(at::kByte).argmax().item<int64_t>();
+  const int64_t count = bad.sum().item<int64_t>();
+  throw record::RecordError(fmt::format("{}/{}: element {} is {} ({} of {} elements {}): {}",
+                                        where, name, i,
+                                        t.reshape({-1})[i].to(at::kDouble).item<double>(), count,
+                                        t.numel(), non_negative ? "not finite or negative"
+                                                                : "not finite", why));
+}
+
 }  // namespace
 
 
@@ -93,6 +111,10 @@ OptimizerCheckpoint read_optimizer_state(const record::RecordReader& rec, int st
     ck.names.push_back(specs[i].name);
     ck.exp_avg.push_back(tensor_from_record(t[1 + i]));
     ck.exp_avg_sq.push_back(tensor_from_record(t[1 + specs.size() + i]));
+    const std::string at = where(rec, step, kOptimizerGroup);
+    const char* why = "an impossible Adam state; resuming from it would train on garbage";
+    require_valid_state(ck.exp_avg.back(), at, t[1 + i].name, false, why);
+    require_valid_state(ck.exp_avg_sq.back(), at, t[1 + specs.size() + i].name, true, why);
   }
   return ck;
 }
@@ -117,6 +139,10 @@ StartState load_start_state(const RunPlan& plan) {
                 t.resume_from ? "--resume takes the weights of that step"
                               : "init_from takes the weights of that step");
   s.weights = initial_weights_from_record(rec, step, plan.model);
+  for (size_t i = 0; i < s.weights.specs.size(); ++i) {
+    require_valid_state(s.weights.values[i], where(rec, step, "weight"), s.weights.specs[i].name,
+                        false, "training from non-finite weights gives non-finite losses");
+  }
   s.origin = RecordOrigin{ref.path, ref.step, data::sha256_file(ref.path, "record")};
   if (t.resume_from) {
     s.resumed = true;

@@ -174,8 +174,9 @@ ResourceEstimate estimate_resources(const RunPlan& plan, const Implementation& i
   const uint64_t tensors = config::parameter_specs(m).size();
   const uint64_t weight_sets = bf16 ? 2 : 1;
   // A digest-only tensor keeps 16 bytes per block of 64 Ki elements besides its header.
+  const record::Storage default_storage = default_step_storage(plan);
   auto kept = [&](int64_t step, uint64_t bytes, uint64_t elements) {
-    return step_storage(plan, step) == record::Storage::kFull
+    return step_storage(plan, step, default_storage) == record::Storage::kFull
                ? bytes
                : 16 * ((elements + record::kDigestBlockElements - 1) /
                        record::kDigestBlockElements + tensors);

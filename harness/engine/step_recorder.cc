@@ -153,8 +153,7 @@ at::Tensor nonfinite_scan(const at::Tensor& t) {
   return at::cat({count.view({1}), first.view({1}), bits.view({1})});
 }
 
-record::Storage step_storage(const RunPlan& plan, int64_t step) {
-  if (plan.training.dump_steps.count(step)) return record::Storage::kFull;
+record::Storage default_step_storage(const RunPlan& plan) {
   switch (plan.record_mode) {
     case config::RecordMode::kFull:
       return record::Storage::kFull;
@@ -276,6 +275,7 @@ struct StepRecorder::Writer {
 StepRecorder::StepRecorder(const std::string& path, const RunPlan& plan,
                            const data::MicrobatchSource& source, const RecordContext& context)
     : plan_(plan),
+      default_storage_(default_step_storage(plan)),
       loss_dtype_(context.loss_dtype ? scalar_type(*context.loss_dtype)
                                      : main_type(plan.training.dtype)),
       writer_(std::make_unique<Writer>(path)) {
@@ -329,7 +329,8 @@ double StepRecorder::write_losses(int64_t step, const std::vector<double>& lm_pe
 void StepRecorder::write_tensor(int64_t step, const std::string& group, const std::string& name,
                                 const at::Tensor& t) {
   const bool always_full = group == "batch" || group == "loss";
-  const record::Storage storage = always_full ? record::Storage::kFull : step_storage(plan_, step);
+  const record::Storage storage = always_full ? record::Storage::kFull
+                                                : step_storage(plan_, step, default_storage_);
   const record::DType dtype = record_dtype(name, t.scalar_type());
   const int s = static_cast<int>(step);
   // A digest-only tensor on a GPU is digested there (kernels::block_digests, on the current

@@ -31,11 +31,19 @@
 
 namespace mtp::engine {
 
-/// How a step's grad, weight, model_weight and optimizer tensors are kept: full when the plan's
-/// record mode is full, when `step` is one of training.dump_steps, or when the mode is auto and
+/// How the grad, weight, model_weight and optimizer tensors of a step that is not one of
+/// training.dump_steps are kept: full when the plan's record mode is full, or when it is auto and
 /// a step's tensors (step_tensor_bytes) fit config::kAutoFullStepBytes; digest-only otherwise.
-/// Batches and losses are always kept in full.
-record::Storage step_storage(const RunPlan& plan, int64_t step);
+/// It walks every parameter (O(parameters)): compute it once per plan, not per tensor (with 1024
+/// experts per layer, once per tensor made a step of a tiny model take minutes).
+record::Storage default_step_storage(const RunPlan& plan);
+
+/// How step `step`'s tensors are kept: full for one of training.dump_steps, else
+/// `default_storage` (default_step_storage(plan)). Batches and losses are always kept in full.
+inline record::Storage step_storage(const RunPlan& plan, int64_t step,
+                                    record::Storage default_storage) {
+  return plan.training.dump_steps.count(step) ? record::Storage::kFull : default_storage;
+}
 
 /// The non-finite elements of `t` computed on its own device without a host sync (the
 /// device-digest path, where the bytes never reach the host): int64 [3] = {count, flat index of
@@ -111,6 +119,7 @@ class StepRecorder {
  private:
   struct Writer;
   const RunPlan& plan_;
+  record::Storage default_storage_;  ///< default_step_storage(plan_)
   at::ScalarType loss_dtype_;
   std::unique_ptr<Writer> writer_;
 };

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "harness/common/environment.h"
 #include "harness/common/error.h"
 #include "harness/common/input_file.h"
+#include "harness/common/utf8.h"
 #include "harness/record/record.h"
 
 namespace mtp::golden {
@@ -210,8 +212,35 @@ std::string format_golden(const GoldenFile& g) {
   return out;
 }
 
+namespace {
+
+/// The words of `line` (split at spaces and tabs).
+std::vector<std::string> words_of(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+/// `word` as a decimal integer in [0, max] (digits only: no sign, no junk), else nullopt.
+std::optional<int64_t> count_of(const std::string& word, int64_t max) {
+  int64_t v = -1;
+  const char* end = word.data() + word.size();
+  if (word.empty() || word[0] < '0' || word[0] > '9') return std::nullopt;
+  const auto [at, ec] = std::from_chars(word.data(), end, v);
+  if (ec != std::errc() || at != end || v > max) return std::nullopt;
+  return v;
+}
+
+bool is_hex(const std::string& s, size_t digits) {
+  return s.size() == digits && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+}  // namespace
+
 GoldenFile parse_golden(const std::string& text, const std::string& source) {
   GoldenFile g;
+  g.source = source;
   std::istringstream in(text);
   std::string line;
   int lineno = 0;
@@ -220,17 +249,43 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
   };
   std::vector<std::string>* pending = nullptr;  // names still to read
   size_t pending_count = 0;
+  std::map<std::string, int> pending_seen;      // the names read so far → their lines
+  std::string pending_group;
   size_t text_lines = 0;  // scenario text lines still to read
-  bool header = false, have_text = false;
-  std::set<std::tuple<std::string, int, std::string>> rows_seen;
-  std::set<std::pair<std::string, int>> losses_seen;
+  int version = 0, text_line = 0, digest_line = 0;
+  // Where each key was first given, so that a second copy names both lines: a copy that differs
+  // from the first would let one of the two pass unseen.
+  std::map<std::tuple<std::string, int, std::string>, int> rows_seen;
+  std::map<std::pair<std::string, int>, int> losses_seen;
+  std::map<std::string, int> fingerprint_seen, names_seen;
+  auto twice = [&](const std::string& what, int first) {
+    fail(fmt::format("{} given twice (first on line {})", what, first));
+  };
+  auto expect_words = [&](const std::vector<std::string>& w, size_t n, const char* form) {
+    if (w.size() != n) {
+      fail(fmt::format("expected \"{}\"{}", form,
+                       w.size() > n ? fmt::format(", then nothing (\"{}\" follows)",
+                                                  printable(w[n]))
+                                    : std::string()));
+    }
+  };
   while (std::getline(in, line)) {
     ++lineno;
-    if (!header) {
+    // A carriage return: CRLF line ends (the first line shows it). Scenario text and tensor
+    // name lines hold what the records held, byte for byte, and are exempt.
+    auto no_cr = [&] {
+      if (const size_t cr = line.find('\r'); cr != std::string::npos) {
+        fail(fmt::format("a carriage return (\\r) at column {}{}: goldens are text with \\n line "
+                         "ends, as `mtp-harness golden update` writes them", cr + 1,
+                         cr + 1 == line.size() ? " (CRLF line ends?)" : ""));
+      }
+    };
+    if (version == 0) {
+      no_cr();
       if (line != kMagic && line != kMagicV1) {
         fail(fmt::format("not a goldens file (the first line must be \"{}\")", kMagic));
       }
-      header = true;
+      version = line == kMagic ? 2 : 1;
       continue;
     }
     if (text_lines > 0) {
@@ -250,60 +305,94 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
         fail(fmt::format("expected a tensor name (\"  <name>\"), {} of {} read", pending->size(),
                          pending_count));
       }
-      pending->push_back(line.substr(2));
+      const std::string name = line.substr(2);
+      if (const auto [it, fresh] = pending_seen.emplace(name, lineno); !fresh) {
+        twice(fmt::format("tensor \"{}\" of group {}", printable(name), pending_group),
+              it->second);
+      }
+      pending->push_back(name);
       continue;
     }
     if (line.empty() || line[0] == '#') continue;
-    std::istringstream words(line);
-    std::string kind;
-    words >> kind;
+    no_cr();
+    const std::vector<std::string> w = words_of(line);
+    if (w.empty()) fail("a line of only blanks");
+    const std::string& kind = w[0];
+    if ((kind == "scenario_text" || kind == "losses") && version == 1) {
+      fail(fmt::format("\"{}\" lines are of format 2, but the file's first line says format 1 "
+                       "(\"{}\")", kind, kMagicV1));
+    }
     if (kind == "scenario") {
-      words >> g.scenario;
+      expect_words(w, 2, "scenario <name>");
+      if (g.scenario_line > 0) twice("scenario", g.scenario_line);
+      g.scenario = w[1];
+      g.scenario_line = lineno;
     } else if (kind == "scenario_xxh3_128") {
-      words >> g.scenario_digest;
+      expect_words(w, 2, "scenario_xxh3_128 <32 lower-case hex digits>");
+      if (digest_line > 0) twice("scenario_xxh3_128", digest_line);
+      if (!is_hex(w[1], 32)) {
+        fail(fmt::format("scenario_xxh3_128 \"{}\" is not 32 lower-case hex digits",
+                         printable(w[1])));
+      }
+      g.scenario_digest = w[1];
+      digest_line = lineno;
     } else if (kind == "scenario_text") {
-      long long count = -1;
-      words >> count;
-      if (count < 0 || count > 1000000) fail("expected \"scenario_text <line count>\"");
-      if (have_text) fail("scenario_text given twice");
-      have_text = true;
-      text_lines = static_cast<size_t>(count);
+      expect_words(w, 2, "scenario_text <line count>");
+      const auto count = count_of(w[1], 1000000);
+      if (!count) fail("expected \"scenario_text <line count>\" (a count of at most 1000000)");
+      if (text_line > 0) twice("scenario_text", text_line);
+      text_line = lineno;
+      text_lines = static_cast<size_t>(*count);
     } else if (kind == "fingerprint") {
-      std::string key, value;
-      words >> key;
+      std::string first, key, value;
+      std::istringstream words(line);
+      words >> first >> key;
       std::getline(words, value);
       if (key.empty()) fail("fingerprint needs a key");
+      if (const auto [it, fresh] = fingerprint_seen.emplace(key, lineno); !fresh) {
+        twice(fmt::format("fingerprint {}", printable(key)), it->second);
+      }
       g.fingerprint[key] = value.empty() ? "" : value.substr(1);
     } else if (kind == "names") {
-      std::string group;
-      long long count = -1;
-      words >> group >> count;
-      if (group.empty() || count < 0 || count > 10000000) fail("expected \"names <group> <count>\"");
-      if (find_names(g, group) != nullptr) fail(fmt::format("names of group {} given twice", group));
+      expect_words(w, 3, "names <group> <count>");
+      const std::string& group = w[1];
+      const auto count = count_of(w[2], 10000000);
+      if (!count) fail("expected \"names <group> <count>\" (a count of at most 10000000)");
+      const auto& groups = record::record_groups();
+      if (std::find(groups.begin(), groups.end(), group) == groups.end()) {
+        fail(fmt::format("names of group \"{}\", which is not a record group ({})",
+                         printable(group), fmt::join(groups, ", ")));
+      }
+      if (const auto [it, fresh] = names_seen.emplace(group, lineno); !fresh) {
+        twice(fmt::format("names of group {}", group), it->second);
+      }
       g.names.emplace_back(group, std::vector<std::string>{});
       pending = &g.names.back().second;
-      pending_count = static_cast<size_t>(count);
+      pending_count = static_cast<size_t>(*count);
+      pending_group = group;
+      pending_seen.clear();
     } else if (kind == "digests") {
-      DigestRow r;
-      long long step = -1;
-      words >> r.variant >> step >> r.group;
-      if (r.variant.empty() || step < 0 || step > 999999 || r.group.empty()) {
-        fail("expected \"digests <variant> <step> <group> <digest>...\"");
-      }
-      r.step = static_cast<int>(step);
-      if (!rows_seen.insert({r.variant, r.step, r.group}).second) {
-        fail(fmt::format("digests of variant {} step {} group {} given twice", r.variant, r.step,
-                         r.group));
+      const auto step = w.size() >= 4 ? count_of(w[2], 999999) : std::nullopt;
+      if (!step) fail("expected \"digests <variant> <step> <group> <digest>...\"");
+      DigestRow r{w[1], static_cast<int>(*step), w[3], {}};
+      if (const auto [it, fresh] = rows_seen.emplace(std::tuple{r.variant, r.step, r.group}, lineno);
+          !fresh) {
+        twice(fmt::format("digests of variant {} step {} group {}", printable(r.variant), r.step,
+                          r.group),
+              it->second);
       }
       const std::vector<std::string>* list = find_names(g, r.group);
-      if (list == nullptr) fail(fmt::format("digests of group {} before its names", r.group));
-      for (std::string d; words >> d;) {
-        if (d == "-") {
+      if (list == nullptr) {
+        fail(fmt::format("digests of group {} before its names", printable(r.group)));
+      }
+      for (size_t k = 4; k < w.size(); ++k) {
+        if (w[k] == "-") {
           r.digests.emplace_back();
-        } else if (is_hex16(d)) {
-          r.digests.push_back(d);
+        } else if (is_hex16(w[k])) {
+          r.digests.push_back(w[k]);
         } else {
-          fail(fmt::format("digest \"{}\" is not 16 lower-case hex digits or \"-\"", d));
+          fail(fmt::format("digest \"{}\" is not 16 lower-case hex digits or \"-\"",
+                           printable(w[k])));
         }
       }
       if (r.digests.size() != list->size()) {
@@ -312,42 +401,93 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
       }
       g.rows.push_back(std::move(r));
     } else if (kind == "losses") {
-      LossRow r;
-      long long step = -1;
-      words >> r.variant >> step;
-      if (r.variant.empty() || step < 0 || step > 999999) {
-        fail("expected \"losses <variant> <step> <name>=<value>...\"");
+      const auto step = w.size() >= 3 ? count_of(w[2], 999999) : std::nullopt;
+      if (!step) fail("expected \"losses <variant> <step> <name>=<value>...\"");
+      LossRow r{w[1], static_cast<int>(*step), {}};
+      if (const auto [it, fresh] = losses_seen.emplace(std::pair{r.variant, r.step}, lineno);
+          !fresh) {
+        twice(fmt::format("losses of variant {} step {}", printable(r.variant), r.step),
+              it->second);
       }
-      r.step = static_cast<int>(step);
-      if (!losses_seen.insert({r.variant, r.step}).second) {
-        fail(fmt::format("losses of variant {} step {} given twice", r.variant, r.step));
-      }
-      for (std::string item; words >> item;) {
+      std::set<std::string> names;
+      for (size_t k = 3; k < w.size(); ++k) {
+        const std::string& item = w[k];
         const size_t eq = item.find('=');
-        char* end = nullptr;
-        const double v = eq == std::string::npos ? 0.0 : std::strtod(item.c_str() + eq + 1, &end);
-        if (eq == 0 || eq == std::string::npos || end == item.c_str() + eq + 1 || *end != '\0') {
-          fail(fmt::format("loss \"{}\" is not <name>=<number>", item));
+        double v = 0.0;
+        const char* end = item.data() + item.size();
+        const auto [at, ec] = eq == std::string::npos || eq == 0
+                                  ? std::from_chars_result{item.data(), std::errc::invalid_argument}
+                                  : std::from_chars(item.data() + eq + 1, end, v);
+        if (ec != std::errc() || at != end) {
+          fail(fmt::format("loss \"{}\" is not <name>=<number>", printable(item)));
+        }
+        if (!std::isfinite(v)) {
+          fail(fmt::format("loss \"{}\" is not finite: goldens are made only from finite runs",
+                           printable(item)));
+        }
+        if (!names.insert(item.substr(0, eq)).second) {
+          fail(fmt::format("loss {} given twice in the line", printable(item.substr(0, eq))));
         }
         r.values.emplace_back(item.substr(0, eq), v);
       }
+      // A record's loss group is lm, mtp_1 .. mtp_D and total (step_recorder.cc): a row with
+      // any other set was edited or cut short.
+      std::set<std::string> expected{"lm", "total"};
+      for (size_t k = 1; k + 2 <= names.size() && names.size() >= 2; ++k) {
+        expected.insert(fmt::format("mtp_{}", k));
+      }
+      if (names != expected) {
+        fail(fmt::format("the losses of variant {} step {} are {{{}}}: a row holds lm, mtp_1 .. "
+                         "mtp_D and total (a truncated or edited line?)",
+                         printable(r.variant), r.step,
+                         printable(fmt::format("{}", fmt::join(names, ", ")))));
+      }
       g.losses.push_back(std::move(r));
     } else {
-      fail(fmt::format("unknown line kind \"{}\"", kind));
+      fail(fmt::format("unknown line kind \"{}\"", printable(kind)));
     }
   }
-  if (!header) fail("empty file");
+  if (version == 0) fail("empty file");
   if (pending != nullptr && pending->size() < pending_count) {
     fail(fmt::format("the file ends after {} of {} names", pending->size(), pending_count));
   }
   if (text_lines > 0) fail(fmt::format("the file ends with {} scenario text lines to read", text_lines));
   if (g.scenario.empty()) fail("no \"scenario\" line");
+  if (version == 2 && (digest_line == 0 || text_line == 0)) {
+    fail(fmt::format("no \"{}\" line (format 2 files have the scenario text and its digest)",
+                     digest_line == 0 ? "scenario_xxh3_128" : "scenario_text"));
+  }
+  if (text_line > 0) {
+    // The text must be the one its digest names. format_golden writes a text without a final
+    // newline as if it had one: either form may match.
+    std::string without = g.scenario_text;
+    if (!without.empty()) without.pop_back();
+    if (scenario_text_digest(without) == g.scenario_digest) {
+      g.scenario_text = without;
+    } else if (scenario_text_digest(g.scenario_text) != g.scenario_digest) {
+      lineno = text_line;
+      fail(fmt::format("the scenario text (this line and the next {}) has digest {}, but "
+                       "scenario_xxh3_128 (line {}) says {}: the text or the digest was edited",
+                       std::count(g.scenario_text.begin(), g.scenario_text.end(), '\n'),
+                       scenario_text_digest(g.scenario_text), digest_line, g.scenario_digest));
+    }
+  }
   return g;
 }
 
-GoldenFile read_golden_file(const std::string& path) {
+GoldenFile read_golden_file(const std::string& path, const std::string& expected_scenario) {
   const std::vector<uint8_t> bytes = read_input_file(path, "goldens", kMaxSmallInputBytes);
-  return parse_golden(std::string(bytes.begin(), bytes.end()), path);
+  GoldenFile g = parse_golden(std::string(bytes.begin(), bytes.end()), path);
+  if (!expected_scenario.empty()) check_scenario(g, expected_scenario);
+  return g;
+}
+
+void check_scenario(const GoldenFile& g, const std::string& scenario) {
+  if (g.scenario != scenario) {
+    throw InputError(fmt::format("{}:{}: the goldens are of scenario \"{}\", not of scenario \"{}\" "
+                                 "that is being checked", g.source, g.scenario_line,
+                                 printable(g.scenario), printable(scenario)));
+  }
 }
 
 std::string TensorChange::describe() const {
@@ -403,6 +543,7 @@ std::vector<std::string> line_diff(const std::string& a, const std::string& b) {
 }
 
 GoldenDiff diff_goldens(const GoldenFile& golden, const GoldenFile& now) {
+  if (!golden.scenario.empty() && !now.scenario.empty()) check_scenario(golden, now.scenario);
   GoldenDiff d;
   std::set<std::string> keys;
   for (const auto& [k, v] : golden.fingerprint) keys.insert(k);

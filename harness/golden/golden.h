@@ -57,6 +57,8 @@ struct LossRow {
 };
 
 struct GoldenFile {
+  std::string source;           ///< the file it was parsed from ("" when made from records)
+  int scenario_line = 0;        ///< the line of its "scenario" line (0 when made from records)
   std::string scenario;
   std::string scenario_digest;  ///< XXH3-128 of the scenario text (32 hex)
   std::string scenario_text;    ///< the text itself ("" in a version-1 file)
@@ -89,12 +91,24 @@ std::string scenario_text_digest(const std::string& text);
 std::string format_golden(const GoldenFile& g);
 
 /// Parses `text` (read from `source`). Throws InputError "<source>:<line>: <rule broken>": a
-/// malformed line, a (variant, step, group) or (variant, step) given twice, counts that do not
-/// match.
+/// carriage return (CRLF line ends) outside the scenario text and the tensor names, which keep
+/// the records' bytes; a malformed line, or one with words after its
+/// counts; a scenario, scenario_xxh3_128, scenario_text, fingerprint key, group's names, tensor
+/// name within a group, (variant, step, group) digest row, (variant, step) losses row or loss
+/// name within a row given twice (naming the line of the first too); a group that is not a
+/// record group; counts that do not match; a loss that is not a finite number; scenario_text or
+/// losses lines in a format-1 file; a format-2 file without scenario_xxh3_128 or scenario_text;
+/// a scenario text whose digest is not scenario_xxh3_128 (with or without a final newline:
+/// format_golden writes both alike).
 GoldenFile parse_golden(const std::string& text, const std::string& source);
 
-/// Reads and parses `path` (InputError when missing or malformed).
-GoldenFile read_golden_file(const std::string& path);
+/// Reads and parses `path` (InputError when missing or malformed), and, when
+/// `expected_scenario` is given, check_scenario(it, expected_scenario).
+GoldenFile read_golden_file(const std::string& path, const std::string& expected_scenario = "");
+
+/// Throws InputError "<source>:<line>: the goldens are of scenario "A", not of scenario "B" that
+/// is being checked" (the line of the file's scenario line) unless g.scenario == `scenario`.
+void check_scenario(const GoldenFile& g, const std::string& scenario);
 
 /// One tensor whose digest differs (or is in one file only).
 struct TensorChange {
@@ -145,7 +159,8 @@ struct GoldenDiff {
   bool equal() const { return changes.empty(); }
 };
 
-/// Compares `golden` with `now`, tensor by tensor and loss by loss.
+/// Compares `golden` with `now`, tensor by tensor and loss by loss. Throws InputError
+/// (check_scenario) when both name a scenario and the names differ.
 GoldenDiff diff_goldens(const GoldenFile& golden, const GoldenFile& now);
 
 /// The changed lines of `b` against `a` (both split at newlines): a shortest edit script from a

@@ -10,6 +10,7 @@
 
 #include "harness/common/error.h"
 #include "harness/common/input_file.h"
+#include "harness/common/json_input.h"
 
 namespace mtp::perf {
 
@@ -59,12 +60,50 @@ std::string nonfinite_to_null(const std::string& text) {
   return out;
 }
 
+/// The document of `text` (parse_json: bounded size and depth, errors with the position; lines
+/// are the file's, a column on a line after a bare NaN or Infinity counts it as "null").
 json parse_document(const std::string& text, const std::string& path) {
-  try {
-    return json::parse(nonfinite_to_null(text));
-  } catch (const json::parse_error& e) {
-    throw InputError(fmt::format("{}: not valid JSON (byte {}): {}", path, e.byte, e.what()));
+  return parse_json(nonfinite_to_null(text), path);
+}
+
+/// How much larger than its inputs `perf merge`'s output may be: Google Benchmark writes its JSON
+/// indented as merge does (2 spaces, one value a line), so the output is about the inputs' size;
+/// deeply nested or tightly packed input could grow by the indentation of every line (up to 2
+/// bytes per nesting level), which this bounds.
+constexpr uint64_t kMergeGrowth = 4;
+constexpr uint64_t kMergeSlackBytes = uint64_t{1} << 20;
+
+/// Appends `j` to `out` as nlohmann's dump(2) writes it (byte for byte), refusing to pass
+/// `budget` bytes. Recursion depth is bounded by parse_json's depth limit.
+void dump_bounded(const json& j, size_t indent, size_t budget, std::string& out) {
+  auto room = [&] {
+    if (out.size() > budget) {
+      throw InputError(fmt::format("perf merge: the merged JSON would be more than {} bytes ({} × "
+                                   "the inputs' size + 1 MiB): the inputs are not Google "
+                                   "Benchmark JSON as its programs write it", budget,
+                                   kMergeGrowth));
+    }
+  };
+  const bool object = j.is_object();
+  if (!(object || j.is_array()) || j.empty()) {
+    out += j.dump();
+    room();
+    return;
   }
+  out += object ? "{\n" : "[\n";
+  bool first = true;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!first) out += ",\n";
+    first = false;
+    out.append(indent + 2, ' ');
+    if (object) out += json(it.key()).dump() + ": ";
+    room();
+    dump_bounded(*it, indent + 2, budget, out);
+  }
+  out += "\n";
+  out.append(indent, ' ');
+  out += object ? "}" : "]";
+  room();
 }
 
 std::string read_text(const std::string& path) {
@@ -199,8 +238,11 @@ std::string merge_benchmark_json(const std::vector<std::string>& paths) {
   json merged;
   BenchmarkFile first;
   std::map<std::string, std::string> seen;  // benchmark name → the file that holds it
+  uint64_t input_bytes = 0;
   for (const std::string& path : paths) {
-    const json doc = parse_document(read_text(path), path);
+    const std::string text = read_text(path);
+    input_bytes += text.size();
+    const json doc = parse_document(text, path);
     const BenchmarkFile file = from_document(doc, path);  // validates the file
     if (merged.is_null()) {
       merged = json::object();
@@ -224,7 +266,9 @@ std::string merge_benchmark_json(const std::vector<std::string>& paths) {
     for (const json& e : doc.at("benchmarks")) merged["benchmarks"].push_back(e);
     merged["context"]["merged_from"].push_back(path);
   }
-  return merged.dump(2) + "\n";
+  std::string out;
+  dump_bounded(merged, 0, kMergeGrowth * input_bytes + kMergeSlackBytes, out);
+  return out + "\n";
 }
 
 }  // namespace mtp::perf

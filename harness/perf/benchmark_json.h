@@ -42,12 +42,14 @@ struct BenchmarkFile {
 /// name and the driver version, as ci/gpu.sh passes them (--benchmark_context=gpu=…,driver=…).
 extern const char* const kFingerprintKeys[2];
 
-/// read_benchmark_json: reads and parses `path`. Non-finite numbers, which Google Benchmark
-/// writes as bare NaN / Infinity (not JSON), are read as null. Throws InputError whose message
-/// starts with the path and says what is wrong: the file cannot be read, is not JSON, has no
-/// "benchmarks" array, an entry lacks a string "name", a repetition lacks a finite,
-/// non-negative "real_time" or a known "time_unit" (ns, us, ms, s), or the file holds no
-/// repetition at all (only aggregates: rerun without --benchmark_report_aggregates_only).
+/// read_benchmark_json: reads and parses `path` (through parse_json, common/json_input.h).
+/// Non-finite numbers, which Google Benchmark writes as bare NaN / Infinity (not JSON), are read
+/// as null. Throws InputError whose message starts with the path and says what is wrong: the
+/// file cannot be read; is not JSON, nests arrays and objects deeper than 64 levels, holds a
+/// number out of double range (1e400) or a key twice in one object (each with its line, column
+/// and byte); has no "benchmarks" array; an entry lacks a string "name"; a repetition lacks a
+/// finite, non-negative "real_time" or a known "time_unit" (ns, us, ms, s); or the file holds
+/// no repetition at all (only aggregates: rerun without --benchmark_report_aggregates_only).
 BenchmarkFile read_benchmark_json(const std::string& path);
 
 /// parse_benchmark_json: read_benchmark_json on `text`; `path` names it in errors.
@@ -58,11 +60,13 @@ BenchmarkFile parse_benchmark_json(const std::string& text, const std::string& p
 /// machines match.
 std::vector<std::string> fingerprint_mismatches(const BenchmarkFile& a, const BenchmarkFile& b);
 
-/// merge_benchmark_json: one Google Benchmark JSON document (indented text) holding the
-/// "benchmarks" of every file of `paths` in order, under the first file's "context" plus
-/// "merged_from" (the paths). Throws InputError when `paths` is empty, a file is unreadable or
-/// not Google Benchmark JSON (as read_benchmark_json), the files' fingerprints differ, or two
-/// files hold a benchmark of the same name.
+/// merge_benchmark_json: one Google Benchmark JSON document (indented text, as nlohmann's
+/// dump(2) writes it) holding the "benchmarks" of every file of `paths` in order, under the
+/// first file's "context" plus "merged_from" (the paths). Throws InputError when `paths` is
+/// empty, a file is unreadable or not Google Benchmark JSON (as read_benchmark_json), the files'
+/// fingerprints differ, two files hold a benchmark of the same name, or the output would be more
+/// than 4 times the inputs' bytes + 1 MiB (values packed tightly at a deep level, each then on a
+/// line of its own indentation: never Google Benchmark's own output).
 std::string merge_benchmark_json(const std::vector<std::string>& paths);
 
 }  // namespace mtp::perf

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "harness/common/error.h"
 
@@ -76,7 +77,8 @@ TEST(BenchmarkJsonTest, RepetitionsInNanosecondsAggregatesSkipped) {
 }
 
 TEST(BenchmarkJsonTest, BadFilesNameTheFileAndTheProblem) {
-  EXPECT_THAT(error_of("{\"benchmarks\": [1, 2"), HasSubstr("run.json: not valid JSON"));
+  EXPECT_THAT(error_of("{\"benchmarks\": [1, 2"),
+              HasSubstr("run.json: line 1, column 21 (byte 20): not valid JSON: syntax error"));
   EXPECT_THAT(error_of("[]"), HasSubstr("run.json: not Google Benchmark JSON"));
   EXPECT_THAT(error_of("{\"context\": {}}"), HasSubstr("no \"benchmarks\" array"));
   EXPECT_THAT(error_of("{\"benchmarks\": [{\"real_time\": 1}]}"),
@@ -138,6 +140,41 @@ TEST(BenchmarkJsonTest, MergeRefusesOtherMachinesAndDuplicateNames) {
               ::testing::ThrowsMessage<InputError>(
                   HasSubstr("benchmark \"BM_A/cuda/manual_time\" is in both")));
   EXPECT_THROW(merge_benchmark_json({}), InputError);
+}
+
+// Issue 19 defect 3: a document nested 100,000 deep crashed `perf merge` (SIGSEGV); at depth
+// 30,000 a 60 KB input made a 1.8 GB output. Defect 7: the number 1e400 was nlohmann's
+// out_of_range (exit 3). Each is now an InputError naming the file and the position.
+TEST(BenchmarkJsonTest, DeepNestingAndHugeNumbersAreInputErrorsWithThePosition) {
+  const std::string deep = "{\"context\": " + std::string(100000, '[') + std::string(100000, ']') +
+                           ", \"benchmarks\": []}";
+  EXPECT_EQ(error_of(deep), "run.json: line 1, column 76 (byte 75): nesting deeper than 64 levels "
+                            "of arrays and objects");
+  const std::string d30k = write("d30k.json", "{\"benchmarks\": [{\"name\": \"BM_X\", \"real_time\": "
+                                 "1, \"time_unit\": \"ns\", \"x\": " + std::string(30000, '[') +
+                                 std::string(30000, ']') + "}]}");
+  EXPECT_THAT([&] { merge_benchmark_json({d30k}); },
+              ::testing::ThrowsMessage<InputError>(HasSubstr("nesting deeper than 64 levels")));
+  EXPECT_EQ(error_of(R"({"benchmarks": [{"name": "X", "real_time": 1e400, "time_unit": "ns"}]})"),
+            "run.json: line 1, column 44 (byte 43): number overflow parsing '1e400' (a JSON "
+            "number must be a finite double)");
+}
+
+// What merge writes is nlohmann's dump(2) of the merged document, and never more than 4 times
+// its inputs (+ 1 MiB): 64 levels of indentation around packed values would be 130 times.
+TEST(BenchmarkJsonTest, MergedOutputIsDumpTwoAndBoundedByItsInputs) {
+  const std::string a = write("a.json", kRun);
+  const std::string merged = merge_benchmark_json({a});
+  EXPECT_EQ(merged, nlohmann::json::parse(merged).dump(2) + "\n");
+  std::string packed = "0";
+  for (int i = 0; i < 40000; ++i) packed += ",0";
+  const std::string wide = write("wide.json", "{\"benchmarks\": [{\"name\": \"BM_X\", "
+                                 "\"real_time\": 1, \"time_unit\": \"ns\", \"x\": " +
+                                 std::string(60, '[') + packed + std::string(60, ']') + "}]}");
+  EXPECT_THAT([&] { merge_benchmark_json({wide}); },
+              ::testing::ThrowsMessage<InputError>(HasSubstr(
+                  "perf merge: the merged JSON would be more than 1369364 bytes (4 × the inputs' "
+                  "size + 1 MiB)")));
 }
 
 }  // namespace

@@ -5,8 +5,15 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
+
+#include "harness/common/error.h"
+#include "harness/common/json_input.h"
+#include "harness/common/utf8.h"
+#include "harness/record/record.h"
 
 namespace mtp::record {
 namespace {
@@ -97,28 +104,84 @@ std::string NonFiniteValue::to_json() const {
   return j.dump();
 }
 
-std::optional<NonFiniteValue> NonFiniteValue::from_json(const std::string& text) {
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (!j.is_object()) return std::nullopt;
+NonFiniteValue NonFiniteValue::from_json(const std::string& text, const std::string& source) {
+  nlohmann::json j;
   try {
-    NonFiniteValue v;
-    v.step = j.at("step").get<int>();
-    v.group = j.at("group").get<std::string>();
-    v.name = j.at("name").get<std::string>();
-    v.dtype = parse_dtype(j.at("dtype").get<std::string>());
-    v.shape = j.at("shape").get<std::vector<int64_t>>();
-    v.first.count = j.at("count").get<int64_t>();
-    v.first.first_index = j.at("index").get<int64_t>();
-    v.first.first_bits = j.at("bits").get<uint64_t>();
-    v.tensors = j.at("tensors").get<int64_t>();
-    for (int64_t d : v.shape) {
-      if (d < 0) return std::nullopt;
-    }
-    if (v.first.count < 1 || v.first.first_index < 0 || v.tensors < 1) return std::nullopt;
-    return v;
-  } catch (const std::exception&) {
-    return std::nullopt;  // a missing key, a wrong type, an unknown dtype
+    j = parse_json(text, source);
+  } catch (const InputError& e) {
+    throw RecordError(e.what());
   }
+  auto bad = [&](const std::string& why) {
+    throw RecordError(fmt::format("{}: {} (the writer makes {{\"step\", \"group\", \"name\", "
+                                  "\"dtype\", \"shape\", \"count\", \"index\", \"bits\", "
+                                  "\"tensors\"}})", source, why));
+  };
+  if (!j.is_object()) bad(fmt::format("a JSON {}, not an object", j.type_name()));
+  // The value of `key`, which must be of the type `is` tests.
+  auto field = [&](const char* key, bool (nlohmann::json::*is)() const,
+                   const char* type) -> const nlohmann::json& {
+    const auto it = j.find(key);
+    if (it == j.end()) bad(fmt::format("no \"{}\"", key));
+    if (!((*it).*is)()) {
+      bad(fmt::format("\"{}\" is a JSON {}, not {}", key, it->type_name(), type));
+    }
+    return *it;
+  };
+  // A signed integer in [lo, hi].
+  auto integer = [&](const char* key, int64_t lo, int64_t hi) {
+    const nlohmann::json& v = field(key, &nlohmann::json::is_number_integer, "an integer");
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) {
+      bad(fmt::format("\"{}\" is {}, outside [{}, {}]", key, v.get<uint64_t>(), lo, hi));
+    }
+    const int64_t x = v.get<int64_t>();
+    if (x < lo || x > hi) bad(fmt::format("\"{}\" is {}, outside [{}, {}]", key, x, lo, hi));
+    return x;
+  };
+  constexpr int64_t kMaxElements = int64_t{1} << 62;
+  NonFiniteValue v;
+  v.step = static_cast<int>(integer("step", 0, 999999));
+  v.group = field("group", &nlohmann::json::is_string, "a string").get<std::string>();
+  const auto& groups = record_groups();
+  if (std::find(groups.begin(), groups.end(), v.group) == groups.end()) {
+    bad(fmt::format("\"group\" is \"{}\", not a record group ({})", printable(v.group),
+                    fmt::join(groups, ", ")));
+  }
+  v.name = field("name", &nlohmann::json::is_string, "a string").get<std::string>();
+  const std::string dtype = field("dtype", &nlohmann::json::is_string, "a string").get<std::string>();
+  try {
+    v.dtype = parse_dtype(dtype);
+  } catch (const InputError&) {
+    bad(fmt::format("\"dtype\" is \"{}\", not a record dtype", printable(dtype)));
+  }
+  if (!masks(v.dtype)) {
+    bad(fmt::format("\"dtype\" is {}, which holds no non-finite values", dtype));
+  }
+  int64_t elements = 1;
+  for (const nlohmann::json& d : field("shape", &nlohmann::json::is_array, "an array")) {
+    if (!d.is_number_unsigned()) {
+      bad(fmt::format("\"shape\" holds {}, not a dimension (an integer >= 0)", d.dump()));
+    }
+    const uint64_t n = d.get<uint64_t>();
+    if (n > static_cast<uint64_t>(kMaxElements) ||
+        (n != 0 && elements > kMaxElements / static_cast<int64_t>(n))) {
+      bad(fmt::format("\"shape\" {} has more than 2^62 elements", j.at("shape").dump()));
+    }
+    elements *= static_cast<int64_t>(n);
+    v.shape.push_back(static_cast<int64_t>(n));
+  }
+  if (elements < 1) bad(fmt::format("\"shape\" [{}] holds no element", fmt::join(v.shape, ", ")));
+  v.first.count = integer("count", 1, elements);
+  v.first.first_index = integer("index", 0, elements - 1);
+  const nlohmann::json& bits = field("bits", &nlohmann::json::is_number_unsigned,
+                                     "an integer >= 0");
+  v.first.first_bits = bits.get<uint64_t>();
+  const int width = 8 * dtype_size(v.dtype);
+  if ((width < 64 && (v.first.first_bits >> width) != 0) ||
+      nonfinite_text(v.first.first_bits, v.dtype) == "finite") {
+    bad(fmt::format("\"bits\" 0x{:x} is not a non-finite {} value", v.first.first_bits, dtype));
+  }
+  v.tensors = integer("tensors", 1, std::numeric_limits<int64_t>::max());
+  return v;
 }
 
 }  // namespace mtp::record

@@ -51,9 +51,16 @@ struct NonFiniteValue {
   /// "step 1 loss/total[] = nan (0x7fc00000): 1 of its elements and 3 tensors of the record are
   /// not finite".
   std::string describe() const;
-  /// The attribute's JSON text, and its inverse (nullopt when `text` is not that JSON).
+  /// The attribute's JSON text: {"step", "group", "name", "dtype", "shape", "count", "index",
+  /// "bits", "tensors"}.
   std::string to_json() const;
-  static std::optional<NonFiniteValue> from_json(const std::string& text);
+  /// The inverse of to_json for the text read from `source` ("<record>: root attribute
+  /// 'first_nonfinite'"), parsed by parse_json (common/json_input.h). Throws RecordError
+  /// "<source>: <why>" unless `text` is JSON (with its position otherwise) of an object with
+  /// every key of to_json, each of its type, and consistent: step in [0, 999999], group one of
+  /// record_groups(), dtype a float dtype, every dimension ≥ 0 and at most 2^62 elements, count in
+  /// [1, elements], index in [0, elements), bits a non-finite value of the dtype, tensors ≥ 1.
+  static NonFiniteValue from_json(const std::string& text, const std::string& source);
 };
 
 }  // namespace mtp::record

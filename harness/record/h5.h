@@ -188,6 +188,9 @@ class Group : public Object {
   bool has(const std::string& name) const;
   /// Links in creation order (name order for groups written without a creation-order index).
   std::vector<Link> links() const;
+  /// True iff the group keeps its links in dense storage (a fractal heap of names and B-trees)
+  /// rather than in its checksummed object header (compact storage); read from the header.
+  bool has_dense_links() const;
   /// What hard link `name` points to: H5I_GROUP, H5I_DATASET, H5I_DATATYPE.
   H5I_type_t kind_of(const std::string& name) const;
 };

@@ -20,6 +20,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "harness/common/json_input.h"
 #include "harness/common/system_memory.h"
 #include "harness/common/utf8.h"
 
@@ -90,6 +91,11 @@ struct RecordReader::Impl {
     if (fd >= 0) ::close(fd);
   }
   std::map<int, StepIndex> steps;
+  /// Set once index() has run in a child process without crashing (probe_in_child): links in
+  /// dense storage may then be iterated here.
+  bool probed = false;
+  /// Thrown by links_of when a group in dense storage is met before the child probe.
+  struct DenseLinksMet {};
 
   [[noreturn]] void fail(const std::string& object, const std::string& what) const {
     if (object.empty()) {
@@ -100,7 +106,11 @@ struct RecordReader::Impl {
 
   void open();
   void index();  // reads /steps and every group's dataset list
-  void probe_in_child(int version) const;  // index() in a child; a crash is bad input
+  /// index() in a child process; a crash there is bad input ("corrupt HDF5 metadata: ...",
+  /// naming `why` the file needed it). Sets `probed` when the child indexed the file.
+  void probe_in_child(const std::string& why);
+  /// g.links(); throws DenseLinksMet for a group in dense storage unless `probed`.
+  std::vector<h5::Link> links_of(const h5::Group& g) const;
   void require(const h5::Group& parent, const h5::Link& link, H5I_type_t want) const;
   GroupIndex index_group(const h5::Group& g) const;
   /// The group's entries from its tensor_index attribute (checked against its links).
@@ -249,7 +259,12 @@ std::pair<TensorInfo, Details> RecordReader::Impl::describe_dataset(const h5::Da
 void RecordReader::Impl::read_tensor_index(const h5::Group& g, GroupIndex& gi) const {
   const std::string where = g.where().path;
   const std::string text = read_string_attr(g, kTensorIndexAttr);
-  const nlohmann::json index = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json index;
+  try {
+    index = parse_json(text, fmt::format("attribute '{}'", kTensorIndexAttr));
+  } catch (const InputError& e) {
+    fail(where, e.what());
+  }
   auto bad = [&](size_t i, const std::string& why) {
     fail(where, fmt::format("attribute '{}' entry {}: {}", kTensorIndexAttr, i, why));
   };
@@ -318,7 +333,7 @@ const Details& RecordReader::Impl::details(int s, const std::string& g,
 
 GroupIndex RecordReader::Impl::index_group(const h5::Group& g) const {
   GroupIndex gi;
-  const std::vector<h5::Link> links = g.links();
+  const std::vector<h5::Link> links = links_of(g);
   for (const h5::Link& link : links) {
     if (!is_valid_utf8(link.name)) {
       // Names go into JSON reports, which hold only UTF-8.
@@ -393,12 +408,30 @@ void RecordReader::Impl::open() {
   // first, so a crash becomes bad input. Records RecordWriter writes (superblock 2, checksummed
   // metadata) are indexed directly: HDF5 rejects their corruption itself.
   if (const int version = superblock_version(path); version >= 0 && version < 2) {
-    probe_in_child(version);
+    probe_in_child(fmt::format("this file of the earliest HDF5 format (superblock version {}, no "
+                               "metadata checksums); rewrite it with h5py's libver=\"latest\" or "
+                               "regenerate it",
+                               version));
   }
-  index();
+  // A group of more than 256 tensors keeps its names in a fractal heap (dense link storage,
+  // h5.cc), which HDF5 1.10 may crash iterating when it is corrupted: such a file is indexed in a
+  // child process first too.
+  try {
+    index();
+  } catch (const DenseLinksMet&) {
+    steps.clear();
+    probe_in_child("a group of this file that keeps its links in dense storage (a fractal heap, "
+                   "used for more than 256 tensors per group)");
+    index();
+  }
 }
 
-void RecordReader::Impl::probe_in_child(int version) const {
+std::vector<h5::Link> RecordReader::Impl::links_of(const h5::Group& g) const {
+  if (!probed && g.has_dense_links()) throw DenseLinksMet{};
+  return g.links();
+}
+
+void RecordReader::Impl::probe_in_child(const std::string& why) {
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) fail("", fmt::format("cannot fork to check the file: {}", std::strerror(errno)));
@@ -406,6 +439,7 @@ void RecordReader::Impl::probe_in_child(int version) const {
     try {
       Impl probe;
       probe.path = path;
+      probe.probed = true;
       probe.index();
     } catch (...) {
       // An error is reported again, with its message, when the parent indexes the file.
@@ -421,11 +455,10 @@ void RecordReader::Impl::probe_in_child(int version) const {
                                 ? fmt::format("signal {}, {}", WTERMSIG(status),
                                               ::strsignal(WTERMSIG(status)))
                                 : fmt::format("exit {}", WEXITSTATUS(status));
-    fail("", fmt::format("corrupt HDF5 metadata: the HDF5 library crashed ({}) reading this file "
-                         "of the earliest HDF5 format (superblock version {}, no metadata "
-                         "checksums); rewrite it with h5py's libver=\"latest\" or regenerate it",
-                         how, version));
+    fail("", fmt::format("corrupt HDF5 metadata: the HDF5 library crashed ({}) reading {}", how,
+                         why));
   }
+  probed = true;
 }
 
 void RecordReader::Impl::index() {
@@ -433,7 +466,7 @@ void RecordReader::Impl::index() {
 
   h5::Group root = file.root();
   std::optional<h5::Link> steps_link;
-  for (const h5::Link& link : root.links()) {
+  for (const h5::Link& link : links_of(root)) {
     if (link.name == "steps") {
       steps_link = link;
     }
@@ -454,7 +487,7 @@ void RecordReader::Impl::index() {
   }
   h5::Group steps_group = root.open_group("steps");
 
-  for (const h5::Link& step_link : steps_group.links()) {
+  for (const h5::Link& step_link : links_of(steps_group)) {
     std::string object = steps_group.where().child(step_link.name).path;
     std::optional<int> s = parse_step_group_name(step_link.name);
     if (!s) {
@@ -464,7 +497,7 @@ void RecordReader::Impl::index() {
     h5::Group step_group = steps_group.open_group(step_link.name);
     StepIndex si;
     si.groups.resize(record_groups().size());
-    for (const h5::Link& group_link : step_group.links()) {
+    for (const h5::Link& group_link : links_of(step_group)) {
       int gi = group_index(group_link.name);
       if (gi < 0) {
         fail(step_group.where().child(group_link.name).path,
@@ -571,13 +604,13 @@ std::optional<NonFiniteValue> RecordReader::first_nonfinite() const {
   const auto it = a.find(kFirstNonFiniteAttr);
   if (it == a.end()) return std::nullopt;
   const auto* text = std::get_if<std::string>(&it->second);
-  std::optional<NonFiniteValue> v = text ? NonFiniteValue::from_json(*text) : std::nullopt;
-  if (!v) {
-    throw RecordError(fmt::format("{}: root attribute '{}' is not the JSON the writer makes "
-                                  "(step, group, name, dtype, shape, count, index, bits, tensors)",
-                                  impl_->path, kFirstNonFiniteAttr));
+  const std::string source =
+      fmt::format("{}: root attribute '{}'", impl_->path, kFirstNonFiniteAttr);
+  if (text == nullptr) {
+    throw RecordError(fmt::format("{}: a number, not the JSON text the writer makes (step, group, "
+                                  "name, dtype, shape, count, index, bits, tensors)", source));
   }
-  return v;
+  return NonFiniteValue::from_json(*text, source);
 }
 
 TensorData RecordReader::read(int step, const std::string& group, const std::string& name) const {

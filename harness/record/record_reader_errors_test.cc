@@ -320,6 +320,13 @@ TEST(RecordReaderErrorsTest, TensorIndexIsCheckedAgainstTheGroupAndItsDatasets) 
   EXPECT_EQ(good.info(1, "grad", "w").shape, std::vector<int64_t>{3});
   EXPECT_EQ(good.block_digests(1, "grad", "w").blocks.size(), 1u);
   expect_open_error(with_tensor_index(dir, "a.h5", "{}"), "attribute 'tensor_index' is not a JSON array");
+  // JSON goes through parse_json (issue 19 defect 3): nesting depth bounded, errors positioned.
+  expect_open_error(with_tensor_index(dir, "deep.h5", std::string(5000, '[') + std::string(5000, ']')),
+                    "/steps/000001/grad: attribute 'tensor_index': line 1, column 65 (byte 64): "
+                    "nesting deeper than 64 levels of arrays and objects");
+  expect_open_error(with_tensor_index(dir, "num.h5", "[[\"w\", \"float32\", [1e400]"),
+                    "attribute 'tensor_index': line 1, column 20 (byte 19): number overflow "
+                    "parsing '1e400'");
   expect_open_error(with_tensor_index(dir, "b.h5", "[]"),
                     "attribute 'tensor_index' lists 0 tensors but the group holds 1 datasets");
   expect_open_error(

@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <limits>
 #include <optional>
-#include <regex>
 #include <set>
 
 #include "harness/common/error.h"
+#include "harness/common/utf8.h"
 #include "harness/config/param_specs.h"
 #include "harness/layout/layout.h"
 #include "harness/schedule/schedule.h"
@@ -17,6 +19,13 @@ namespace mtp::replay {
 namespace {
 
 using record::RecordError;
+
+/// What one replay runs, as the CLI's --pp, --dp and --microbatches allow (cli/main.cc), and V
+/// up to the schedule tools' bound.
+constexpr int64_t kMaxPipelineSize = 64;
+constexpr int64_t kMaxDataParallelSize = 64;
+constexpr int64_t kMaxVirtualSize = 4096;
+constexpr int64_t kMaxMicrobatches = 100000;
 
 /// The record's root attributes, read with errors that name the record and the attribute.
 class Attrs {
@@ -49,6 +58,21 @@ class Attrs {
     if (const auto* s = std::get_if<std::string>(&it->second)) return *s;
     throw RecordError(fmt::format("{}: attribute '{}' must be a string", path_, key));
   }
+  /// An integer attribute in [lo, hi], checked before anything narrows it: RecordError naming
+  /// the attribute, its value and the range otherwise.
+  std::optional<int64_t> int_in(const std::string& key, int64_t lo, int64_t hi) const {
+    const auto v = int_of(key);
+    if (v && (*v < lo || *v > hi)) {
+      throw RecordError(fmt::format("{}: attribute '{}' is {}, outside the range [{}, {}] this "
+                                    "build runs", path_, key, *v, lo, hi));
+    }
+    return v;
+  }
+  /// A 0/1 attribute (Megatron's booleans), `absent` when missing.
+  bool flag(const std::string& key, bool absent) const {
+    const auto v = int_in(key, 0, 1);
+    return v ? *v != 0 : absent;
+  }
   [[noreturn]] void missing(const std::string& key, const std::string& why) const {
     throw RecordError(fmt::format("{}: attribute '{}' is missing ({})", path_, key, why));
   }
@@ -62,26 +86,63 @@ class Attrs {
   record::AttrMap map_;
 };
 
+/// Largest layer count the harness runs (ModelConfig::validate): a layer index in a weight's
+/// name is below it.
+constexpr int64_t kMaxLayers = 1024;
+
 /// Names and shapes of the weights at one step (the replay's starting weights).
 struct Weights {
   const record::RecordReader* rec = nullptr;
   int step = 0;
   std::vector<std::string> names;
+  /// "<record>: steps/000000/weight/<name>", as errors name a weight.
+  std::string where(const std::string& n) const {
+    return fmt::format("{}: steps/{}/weight/{}", rec->path(), record::step_group_name(step),
+                       printable(n));
+  }
   std::vector<int64_t> shape(const std::string& n) const {
     return rec->describe(step, "weight", n).shape;
+  }
+  /// The shape of weight `n`, which must be of rank dims.size() (`dims` names each dimension):
+  /// RecordError naming the record, the weight, its shape and the rank expected otherwise.
+  std::vector<int64_t> shape_of_rank(const std::string& n,
+                                     const std::vector<const char*>& dims) const {
+    std::vector<int64_t> s = shape(n);
+    if (s.size() != dims.size()) {
+      throw RecordError(fmt::format("{}: shape [{}] of rank {}, expected rank {} ([{}])", where(n),
+                                    fmt::join(s, ", "), s.size(), dims.size(),
+                                    fmt::join(dims, ", ")));
+    }
+    return s;
   }
   record::DType dtype(const std::string& n) const { return rec->describe(step, "weight", n).dtype; }
   bool has(const std::string& n) const {
     return std::find(names.begin(), names.end(), n) != names.end();
   }
-  /// 1 + the largest i of names "<prefix><i>.<suffix>", 0 when there is none.
+  /// 1 + the largest i of names "<prefix><i>.<suffix>" (i decimal digits), 0 when there is none.
+  /// Throws RecordError naming the weight when i is kMaxLayers or more (a layer the harness
+  /// cannot build; 2^63 and beyond included, which std::stoll threw out_of_range for).
   int64_t count(const std::string& prefix, const std::string& suffix) const {
-    const std::regex re(std::regex_replace(prefix, std::regex(R"([.])"), R"(\.)") + "([0-9]+)\\." +
-                        std::regex_replace(suffix, std::regex(R"([.])"), R"(\.)"));
+    const std::string tail = "." + suffix;
     int64_t n = 0;
     for (const auto& name : names) {
-      std::smatch m;
-      if (std::regex_match(name, m, re)) n = std::max<int64_t>(n, std::stoll(m[1]) + 1);
+      if (name.size() <= prefix.size() + tail.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+          name.compare(name.size() - tail.size(), tail.size(), tail) != 0) {
+        continue;
+      }
+      const char* first = name.data() + prefix.size();
+      const char* last = name.data() + name.size() - tail.size();
+      if (!std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) continue;
+      int64_t i = 0;
+      const auto [end, ec] = std::from_chars(first, last, i);
+      if (ec != std::errc() || end != last || i >= kMaxLayers) {
+        const std::string digits(first, last);
+        throw RecordError(fmt::format(
+            "{}: layer index {} is out of range: at most {} (num_layers <= {})", where(name),
+            digits.size() <= 24 ? digits : fmt::format("of {} digits", digits.size()),
+            kMaxLayers - 1, kMaxLayers));
+      }
+      n = std::max<int64_t>(n, i + 1);
     }
     return n;
   }
@@ -95,7 +156,7 @@ config::ModelConfig read_model(const Attrs& a, const Weights& w,
   config::ModelConfig c;
   const std::string emb = config::kWordEmbeddingName;
   const std::vector<int64_t> emb_shape =
-      w.has(emb) ? w.shape(emb) : std::vector<int64_t>{};
+      w.has(emb) ? w.shape_of_rank(emb, {"vocab_size", "hidden_size"}) : std::vector<int64_t>{};
   // An integer attribute, else `derived` (with a note saying from what), else an error.
   auto int_attr = [&](const char* key, std::optional<int64_t> derived, const std::string& from) {
     if (auto v = a.int_of(key)) return *v;
@@ -115,6 +176,13 @@ config::ModelConfig read_model(const Attrs& a, const Weights& w,
                               "the weights' names");
   c.micro_batch_size = int_attr("micro_batch_size", batch_shape[1], "the batch's shape");
   c.seq_length = int_attr("seq_length", batch_shape[2], "the batch's shape");
+  // The batch is what the replay trains on: its b and s are the model's.
+  if (c.micro_batch_size != batch_shape[1] || c.seq_length != batch_shape[2]) {
+    a.bad(c.micro_batch_size != batch_shape[1] ? "micro_batch_size" : "seq_length",
+          fmt::format("{} × {} (micro_batch_size × seq_length) differs from the batch's shape [{}, "
+                      "{}, {}]", c.micro_batch_size, c.seq_length, batch_shape[0], batch_shape[1],
+                      batch_shape[2]));
+  }
   if (auto nh = a.int_of("num_attention_heads")) {
     c.num_attention_heads = *nh;
   } else {
@@ -123,14 +191,32 @@ config::ModelConfig read_model(const Attrs& a, const Weights& w,
   // Everything below divides by these: a record that says 0 is refused here, not by a SIGFPE.
   if (c.num_attention_heads <= 0) a.bad("num_attention_heads", "must be positive");
   if (c.hidden_size <= 0) a.bad("hidden_size", "must be positive");
+  // Every shape read below has the rank it is read at, and the hidden size it must have when it
+  // stands in for a missing attribute (a scalar linear_fc2 crashed the replay: issue 19).
   const std::string fc2 = "decoder.layers.0.mlp.linear_fc2.weight";
-  const bool has_fc2 = w.has(fc2);
-  c.ffn_hidden_size = int_attr("ffn_hidden_size", maybe(has_fc2, has_fc2 ? w.shape(fc2)[1] : 0),
-                               "decoder layer 0's linear_fc2 shape");
+  std::optional<int64_t> ffn;
+  if (w.has(fc2)) {
+    const auto shape = w.shape_of_rank(fc2, {"hidden_size", "ffn_hidden_size"});
+    if (!a.has("ffn_hidden_size") && shape[0] != c.hidden_size) {
+      throw RecordError(fmt::format("{}: shape [{}] has {} rows, but hidden_size is {}: it does "
+                                    "not tell ffn_hidden_size", w.where(fc2),
+                                    fmt::join(shape, ", "), shape[0], c.hidden_size));
+    }
+    ffn = shape[1];
+  }
+  c.ffn_hidden_size = int_attr("ffn_hidden_size", ffn, "decoder layer 0's linear_fc2 shape");
   const std::string qkv = "decoder.layers.0.self_attention.linear_qkv.weight";
   std::optional<int64_t> groups;
-  if (w.has(qkv) && c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads == 0) {
-    const int64_t hn = c.hidden_size / c.num_attention_heads, rows = w.shape(qkv)[0];
+  const std::vector<int64_t> qkv_shape =
+      w.has(qkv) ? w.shape_of_rank(qkv, {"rows", "hidden_size"}) : std::vector<int64_t>{};
+  if (!qkv_shape.empty() && !a.has("num_query_groups") && qkv_shape[1] != c.hidden_size) {
+    throw RecordError(fmt::format("{}: shape [{}] has {} columns, but hidden_size is {}: it does "
+                                  "not tell num_query_groups", w.where(qkv),
+                                  fmt::join(qkv_shape, ", "), qkv_shape[1], c.hidden_size));
+  }
+  if (!qkv_shape.empty() && c.num_attention_heads > 0 &&
+      c.hidden_size % c.num_attention_heads == 0) {
+    const int64_t hn = c.hidden_size / c.num_attention_heads, rows = qkv_shape[0];
     if (hn > 0 && rows % hn == 0 && (rows / hn - c.num_attention_heads) % 2 == 0) {
       groups = (rows / hn - c.num_attention_heads) / 2;
     }
@@ -156,8 +242,8 @@ config::ModelConfig read_model(const Attrs& a, const Weights& w,
       notes.push_back(fmt::format("{}: {} (Megatron-LM's default)", key, value));
     }
   }
-  if (auto v = a.int_of("untie_embeddings_and_output_weights")) {
-    c.untie_embeddings = *v != 0;
+  if (a.has("untie_embeddings_and_output_weights")) {
+    c.untie_embeddings = a.flag("untie_embeddings_and_output_weights", false);
   } else {
     c.untie_embeddings = w.has(config::kOutputLayerName);
     notes.push_back(fmt::format("untie_embeddings_and_output_weights: {} (the weights {} {})",
@@ -196,7 +282,7 @@ config::ModelConfig read_model(const Attrs& a, const Weights& w,
     if (a.string_of("moe_router_score_function").value_or("sigmoid") != "sigmoid") {
       a.bad("moe_router_score_function", "this build has the sigmoid router only");
     }
-    c.moe_router_enable_expert_bias = a.int_of("moe_router_enable_expert_bias").value_or(0) != 0;
+    c.moe_router_enable_expert_bias = a.flag("moe_router_enable_expert_bias", false);
     c.moe_router_topk_scaling_factor =
         a.double_of("moe_router_topk_scaling_factor").value_or(1.0);
     // "[0,1,1]" and "[0.1,-0.2]", as step_recorder.cc writes the lists.
@@ -218,7 +304,12 @@ config::ModelConfig read_model(const Attrs& a, const Weights& w,
       }
       return out;
     };
-    for (double f : list("moe_layer_freq")) c.moe_layer_freq.push_back(static_cast<int>(f));
+    for (double f : list("moe_layer_freq")) {
+      if (f != 0.0 && f != 1.0) {  // NaN and 1e300 too: no narrowing of what is not 0 or 1
+        a.bad("moe_layer_freq", fmt::format("holds {}; each entry is 0 (dense) or 1 (MoE)", f));
+      }
+      c.moe_layer_freq.push_back(static_cast<int>(f));
+    }
     c.moe_router_expert_bias = list("moe_router_expert_bias");
   }
   try {
@@ -241,6 +332,21 @@ config::TrainingConfig read_training(const Attrs& a, const Weights& w, bool opti
            {"clip_grad", &T::clip_grad}}) {
     if (auto v = a.double_of(key)) {
       t.*field = *v;
+      // What the harness's scenarios accept (scenario.cc [training]), finite: a record that
+      // says clip_grad = NaN, inf or −1 is refused, not read as "clipping off" (issue 19).
+      const double x = *v;
+      const bool ok = std::isfinite(x) &&
+                      (field == &T::adam_beta1 || field == &T::adam_beta2 ? x >= 0 && x < 1
+                       : field == &T::adam_eps                           ? x > 0
+                                                                         : x >= 0);
+      if (!ok) {
+        a.bad(key, fmt::format("{} is not {}", x,
+                               field == &T::adam_beta1 || field == &T::adam_beta2
+                                   ? "in [0, 1)"
+                               : field == &T::adam_eps  ? "finite and > 0"
+                               : field == &T::clip_grad ? "finite and >= 0 (0 = clipping off)"
+                                                        : "finite and >= 0"));
+      }
     } else if (optimizer_matters) {
       a.missing(key, "the replay compares results of an optimizer step");
     } else {
@@ -289,15 +395,24 @@ config::VariantSpec read_variant(const Attrs& a, const config::ModelConfig& mode
                                 "this build's; the reference keeps MTP with the loss, as "
                                 "Megatron-LM's GPTModel does; --variant-like chooses)", impl));
   }
-  v.pipeline_size = static_cast<int>(a.int_of("P").value_or(1));
-  v.virtual_size = static_cast<int>(a.int_of("V").value_or(1));
+  // Every integer is range-checked before it is narrowed to int (P = 2^32 + 1 read as 1 before).
+  v.pipeline_size = static_cast<int>(a.int_in("P", 1, kMaxPipelineSize).value_or(1));
+  v.virtual_size = static_cast<int>(a.int_in("V", 1, kMaxVirtualSize).value_or(1));
   if (!a.has("P")) notes.push_back("P: 1 (not in the record)");
   const std::string text = a.string_of("layout").value_or("");
   try {
-    layout::build_layout(text, v.pipeline_size, static_cast<int>(model.num_layers),
-                         static_cast<int>(model.mtp_num_layers));
+    const layout::PipelineLayout l =
+        layout::build_layout(text, v.pipeline_size, static_cast<int>(model.num_layers),
+                             static_cast<int>(model.mtp_num_layers));
     v.layout = text;
-  } catch (const InputError& e) {
+    // The layout decides V; a record whose V says otherwise describes two different runs.
+    if (a.has("V") && v.virtual_size != l.virtual_size) {
+      a.bad("V", fmt::format("{} differs from the {} virtual stage(s) that layout \"{}\" has for "
+                             "P = {} ({} stages)", v.virtual_size, l.virtual_size,
+                             printable(text), v.pipeline_size, l.num_stages()));
+    }
+    v.virtual_size = l.virtual_size;
+  } catch (const layout::LayoutError& e) {
     if (v.pipeline_size != 1 || v.virtual_size != 1) {
       a.bad("layout", fmt::format("\"{}\" is not a layout for P = {}: {} (--variant-like chooses "
                                   "one)", text, v.pipeline_size, e.what()));
@@ -313,10 +428,12 @@ config::VariantSpec read_variant(const Attrs& a, const config::ModelConfig& mode
                                   "schedule name)", *s));
     }
   }
-  v.microbatch_group_size = static_cast<int>(a.int_of("microbatch_group_size").value_or(0));
-  v.overlap_p2p = a.int_of("overlap_p2p_comm").value_or(0) != 0;
-  v.cuda_graphs = a.int_of("cuda_graphs").value_or(0) != 0;
-  v.data_parallel_size = static_cast<int>(a.int_of("data_parallel_size").value_or(1));
+  v.microbatch_group_size =
+      static_cast<int>(a.int_in("microbatch_group_size", 0, kMaxMicrobatches).value_or(0));
+  v.overlap_p2p = a.flag("overlap_p2p_comm", false);
+  v.cuda_graphs = a.flag("cuda_graphs", false);
+  v.data_parallel_size =
+      static_cast<int>(a.int_in("data_parallel_size", 1, kMaxDataParallelSize).value_or(1));
   if (!a.has("data_parallel_size")) notes.push_back("data_parallel_size: 1 (not in the record)");
   if (auto o = a.string_of("optimizer")) {
     try {
@@ -324,8 +441,9 @@ config::VariantSpec read_variant(const Attrs& a, const config::ModelConfig& mode
     } catch (const InputError& e) {
       a.bad("optimizer", e.what());
     }
-  } else if (auto d = a.int_of("use_distributed_optimizer")) {
-    v.optimizer = *d ? config::Optimizer::kDistributedAdam : config::Optimizer::kAdam;
+  } else if (a.has("use_distributed_optimizer")) {
+    v.optimizer = a.flag("use_distributed_optimizer", false) ? config::Optimizer::kDistributedAdam
+                                                             : config::Optimizer::kAdam;
   }
   if (auto e = a.string_of("embedding_copy_update")) {
     try {
@@ -334,7 +452,8 @@ config::VariantSpec read_variant(const Attrs& a, const config::ModelConfig& mode
       a.bad("embedding_copy_update", err.what());
     }
   }
-  v.ddp_bucket_size = a.int_of("ddp_bucket_size").value_or(0);
+  v.ddp_bucket_size =
+      a.int_in("ddp_bucket_size", 0, std::numeric_limits<int64_t>::max()).value_or(0);
   return v;
 }
 
@@ -373,13 +492,19 @@ RecordRun read_record_run(const record::RecordReader& rec, const ReplaySteps& st
   run.training.steps = steps.last;
   run.variant = read_variant(a, run.model, run.notes);
   run.global_microbatches = batch[0];
+  if (batch[0] < 1 || batch[0] > kMaxMicrobatches) {
+    throw RecordError(fmt::format("{}: steps/{}/batch/tokens: {} microbatches, outside the range "
+                                  "[1, {}] this build runs", rec.path(),
+                                  record::step_group_name(steps.first), batch[0],
+                                  kMaxMicrobatches));
+  }
   const int64_t DP = run.variant.data_parallel_size;
   if (DP < 1 || run.global_microbatches % DP != 0) {
     a.bad("data_parallel_size", fmt::format("{} does not divide the batch's {} microbatches", DP,
                                             run.global_microbatches));
   }
-  auto M = a.int_of("M");
-  if (!M) M = a.int_of("num_microbatches");
+  auto M = a.int_in("M", 1, kMaxMicrobatches);
+  if (!M) M = a.int_in("num_microbatches", 1, kMaxMicrobatches);
   if (!M) {
     M = run.global_microbatches / DP;
     run.notes.push_back(fmt::format("M: {} (the batch's {} microbatches / DP)", *M,

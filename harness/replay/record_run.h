@@ -45,8 +45,17 @@ struct RecordRun {
 /// the record and the attribute: missing and not derivable; of the wrong type; a value this
 /// build cannot run (dtype other than float32/float64, unknown kernels, implementation or
 /// optimizer spelled otherwise, a router score function other than sigmoid, kv_channels other
-/// than hidden_size / num_attention_heads, a layout that does not parse for P > 1); no weights at
-/// step first − 1 or no batch at step first; K ≠ DP·M; a model that fails validation.
+/// than hidden_size / num_attention_heads, a layout that does not parse for P > 1); an integer
+/// outside its range, named with its value and the range, before it is narrowed (P and
+/// data_parallel_size in [1, 64], V in [1, 4096], M, num_microbatches and microbatch_group_size
+/// up to 100,000, ddp_bucket_size ≥ 0, 0/1 flags); V other than the layout's number of virtual
+/// stages for P; lr, weight_decay or clip_grad not finite and ≥ 0, adam_beta1/2 outside
+/// [0, 1), adam_eps not finite and > 0; micro_batch_size or seq_length other than the batch's;
+/// no weights at step first − 1 or no batch at step first; K ≠ DP·M or K outside [1, 100,000];
+/// a model that fails validation. Throws RecordError naming the record and the weight: the
+/// word embedding, decoder layer 0's linear_fc2 or linear_qkv not of rank 2, or (when it stands
+/// in for a missing attribute) not of hidden_size rows (fc2) or columns (qkv); a decoder or MTP
+/// layer index in a weight's name of 1024 or more.
 RecordRun read_record_run(const record::RecordReader& rec, const ReplaySteps& steps,
                           bool optimizer_matters);
 

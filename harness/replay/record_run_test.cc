@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <limits>
+#include <map>
 #include <string>
 
 #include "harness/config/param_specs.h"
@@ -29,14 +32,22 @@ record::TensorData zeros(const std::string& name, std::vector<int64_t> shape, re
 }
 
 /// A record of `cfg` with weights at step 0 and a batch of K microbatches at step 1, and the
-/// attributes `attrs`.
+/// attributes `attrs`; `shapes` replaces the shapes of the weights it names and adds the weights
+/// that `cfg` does not have.
 std::string write_record(const std::string& file, const config::ModelConfig& cfg, int64_t K,
-                         const record::AttrMap& attrs) {
+                         const record::AttrMap& attrs,
+                         std::map<std::string, std::vector<int64_t>> shapes = {}) {
   const auto path = std::filesystem::path(testing::TempDir()) / file;
   record::RecordWriter w(path.string());
   for (const auto& [k, v] : attrs) w.set_attr(k, v);
   for (const auto& s : config::parameter_specs(cfg)) {
-    w.write(0, "weight", zeros(s.name, s.shape, record::DType::kF32));
+    const auto it = shapes.find(s.name);
+    w.write(0, "weight", zeros(s.name, it == shapes.end() ? s.shape : it->second,
+                               record::DType::kF32));
+    if (it != shapes.end()) shapes.erase(it);
+  }
+  for (const auto& [name, shape] : shapes) {
+    w.write(0, "weight", zeros(name, shape, record::DType::kF32));
   }
   const std::vector<int64_t> shape{K, cfg.micro_batch_size, cfg.seq_length};
   w.write(1, "batch", zeros("tokens", shape, record::DType::kI32));
@@ -184,6 +195,88 @@ TEST(RecordRunTest, MissingAndBadAttributesAreNamed) {
   EXPECT_THAT(error_of(write_record("fp16.h5", c, 8, a)),
               HasSubstr("attribute 'dtype': dtype = \"float16\": accepted \"float32\", "
                         "\"float64\", \"bfloat16\""));
+}
+
+// Issue 19 defect 2: a scalar linear_fc2 or linear_qkv crashed `replay` (SIGSEGV: shape()[1]
+// of a rank-0 shape). Every shape read has its rank checked, and a shape that stands in for a
+// missing attribute must agree with hidden_size.
+TEST(RecordRunTest, WeightsOfTheWrongRankOrSizeAreRefusedByName) {
+  config::ModelConfig c;
+  const std::string fc2 = "decoder.layers.0.mlp.linear_fc2.weight";
+  const std::string qkv = "decoder.layers.0.self_attention.linear_qkv.weight";
+  record::AttrMap a = harness_attrs(c);
+  EXPECT_THAT(error_of(write_record("fc2scalar.h5", c, 8, a, {{fc2, {}}})),
+              HasSubstr("fc2scalar.h5: steps/000000/weight/decoder.layers.0.mlp.linear_fc2.weight: "
+                        "shape [] of rank 0, expected rank 2 ([hidden_size, ffn_hidden_size])"));
+  a.erase("num_query_groups");
+  EXPECT_THAT(error_of(write_record("qkvscalar.h5", c, 8, a, {{qkv, {}}})),
+              HasSubstr("qkvscalar.h5: steps/000000/weight/decoder.layers.0.self_attention."
+                        "linear_qkv.weight: shape [] of rank 0, expected rank 2 ([rows, "
+                        "hidden_size])"));
+  EXPECT_THAT(error_of(write_record("qkv1d.h5", c, 8, a, {{qkv, {192}}})),
+              HasSubstr("shape [192] of rank 1, expected rank 2"));
+  EXPECT_THAT(error_of(write_record("qkvcols.h5", c, 8, a, {{qkv, {192, 32}}})),
+              HasSubstr("linear_qkv.weight: shape [192, 32] has 32 columns, but hidden_size is "
+                        "64: it does not tell num_query_groups"));
+  a = harness_attrs(c);
+  a.erase("ffn_hidden_size");
+  EXPECT_THAT(error_of(write_record("fc2rows.h5", c, 8, a, {{fc2, {32, 128}}})),
+              HasSubstr("linear_fc2.weight: shape [32, 128] has 32 rows, but hidden_size is 64: "
+                        "it does not tell ffn_hidden_size"));
+  EXPECT_THAT(error_of(write_record("emb3d.h5", c, 8, harness_attrs(c),
+                                    {{config::kWordEmbeddingName, {256, 64, 1}}})),
+              HasSubstr("embedding.word_embeddings.weight: shape [256, 64, 1] of rank 3, expected "
+                        "rank 2 ([vocab_size, hidden_size])"));
+  a = harness_attrs(c);
+  a["seq_length"] = int64_t{16};
+  EXPECT_THAT(error_of(write_record("seq.h5", c, 8, a)),
+              HasSubstr("attribute 'seq_length': 2 × 16 (micro_batch_size × seq_length) differs "
+                        "from the batch's shape [8, 2, 32]"));
+}
+
+// Issue 19 defect 10: P or data_parallel_size of 2^32 + 1 was narrowed to 1 and the replay said
+// EQUAL; clip_grad NaN, inf or −1 read as "off"; V ignored. Defect 7: a layer index of 2^63 in a
+// weight's name escaped std::stoll as out_of_range (exit 3).
+TEST(RecordRunTest, AttributesAreRangeCheckedBeforeNarrowingAndAgreeWithTheLayout) {
+  config::ModelConfig c;
+  auto error_with = [&](const std::string& file, const std::string& key, record::AttrValue v) {
+    record::AttrMap a = harness_attrs(c);
+    a[key] = std::move(v);
+    return error_of(write_record(file, c, 8, a), /*optimizer_matters=*/true);
+  };
+  const int64_t big = (int64_t{1} << 32) + 1;
+  EXPECT_THAT(error_with("p.h5", "P", big),
+              HasSubstr("p.h5: attribute 'P' is 4294967297, outside the range [1, 64] this "
+                        "build runs"));
+  EXPECT_THAT(error_with("dp.h5", "data_parallel_size", big),
+              HasSubstr("attribute 'data_parallel_size' is 4294967297, outside the range [1, 64]"));
+  EXPECT_THAT(error_with("v0.h5", "V", int64_t{0}),
+              HasSubstr("attribute 'V' is 0, outside the range [1, 4096]"));
+  EXPECT_THAT(error_with("m.h5", "M", std::numeric_limits<int64_t>::max()),
+              HasSubstr("attribute 'M' is 9223372036854775807, outside the range [1, 100000]"));
+  EXPECT_THAT(error_with("flag.h5", "overlap_p2p_comm", int64_t{2}),
+              HasSubstr("attribute 'overlap_p2p_comm' is 2, outside the range [0, 1]"));
+  EXPECT_THAT(error_with("v.h5", "V", int64_t{3}),
+              HasSubstr("v.h5: attribute 'V': 3 differs from the 2 virtual stage(s) that layout "
+                        "\"E|t*3|(t|)*4tmm|L\" has for P = 4 (8 stages)"));
+  EXPECT_THAT(error_with("clipnan.h5", "clip_grad", std::nan("")),
+              HasSubstr("attribute 'clip_grad': nan is not finite and >= 0 (0 = clipping off)"));
+  EXPECT_THAT(error_with("clipinf.h5", "clip_grad", HUGE_VAL),
+              HasSubstr("attribute 'clip_grad': inf is not finite and >= 0"));
+  EXPECT_THAT(error_with("clipneg.h5", "clip_grad", -1.0),
+              HasSubstr("attribute 'clip_grad': -1 is not finite and >= 0"));
+  EXPECT_THAT(error_with("beta.h5", "adam_beta1", 1e308),
+              HasSubstr("attribute 'adam_beta1': 1e+308 is not in [0, 1)"));
+  EXPECT_THAT(error_with("eps.h5", "adam_eps", 0.0),
+              HasSubstr("attribute 'adam_eps': 0 is not finite and > 0"));
+  // Read as the layer count when num_layers is absent; refused by name whatever the attributes.
+  const std::string huge = "decoder.layers.9223372036854775808.input_layernorm.weight";
+  EXPECT_THAT(error_of(write_record("layer.h5", c, 8, harness_attrs(c), {{huge, {64}}})),
+              HasSubstr("layer.h5: steps/000000/weight/" + huge + ": layer index "
+                        "9223372036854775808 is out of range: at most 1023 (num_layers <= 1024)"));
+  EXPECT_THAT(error_of(write_record("mtp.h5", c, 8, harness_attrs(c),
+                                    {{"mtp.layers.1024.enorm.weight", {64}}})),
+              HasSubstr("mtp.layers.1024.enorm.weight: layer index 1024 is out of range"));
 }
 
 TEST(RecordRunTest, SizesAreDerivedFromWeightsAndBatchWhenAbsent) {

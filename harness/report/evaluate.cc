@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "harness/common/glob.h"
+#include "harness/common/json_input.h"
 #include "harness/report/report.h"
 
 namespace mtp::report {
@@ -32,22 +33,35 @@ StageOwner owner_of(const record::RecordReader& r, const std::string& name) {
   };
   if (stages_text == nullptr) throw bad("param_stages");
   if (coords_text == nullptr) throw bad("stage_coords");
-  const nlohmann::json stages = nlohmann::json::parse(*stages_text, nullptr, false);
-  const nlohmann::json coords = nlohmann::json::parse(*coords_text, nullptr, false);
+  // Bounded depth and positioned errors (common/json_input.h); not JSON is the harness's JSON
+  // broken like any other.
+  auto parse = [&](const std::string& text, const char* key) {
+    try {
+      return parse_json(text, fmt::format("{}: root attribute '{}'", r.path(), key));
+    } catch (const InputError& e) {
+      throw record::RecordError(e.what());
+    }
+  };
+  const nlohmann::json stages = parse(*stages_text, "param_stages");
+  const nlohmann::json coords = parse(*coords_text, "stage_coords");
   if (!stages.is_object()) throw bad("param_stages");
   if (!coords.is_array()) throw bad("stage_coords");
   const auto it = stages.find(name);
   if (it == stages.end()) return {};
-  if (!it->is_array() || it->empty() || !(*it)[0].is_number_integer()) throw bad("param_stages");
+  // A non-negative integer below `bound`, else -1 (no narrowing of a huge number to a small one).
+  auto index = [](const nlohmann::json& v, uint64_t bound) -> int {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() >= bound) return -1;
+    return static_cast<int>(v.get<uint64_t>());
+  };
+  if (!it->is_array() || it->empty()) throw bad("param_stages");
   StageOwner o;
-  o.stage = (*it)[0].get<int>();
-  if (o.stage < 0 || static_cast<size_t>(o.stage) >= coords.size()) throw bad("param_stages");
+  o.stage = index((*it)[0], std::min<uint64_t>(coords.size(), 1u << 20));
+  if (o.stage < 0) throw bad("param_stages");
   const nlohmann::json& c = coords[static_cast<size_t>(o.stage)];
-  if (!c.is_array() || c.size() != 2 || !c[0].is_number_integer() || !c[1].is_number_integer()) {
-    throw bad("stage_coords");
-  }
-  o.pipeline_rank = c[0].get<int>();
-  o.virtual_stage = c[1].get<int>();
+  if (!c.is_array() || c.size() != 2) throw bad("stage_coords");
+  o.pipeline_rank = index(c[0], 1u << 20);
+  o.virtual_stage = index(c[1], 1u << 20);
+  if (o.pipeline_rank < 0 || o.virtual_stage < 0) throw bad("stage_coords");
   return o;
 }
 

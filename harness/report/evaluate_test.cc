@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <pugixml.hpp>
+
 #include <cmath>
 #include <limits>
 
@@ -123,6 +125,26 @@ TEST_F(EvaluateTest, ATolerancePairWithoutTheValuesIsSkippedWithTheReason) {
   const ExpectationResult b = evaluate(expectation("bitwise"), paths());
   EXPECT_FALSE(b.skipped);
   EXPECT_FALSE(b.holds);
+}
+
+TEST_F(EvaluateTest, JUnitStaysWellFormedXmlWhatEverTheWhyHolds) {
+  write(dir_.file("a.h5"), 1.0f, {1, 2, 3, 4});
+  write(dir_.file("b.h5"), 2.0f, {1, 2, 3, 4});
+  scenario::Expectation e = expectation("bitwise");
+  // Control characters, the non-characters U+FFFE and U+FFFF, a byte of invalid UTF-8.
+  e.why = std::string("bell\x07 esc\x1b[31m nul-free\x01 \xef\xbf\xbe\xef\xbf\xbf bad\xff end");
+  const ExpectationResult r = evaluate(e, paths());
+  ASSERT_FALSE(r.holds);
+  const std::string junit = to_junit(scenario::Scenario{}, {r});
+  pugi::xml_document doc;
+  const pugi::xml_parse_result parsed = doc.load_string(junit.c_str());
+  ASSERT_TRUE(parsed) << parsed.description();
+  const std::string text = doc.select_node("//failure").node().text().get();
+  EXPECT_THAT(text, HasSubstr("bell\\x07 esc\\x1b[31m nul-free\\x01 \\uFFFE\\uFFFF bad\\xff end"));
+  for (unsigned char c : junit) {
+    EXPECT_TRUE(c >= 0x20 || c == '\n' || c == '\t' || c == '\r') << static_cast<int>(c);
+  }
+  EXPECT_THAT(junit, Not(HasSubstr("&#")));
 }
 
 }  // namespace

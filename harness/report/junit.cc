@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <pugixml.hpp>
+#include <cctype>
+#include <cstdint>
 #include <sstream>
 
 #include "harness/report/report.h"
@@ -11,10 +13,62 @@
 namespace mtp::report {
 namespace {
 
+/// True iff code point `c` is a Char of XML 1.0 (§2.2): a parser rejects the document otherwise,
+/// raw or as a character reference.
+bool xml_char(uint32_t c) {
+  return c == 0x9 || c == 0xA || c == 0xD || (c >= 0x20 && c <= 0xD7FF) ||
+         (c >= 0xE000 && c <= 0xFFFD) || (c >= 0x10000 && c <= 0x10FFFF);
+}
+
+/// The serialized document with every character XML 1.0 forbids — raw (a control byte from an
+/// expectation's `why`, U+FFFE, a byte of invalid UTF-8) or as the reference pugixml writes for
+/// a control character ("&#27;") — written as the visible text "\xNN" / "\uNNNN".
+std::string xml_chars_only(const std::string& doc) {
+  std::string out;
+  out.reserve(doc.size());
+  for (size_t i = 0; i < doc.size();) {
+    if (doc.compare(i, 2, "&#") == 0) {  // pugixml's references are decimal: &#NN;
+      size_t j = i + 2;
+      uint32_t c = 0;
+      while (j < doc.size() && j < i + 10 && std::isdigit(static_cast<unsigned char>(doc[j]))) {
+        c = c * 10 + static_cast<uint32_t>(doc[j++] - '0');
+      }
+      if (j > i + 2 && j < doc.size() && doc[j] == ';' && !xml_char(c)) {
+        out += fmt::format("\\x{:02x}", c);
+        i = j + 1;
+        continue;
+      }
+    }
+    const auto b = static_cast<unsigned char>(doc[i]);
+    const size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+    uint32_t c = n == 1 ? b : n == 2 ? b & 0x1F : n == 3 ? b & 0x0F : b & 0x07;
+    bool ok = n > 0 && i + n <= doc.size();
+    for (size_t k = 1; ok && k < n; ++k) {
+      const auto cb = static_cast<unsigned char>(doc[i + k]);
+      ok = (cb & 0xC0) == 0x80;
+      c = (c << 6) | (cb & 0x3F);
+    }
+    // Overlong forms and surrogates are not UTF-8 either.
+    ok = ok && !(n == 2 && c < 0x80) && !(n == 3 && c < 0x800) && !(n == 4 && c < 0x10000) &&
+         !(c >= 0xD800 && c <= 0xDFFF);
+    if (!ok) {
+      out += fmt::format("\\x{:02x}", b);
+      ++i;
+    } else if (!xml_char(c)) {
+      out += c < 0x100 ? fmt::format("\\x{:02x}", c) : fmt::format("\\u{:04X}", c);
+      i += n;
+    } else {
+      out.append(doc, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
 std::string to_string(const pugi::xml_document& doc) {
   std::ostringstream out;
   doc.save(out, "  ", pugi::format_default, pugi::encoding_utf8);
-  return out.str();
+  return xml_chars_only(out.str());
 }
 
 pugi::xml_node suite(pugi::xml_document& doc, const std::string& name) {

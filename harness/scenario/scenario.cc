@@ -128,8 +128,16 @@ const toml::table* get_table(const Ctx& ctx, const toml::table& root, const char
   return n->as_table();
 }
 
+/// Names become file and directory names (runs/<scenario>/<variant>.h5, <name>.txt goldens):
+/// at most this many bytes, so each, with ".h5" and a temporary's suffix, fits in 255.
+constexpr size_t kMaxNameBytes = 200;
+
+/// A name as errors quote it: the first 60 bytes of a longer one, then "…".
+std::string shown_name(const std::string& s) { return s.size() > 60 ? s.substr(0, 60) + "…" : s; }
+
 bool valid_name(const std::string& s) {
-  if (s.empty()) return false;
+  if (s.empty() || s.size() > kMaxNameBytes) return false;
+  if (s.find_first_not_of('.') == std::string::npos) return false;  // ".", "..": not a file name
   for (char c : s) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
   }
@@ -355,7 +363,7 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   config::VariantSpec v;
   std::string w = fmt::format("[[variant]] #{}", index + 1);
   if (const auto* n = t.get("name"); n && n->is_string()) {
-    w = fmt::format("variant \"{}\"", n->value<std::string>().value());
+    w = fmt::format("variant \"{}\"", shown_name(n->value<std::string>().value()));
   }
   check_keys(ctx, t, w,
              {"name", "implementation", "layout", "pp", "vpp", "dp", "schedule",
@@ -366,7 +374,7 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   v.name = get_string(ctx, t, "name", w, "");
   if (!valid_name(v.name)) {
     ctx.fail(t.get("name") ? t.get("name") : &t,
-             fmt::format("{}: name \"{}\" must be non-empty and use only letters, digits, '_', '-', '.'", w, v.name));
+             fmt::format("{}: name \"{}\" must be non-empty, at most {} bytes (it names the record file), not only dots, and use only letters, digits, '_', '-', '.'", w, shown_name(v.name), kMaxNameBytes));
   }
   w = fmt::format("variant \"{}\"", v.name);
   if (t.get("implementation") == nullptr) {
@@ -485,7 +493,7 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
   Expectation e;
   std::string w = fmt::format("[[expectation]] #{}", index + 1);
   if (const auto* n = t.get("name"); n && n->is_string()) {
-    w = fmt::format("expectation \"{}\"", n->value<std::string>().value());
+    w = fmt::format("expectation \"{}\"", shown_name(n->value<std::string>().value()));
   }
   check_keys(ctx, t, w,
              {"name", "variants", "class", "records", "include", "exclude", "steps", "why",
@@ -493,7 +501,7 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
   e.name = get_string(ctx, t, "name", w, "");
   if (!valid_name(e.name)) {
     ctx.fail(t.get("name") ? t.get("name") : &t,
-             fmt::format("{}: name \"{}\" must be non-empty and use only letters, digits, '_', '-', '.'", w, e.name));
+             fmt::format("{}: name \"{}\" must be non-empty, at most {} bytes, not only dots, and use only letters, digits, '_', '-', '.'", w, shown_name(e.name), kMaxNameBytes));
   }
   w = fmt::format("expectation \"{}\"", e.name);
   e.variants = get_strings(ctx, t, "variants", w, {});
@@ -624,7 +632,7 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
     sc.description = get_string(ctx, *s, "description", "[scenario]", "");
   }
   if (!valid_name(sc.name)) {
-    ctx.fail(root.get("scenario"), "[scenario].name is required and uses only letters, digits, '_', '-', '.'");
+    ctx.fail(root.get("scenario"), fmt::format("[scenario].name is required, at most {} bytes (it names the run directory), not only dots, and uses only letters, digits, '_', '-', '.'", kMaxNameBytes));
   }
   if (const toml::table* t = get_table(ctx, root, "model")) parse_model(ctx, *t, sc.model);
   else sc.model.validate();
@@ -720,6 +728,14 @@ Scenario load_scenario(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     throw InputError(fmt::format("{}: is not a regular file", printable(path)));
+  }
+  // Scenarios are a few KiB of TOML: a huge (or sparse) file is a mistake, refused before
+  // reading a byte of it.
+  constexpr off_t kMaxScenarioBytes = off_t{4} << 20;
+  if (st.st_size > kMaxScenarioBytes) {
+    throw InputError(fmt::format("{}: the scenario file has {} bytes; a scenario may have at most "
+                                 "{} (4 MiB)", printable(path), static_cast<int64_t>(st.st_size),
+                                 static_cast<int64_t>(kMaxScenarioBytes)));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
