@@ -64,6 +64,35 @@ TEST(CliTest, ScheduleAndUsageErrors) {
   EXPECT_EQ(run("layout E --pp 0").code, 2);
 }
 
+// Issue 18 item 7: --help and a bad command line are answered by the launcher alone, which does
+// not load LibTorch (it took 1.2 s: the binary loaded LibTorch, re-executed itself to pin
+// OpenBLAS and loaded it again). Proven without a clock: a copy of the launcher with no engine
+// beside it still answers them; only a command that runs needs the engine, and says so.
+TEST(CliTest, HelpAndBadFlagsNeedNoEngineAndNoLibTorch) {
+  ScratchDir dir;
+  std::filesystem::copy_file(MTP_HARNESS_BIN, dir.file("mtp-harness"));
+  const std::string alone = dir.file("mtp-harness");
+  const auto help = mtp::cli_test::run_shell(alone + " --help 2>&1");
+  EXPECT_EQ(help.code, 0) << help.out;
+  EXPECT_THAT(help.out, HasSubstr("equiv"));
+  const auto sub_help = mtp::cli_test::run_shell(alone + " equiv --help 2>&1");
+  EXPECT_EQ(sub_help.code, 0);
+  EXPECT_THAT(sub_help.out, HasSubstr("Examples:\n  mtp-harness equiv"));
+  EXPECT_THAT(sub_help.out, HasSubstr("Exit: 0 EQUAL (bitwise), 1 the first divergence"));
+  const auto bad = mtp::cli_test::run_shell(alone + " run scenarios/default.toml 2>&1");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.out, HasSubstr("--variant is required (see mtp-harness run --help)"));
+  const auto runs = mtp::cli_test::run_shell(alone + " layout 'E|tt|L' --pp 2 2>&1");
+  EXPECT_EQ(runs.code, 3);
+  EXPECT_THAT(runs.out, HasSubstr("cannot run " + dir.file("mtp-harness-engine") +
+                                  ": No such file or directory"));
+  // The launcher does not link LibTorch at all.
+  const auto libs = mtp::cli_test::run_shell("ldd " + alone);
+  EXPECT_EQ(libs.code, 0);
+  EXPECT_THAT(libs.out, Not(HasSubstr("libtorch"))) << libs.out;
+  EXPECT_THAT(libs.out, Not(HasSubstr("libc10"))) << libs.out;
+}
+
 TEST(CliTest, CompareExitCodesAndBadFiles) {
   EXPECT_EQ(run("compare /nonexistent/a.h5 /nonexistent/b.h5").code, 2);
   auto text = temp_file("not_hdf5.h5", "hello, I am not HDF5\n");

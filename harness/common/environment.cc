@@ -128,9 +128,8 @@ void pin_blas_threads() {
   }
 }
 
-void pin_cpu_dispatch(int argc, char** argv) {
-  (void)argc;
-  if (std::getenv(kPinnedMarker) != nullptr || !cpu_has_avx2_fma()) return;
+bool set_cpu_dispatch_pins() {
+  if (std::getenv(kPinnedMarker) != nullptr || !cpu_has_avx2_fma()) return false;
   bool set_at_load = false;
   for (const Pin& p : kPins) {
     if (std::getenv(p.name) != nullptr) continue;
@@ -139,7 +138,12 @@ void pin_cpu_dispatch(int argc, char** argv) {
                   std::strcmp(p.name, "MKL_CBWR") == 0;
   }
   ::setenv(kPinnedMarker, "1", 1);
-  if (set_at_load) {
+  return set_at_load;
+}
+
+void pin_cpu_dispatch(int argc, char** argv) {
+  (void)argc;
+  if (set_cpu_dispatch_pins()) {
     // OpenBLAS and MKL read theirs when they load, before main: start again with them set.
     ::execv("/proc/self/exe", argv);
     // execv failed: carry on; the fingerprint records OpenBLAS's own choice.

@@ -32,6 +32,12 @@ namespace mtp {
 /// OpenBLAS chose). Call first thing in main().
 void pin_cpu_dispatch(int argc, char** argv);
 
+/// Sets the variables above as pin_cpu_dispatch does, and MTP_CPU_DISPATCH_PINNED, without
+/// re-executing: for a process that executes another binary next (the launcher, which runs the
+/// engine binary with them set before it loads OpenBLAS or MKL). Returns true when a variable
+/// read at library load (OPENBLAS_CORETYPE, MKL_CBWR) was set here.
+bool set_cpu_dispatch_pins();
+
 /// One BLAS thread per calling thread: openblas_set_num_threads(1) when the process's BLAS is
 /// OpenBLAS (a no-op otherwise). For processes that did not start through pin_cpu_dispatch
 /// (the test programs); engine::apply_determinism calls it.

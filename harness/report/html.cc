@@ -1,5 +1,6 @@
 // to_html: the self-contained HTML report (report.h): inline CSS and SVG, no script, no external
-// resource. Sections: header with the verdict, variants, loss curves, the expectation matrix,
+// resource. Sections: header with the verdict, variants, |Δ loss| per expectation pair (log
+// scale), loss curves, the expectation matrix,
 // one panel per failing pair (heatmap.h). Every user-controlled string goes through
 // markup::escape.
 
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -190,6 +192,67 @@ std::string loss_section(const std::vector<VariantRun>& runs) {
   return s + "</div>\n</section>\n";
 }
 
+/// One chart per expectation with pairs: each pair's |total loss(baseline) − total loss(other)|
+/// per step, on a log scale whose bottom row is exactly 0 (the same recorded value), so a pair
+/// that is bitwise equal lies flat on "0" and a drift shows its size and growth — which
+/// overlapping loss curves of a few steps cannot show.
+std::string loss_difference_section(const std::vector<VariantRun>& runs,
+                                    const std::vector<ExpectationResult>& results) {
+  std::map<std::string, const VariantRun*> by_name;
+  for (const VariantRun& v : runs) by_name[v.name] = &v;
+  std::string charts;
+  std::vector<std::string> flat;  // expectations whose pairs never differ in total loss
+  for (const ExpectationResult& r : results) {
+    std::vector<ChartSeries> series;
+    int non_finite = 0;
+    bool any_difference = false;
+    for (const PairResult& p : r.pairs) {
+      const auto a = by_name.find(p.baseline), b = by_name.find(p.other);
+      if (a == by_name.end() || b == by_name.end()) continue;
+      std::map<int, double> other;
+      for (const StepLoss& l : b->second->losses) other[l.step] = l.total;
+      ChartSeries c{p.baseline + " vs " + p.other, {}};
+      for (const StepLoss& l : a->second->losses) {
+        const auto o = other.find(l.step);
+        if (o == other.end()) continue;
+        const double d = std::abs(l.total - o->second);
+        if (std::isfinite(d)) {
+          c.points.emplace_back(l.step, d);
+          any_difference = any_difference || d > 0;
+        } else {
+          ++non_finite;
+        }
+      }
+      series.push_back(std::move(c));
+    }
+    if (series.empty()) continue;
+    if (!any_difference && non_finite == 0) {
+      flat.push_back(r.expectation->name);
+      continue;
+    }
+    charts += "<figure>" +
+              line_chart(r.expectation->name + ": |Δ total loss|", "step", series,
+                         YScale::kLog10);
+    if (non_finite > 0) {
+      charts += fmt::format("<figcaption>{} non-finite differences not drawn.</figcaption>",
+                            non_finite);
+    }
+    charts += "</figure>\n";
+  }
+  if (charts.empty() && flat.empty()) return "";
+  std::string s =
+      "<section class=\"loss-differences\">\n<h2>Loss differences</h2>\n<p class=\"meta\">Per "
+      "expectation, each pair's |total loss of the baseline − total loss of the other| per step, "
+      "log scale; the bottom row, 0, is the same recorded value (a bitwise-equal pair stays on "
+      "it).</p>\n";
+  if (!flat.empty()) {
+    s += fmt::format("<p>No difference in total loss at any step, in any pair of: {}.</p>\n",
+                     escape(fmt::format("{}", fmt::join(flat, ", "))));
+  }
+  if (!charts.empty()) s += "<div class=\"charts\">\n" + charts + "</div>\n";
+  return s + "</section>\n";
+}
+
 std::string pair_tooltip(const ExpectationResult& r, const PairResult& p) {
   return fmt::format("{} vs {} ({}): {}", p.baseline, p.other, r.expectation->cls.to_string(),
                      pair_verdict(p));
@@ -297,7 +360,8 @@ std::string to_html(const scenario::Scenario& sc, const std::vector<VariantRun>&
       "<title>{} &mdash; mtp-harness report</title>\n<style>{}</style>\n</head>\n"
       "<body>\n<main>\n",
       escape(sc.name), kCss);
-  s += header(sc, results) + variants_table(runs) + loss_section(runs) + matrix(results);
+  s += header(sc, results) + variants_table(runs) + loss_difference_section(runs, results) +
+       loss_section(runs) + matrix(results);
   bool any_failing = false;
   for (size_t e = 0; e < results.size(); ++e) {
     for (size_t i = 0; i < results[e].pairs.size(); ++i) {

@@ -5,12 +5,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -269,9 +271,70 @@ TEST(HeatmapTest, NothingWhenNoTensorDiffers) {
   EXPECT_EQ(heatmap(p, "h"), "");
 }
 
-TEST(HtmlTest, DrawsOneLossCurvePerVariantAndSeriesWithOnePointPerStep) {
+/// The points of every polyline of `html`, by series label, as (x, y) pixels.
+std::map<std::string, std::vector<std::pair<double, double>>> polylines(const std::string& html) {
+  const std::regex polyline(R"x(<polyline class="series" data-series="([^"]*)" points="([^"]*)")x");
+  std::map<std::string, std::vector<std::pair<double, double>>> out;
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), polyline);
+       it != std::sregex_iterator(); ++it) {
+    std::istringstream points((*it)[2]);
+    for (std::string xy; points >> xy;) {
+      out[(*it)[1]].emplace_back(std::stod(xy.substr(0, xy.find(','))),
+                                 std::stod(xy.substr(xy.find(',') + 1)));
+    }
+  }
+  return out;
+}
+
+// Issue 18 item 9: each pair's |Δ total loss| per step on a log scale, exact zeros on a "0" row
+// of their own, instead of only overlapping curves of a few steps.
+TEST(HtmlTest, DrawsEachPairsLossDifferenceOnALogScaleWithExactZerosOnTheirOwnRow) {
   Fixture f;
   const std::string html = to_html(f.sc, f.runs, f.results);
+  const size_t begin = html.find("<section class=\"loss-differences\">");
+  ASSERT_NE(begin, std::string::npos);
+  const std::string section = html.substr(begin, html.find("</section>", begin) - begin);
+  EXPECT_EQ(count(section, R"(<svg class="line-chart")"), 2u);  // gpu_equals_cpu was skipped
+  EXPECT_THAT(section, HasSubstr(">pp_equals_serial: |Δ total loss|<"));
+  EXPECT_THAT(section, HasSubstr(">dp_equals_serial: |Δ total loss|<"));
+  const auto lines = polylines(section);
+  ASSERT_EQ(lines.size(), 3u);
+  // serial vs pp2: equal losses, flat on the "0" row (one decade below 0.024, the smallest
+  // difference of the chart: pp4 drifts 1.2 · 0.02 · step in total loss).
+  const auto& equal = lines.at("serial vs pp2");
+  ASSERT_EQ(equal.size(), 3u);
+  for (const auto& [x, y] : equal) EXPECT_EQ(y, equal[0].second);
+  const std::regex zero_label(R"x(<text x="[^"]*" y="([^"]*)" [^>]*>0</text>)x");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(section, m, zero_label));
+  EXPECT_NEAR(std::stod(m[1]) - 4, equal[0].second, 0.011);
+  // serial vs pp4: 0.024, 0.048, 0.072 on decades 1e-3 ("0") .. 1e-1, 115 px per decade.
+  const auto& drift = lines.at("serial vs pp4");
+  ASSERT_EQ(drift.size(), 3u);
+  EXPECT_NEAR(drift[0].second - drift[1].second, 115 * std::log10(2.0), 0.02);
+  EXPECT_NEAR(drift[0].second - drift[2].second, 115 * std::log10(3.0), 0.02);
+  EXPECT_NEAR(equal[0].second - drift[0].second, 115 * (std::log10(0.024) + 3), 0.02);
+  for (const char* tick : {">1e-2</text>", ">1e-1</text>"}) EXPECT_THAT(section, HasSubstr(tick));
+  EXPECT_THAT(section, Not(HasSubstr(">1e-3</text>")));  // that row is "0"
+  EXPECT_THAT(section, Not(HasSubstr("No difference in total loss")));
+
+  // Pairs whose losses never differ get one line, not a flat chart.
+  for (VariantRun& v : f.runs) v.losses = f.runs[0].losses;
+  const std::string same = to_html(f.sc, f.runs, f.results);
+  const size_t at = same.find("<section class=\"loss-differences\">");
+  ASSERT_NE(at, std::string::npos);
+  const std::string flat = same.substr(at, same.find("</section>", at) - at);
+  EXPECT_EQ(count(flat, "<svg"), 0u);
+  EXPECT_THAT(flat, HasSubstr("No difference in total loss at any step, in any pair of: "
+                              "pp_equals_serial, dp_equals_serial."));
+}
+
+TEST(HtmlTest, DrawsOneLossCurvePerVariantAndSeriesWithOnePointPerStep) {
+  Fixture f;
+  const std::string page = to_html(f.sc, f.runs, f.results);
+  const size_t begin = page.find("<section class=\"losses\">");
+  ASSERT_NE(begin, std::string::npos);
+  const std::string html = page.substr(begin, page.find("</section>", begin) - begin);
   // total, lm, mtp_1, mtp_2: 4 charts × 4 variants.
   EXPECT_EQ(count(html, R"(<svg class="line-chart")"), 4u);
   const std::regex polyline(R"x(<polyline class="series" data-series="([^"]*)" points="([^"]*)")x");
@@ -371,8 +434,9 @@ TEST(HtmlTest, EscapesUserTextAndIsSelfContainedAndBalanced) {
   EXPECT_THAT(html, Not(HasSubstr("http://")));
   EXPECT_THAT(html, Not(HasSubstr("https://")));
   EXPECT_THAT(html, Not(HasSubstr(" src=")));
-  EXPECT_EQ(count(html, "<svg"), 5u);
-  EXPECT_EQ(count(html, "</svg>"), 5u);
+  // 2 |Δ loss| charts, 4 loss charts, 1 heatmap.
+  EXPECT_EQ(count(html, "<svg"), 7u);
+  EXPECT_EQ(count(html, "</svg>"), 7u);
   EXPECT_EQ(count(html, "<section"), count(html, "</section>"));
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_EQ(html.substr(html.size() - 8), "</html>\n");

@@ -110,11 +110,40 @@ std::string legend(const std::vector<ChartSeries>& series, double top) {
 struct Frame {
   double left = 0, plot_w = 0, xmin = 0, xmax = 1;
   svg::Ticks yt, xt;
+  std::vector<std::string> y_labels;  ///< one per yt.values
   double px(double x) const { return left + (x - xmin) / (xmax - xmin) * plot_w; }
   double py(double y) const { return kTop + (yt.hi - y) / (yt.hi - yt.lo) * kPlotHeight; }
 };
 
-Frame frame_of(const std::vector<ChartSeries>& series) {
+/// Series with every y replaced by log10(y), and 0 by `zero_row` (one decade below the smallest
+/// positive y, or -1 when none is positive); `zero_row` is returned through the pointer.
+std::vector<ChartSeries> to_log10(const std::vector<ChartSeries>& series, double* zero_row) {
+  double smallest = INFINITY;
+  for (const ChartSeries& c : series) {
+    for (const auto& p : c.points) {
+      if (p.second > 0) smallest = std::min(smallest, p.second);
+    }
+  }
+  *zero_row = std::isfinite(smallest) ? std::floor(std::log10(smallest)) - 1 : -1;
+  std::vector<ChartSeries> out = series;
+  for (ChartSeries& c : out) {
+    for (auto& p : c.points) p.second = p.second > 0 ? std::log10(p.second) : *zero_row;
+  }
+  return out;
+}
+
+/// Decade ticks from `zero_row` (labelled "0") up to the largest log10 value.
+svg::Ticks decade_ticks(double zero_row, double top) {
+  svg::Ticks t;
+  t.lo = zero_row;
+  t.hi = std::max(std::ceil(top), zero_row + 1);
+  t.step = std::max(1.0, std::ceil((t.hi - t.lo) / 8));  // at most about 8 labels
+  for (double v = t.lo; v <= t.hi + 1e-9; v += t.step) t.values.push_back(v);
+  if (t.values.back() < t.hi) t.values.push_back(t.hi = t.values.back() + t.step);
+  return t;
+}
+
+Frame frame_of(const std::vector<ChartSeries>& series, const double* zero_row) {
   double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
   for (const ChartSeries& c : series) {
     for (const auto& [x, y] : c.points) {
@@ -135,12 +164,19 @@ Frame frame_of(const std::vector<ChartSeries>& series) {
   Frame f;
   f.xmin = xmin;
   f.xmax = xmax;
-  f.yt = svg::nice_ticks(ymin, ymax, 6, false);
+  if (zero_row != nullptr) {
+    f.yt = decade_ticks(*zero_row, ymax);
+    for (double v : f.yt.values) {
+      f.y_labels.push_back(v == *zero_row ? "0" : fmt::format("1e{}", std::lround(v)));
+    }
+  } else {
+    f.yt = svg::nice_ticks(ymin, ymax, 6, false);
+    for (double v : f.yt.values) f.y_labels.push_back(svg::tick_label(v, f.yt.decimals));
+  }
   f.xt = svg::nice_ticks(xmin, xmax, 8, true);
   double widest = 30;
-  for (double v : f.yt.values) {
-    widest =
-        std::max(widest, markup::text_width(svg::tick_label(v, f.yt.decimals), kTickFont, false));
+  for (const std::string& label : f.y_labels) {
+    widest = std::max(widest, markup::text_width(label, kTickFont, false));
   }
   f.left = widest + 22;
   f.plot_w = kWidth - f.left - kRight;
@@ -152,11 +188,10 @@ std::string axes(const Frame& f, std::string_view x_label) {
   std::string s =
       svg::rect(f.left, kTop, f.plot_w, kPlotHeight, R"(fill="#fbfbfd" stroke="#c9ccd3")");
   const std::string tick_attrs = fmt::format(R"(font-size="{}" fill="#444")", kTickFont);
-  for (double v : f.yt.values) {
-    const double y = f.py(v);
+  for (size_t i = 0; i < f.yt.values.size(); ++i) {
+    const double y = f.py(f.yt.values[i]);
     s += svg::line(f.left, y, f.left + f.plot_w, y, R"(stroke="#e3e5ea")");
-    s += svg::text(f.left - 6, y + 4, svg::tick_label(v, f.yt.decimals),
-                   tick_attrs + R"( text-anchor="end")");
+    s += svg::text(f.left - 6, y + 4, f.y_labels[i], tick_attrs + R"( text-anchor="end")");
   }
   for (double v : f.xt.values) {
     if (v < f.xmin - 1e-9 || v > f.xmax + 1e-9) continue;
@@ -189,8 +224,11 @@ std::string curve(const Frame& f, const ChartSeries& c, size_t i) {
 }  // namespace
 
 std::string line_chart(std::string_view title, std::string_view x_label,
-                       const std::vector<ChartSeries>& series) {
-  const Frame f = frame_of(series);
+                       const std::vector<ChartSeries>& input, YScale y_scale) {
+  double zero_row = 0;
+  const bool log = y_scale == YScale::kLog10;
+  const std::vector<ChartSeries> series = log ? to_log10(input, &zero_row) : input;
+  const Frame f = frame_of(series, log ? &zero_row : nullptr);
   const double legend_top = kTop + kPlotHeight + kAxisBelow;
   const size_t legend_rows = (series.size() + kLegendColumns - 1) / kLegendColumns;
   const double height = legend_top + kLegendRow * static_cast<double>(legend_rows) + 8;

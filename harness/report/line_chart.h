@@ -22,11 +22,17 @@ struct ChartSeries {
   std::vector<std::pair<double, double>> points;
 };
 
+/// How y values map to the plot: linearly, or by log10 with exact zeros on a row of their own
+/// below the lowest decade (labelled "0"), for differences that are often exactly zero.
+enum class YScale { kLinear, kLog10 };
+
 /// The chart as one <svg class="line-chart"> element; each series' curve is a
 /// <polyline class="series"> with one point per element of `points` (a series without points
 /// gets none, and its legend entry says "(no values)"; a single point shows as its marker).
-/// `title` heads the chart, `x_label` names the x axis.
+/// `title` heads the chart, `x_label` names the x axis. With YScale::kLog10 every y must be ≥ 0;
+/// the y ticks are the decades (1e-7, 1e-6, …) and "0".
 std::string line_chart(std::string_view title, std::string_view x_label,
-                       const std::vector<ChartSeries>& series);
+                       const std::vector<ChartSeries>& series,
+                       YScale y_scale = YScale::kLinear);
 
 }  // namespace mtp::report
