@@ -3,11 +3,11 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
-#include <thread>
 
 #include "harness/cli/commands.h"
 #include "harness/cli/scenario_runner.h"
 #include "harness/common/output_file.h"
+#include "harness/engine/executor.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/trainer.h"
 #include "harness/transport/transport.h"
@@ -30,8 +30,6 @@ int run_threads_per_gpu(const scenario::Scenario& sc, const engine::RunPlan& pla
   }
   const int P = plan.world_size();
   std::vector<std::unique_ptr<transport::Transport>> transports(P);
-  std::vector<std::string> errors(P);
-  std::vector<bool> aborted(P, false);
   std::vector<engine::RunResult> results(P);
   std::mutex mu;
   auto abort_all = [&](const std::string& why) {
@@ -40,45 +38,40 @@ int run_threads_per_gpu(const scenario::Scenario& sc, const engine::RunPlan& pla
       if (t) t->abort(why);
     }
   };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < P; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        gpu::set_current_device(r);
-        gpu::LaunchEnv env;
-        env.rank = r;
-        env.world_size = P;
-        env.local_rank = r;
-        env.master_addr = "127.0.0.1";
-        env.master_port = opt.port;
-        auto t = gpu::make_nccl_transport(env, r, ro.recv_timeout);
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          transports[r] = std::move(t);
+  // engine::run_on_threads joins every rank and rethrows the first failure that is not a
+  // TransportAborted, keeping its type: a bad input inside a rank still exits 2 (it exited 3).
+  engine::run_on_threads(
+      P,
+      [&](int r) {
+        const std::string where =
+            fmt::format("variant \"{}\", rank {} (GPU {})", v.name, r, r);
+        try {
+          gpu::set_current_device(r);
+          gpu::LaunchEnv env;
+          env.rank = r;
+          env.world_size = P;
+          env.local_rank = r;
+          env.master_addr = "127.0.0.1";
+          env.master_port = opt.port;
+          auto t = gpu::make_nccl_transport(env, r, ro.recv_timeout);
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            transports[r] = std::move(t);
+          }
+          engine::RunOptions mine = ro;
+          mine.local_ranks = {r};
+          mine.device_index = r;
+          mine.transport = transports[r].get();
+          results[r] = engine::run_variant(plan, impl, sc.data, mine);
+        } catch (const transport::TransportAborted&) {
+          throw;  // a consequence of another rank's failure, which is reported instead
+        } catch (const InputError& e) {
+          throw InputError(fmt::format("{}: {}", where, e.what()));
+        } catch (const std::exception& e) {
+          throw InfraError(fmt::format("{}: {}", where, e.what()));
         }
-        engine::RunOptions mine = ro;
-        mine.local_ranks = {r};
-        mine.device_index = r;
-        mine.transport = transports[r].get();
-        results[r] = engine::run_variant(plan, impl, sc.data, mine);
-      } catch (const transport::TransportAborted& e) {
-        errors[r] = e.what();
-        aborted[r] = true;
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-        abort_all(fmt::format("rank {} failed: {}", r, e.what()));
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < P; ++r) {
-    if (!errors[r].empty() && !aborted[r]) {
-      throw InfraError(fmt::format("variant \"{}\", rank {} (GPU {}): {}", v.name, r, r, errors[r]));
-    }
-  }
-  for (int r = 0; r < P; ++r) {
-    if (!errors[r].empty()) throw InfraError(fmt::format("variant \"{}\", rank {}: {}", v.name, r, errors[r]));
-  }
+      },
+      [&](int r, const std::string& why) { abort_all(fmt::format("rank {} failed: {}", r, why)); });
   const auto& rr = results[0];
   std::cout << fmt::format("variant {} ({}) on {} GPUs, one thread per rank, NCCL: {} steps in {:.2f} s, "
                            "final total loss {:.9g}, record {}\n", v.name, impl.name(), P,

@@ -19,13 +19,10 @@
 #include "harness/common/error.h"
 #include "harness/engine/determinism.h"
 #include "harness/engine/dtypes.h"
+#include "harness/engine/git_revision.h"
 #include "harness/engine/resource_estimate.h"
 #include "harness/gpu/gpu.h"
 #include "kernels/ops.h"
-
-#ifndef MTP_GIT_REVISION
-#define MTP_GIT_REVISION "unknown"
-#endif
 
 namespace mtp::engine {
 namespace {
@@ -100,7 +97,7 @@ void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
   rec.set_attr("data_source", source.describe());
   rec.set_attr("data_sha256", source.sha256());
   for (const auto& [k, v] : ctx.start_attrs) rec.set_attr(k, v);
-  rec.set_attr("git_revision", std::string(MTP_GIT_REVISION));
+  rec.set_attr("git_revision", std::string(git_revision()));
   rec.set_attr("chunk_map", fmt::format("{}", fmt::join(ctx.chunk_map, "\n")));
   for (const auto& [k, v] : determinism_fingerprint()) rec.set_attr(k, v);
   if (training.device == config::Device::kCuda) {

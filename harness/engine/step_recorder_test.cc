@@ -8,8 +8,12 @@
 #include <ATen/Context.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <regex>
+#include <string>
 
+#include "harness/engine/git_revision.h"
 #include "harness/record/finite.h"
 
 namespace mtp::engine {
@@ -73,6 +77,27 @@ TEST(NonFiniteScanTest, IntegersAndEmptyTensorsHoldNone) {
   const at::Tensor ints = at::full({4}, 0x7f800000, at::kInt);  // +inf's bits, as an int32
   EXPECT_EQ(nonfinite_scan(ints)[0].item<int64_t>(), 0);
   EXPECT_EQ(nonfinite_scan(at::empty({0}, at::kFloat))[0].item<int64_t>(), 0);
+}
+
+}  // namespace
+}  // namespace mtp::engine
+
+namespace mtp::engine {
+namespace {
+
+// Issue 20: the revision records carry is taken at build time (it was taken when CMake
+// configured, so a rebuild after a commit recorded the commit before).
+TEST(GitRevisionTest, IsTheSourceTreesHeadWhenBuilt) {
+  const std::string revision = git_revision();
+  const std::regex form("[0-9a-f]{12}(-dirty)?|unknown");
+  ASSERT_TRUE(std::regex_match(revision, form)) << revision;
+  std::FILE* git = ::popen("git -C '" MTP_SOURCE_DIR "' rev-parse --short=12 HEAD 2>/dev/null", "r");
+  ASSERT_NE(git, nullptr);
+  char head[64] = {0};
+  const bool read = std::fgets(head, sizeof head, git) != nullptr;
+  if (::pclose(git) != 0 || !read) GTEST_SKIP() << "not a git checkout";
+  EXPECT_EQ(revision.substr(0, 12), std::string(head).substr(0, 12))
+      << "built from another commit than the checkout's HEAD: rebuild (ci/build.sh)";
 }
 
 }  // namespace
