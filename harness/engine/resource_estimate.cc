@@ -8,7 +8,6 @@
 #include "harness/common/error.h"
 #include "harness/config/param_specs.h"
 #include "harness/engine/chunk.h"
-#include "harness/engine/step_recorder.h"
 #include "harness/record/digest.h"
 
 namespace mtp::engine {
@@ -197,6 +196,19 @@ ResourceEstimate estimate_resources(const RunPlan& plan, const Implementation& i
                             kDatasetOverheadBytes;
   }
   return est;
+}
+
+record::Storage default_step_storage(const RunPlan& plan) {
+  switch (plan.record_mode) {
+    case config::RecordMode::kFull:
+      return record::Storage::kFull;
+    case config::RecordMode::kDigest:
+      return record::Storage::kDigest;
+    case config::RecordMode::kAuto:
+      break;
+  }
+  return step_tensor_bytes(plan) <= config::kAutoFullStepBytes ? record::Storage::kFull
+                                                               : record::Storage::kDigest;
 }
 
 uint64_t step_tensor_bytes(const RunPlan& plan) {

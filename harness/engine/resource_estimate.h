@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "harness/engine/plan.h"
+#include "harness/record/record.h"  // record::Storage
 
 namespace mtp::engine {
 
@@ -69,6 +70,20 @@ ResourceEstimate estimate_resources(const RunPlan& plan, const Implementation& i
 /// Bytes of one step's grad, weight (+ bf16 model_weight, + optimizer state when saved) tensors
 /// in a full record: what RecordMode::kAuto weighs against config::kAutoFullStepBytes.
 uint64_t step_tensor_bytes(const RunPlan& plan);
+
+/// How the grad, weight, model_weight and optimizer tensors of a step that is not one of
+/// training.dump_steps are kept: full when the plan's record mode is full, or when it is auto and
+/// a step's tensors (step_tensor_bytes) fit config::kAutoFullStepBytes; digest-only otherwise.
+/// It walks every parameter (O(parameters)): compute it once per plan, not per tensor (with 1024
+/// experts per layer, once per tensor made a step of a tiny model take minutes).
+record::Storage default_step_storage(const RunPlan& plan);
+
+/// How step `step`'s tensors are kept: full for one of training.dump_steps, else
+/// `default_storage` (default_step_storage(plan)). Batches and losses are always kept in full.
+inline record::Storage step_storage(const RunPlan& plan, int64_t step,
+                                    record::Storage default_storage) {
+  return plan.training.dump_steps.count(step) ? record::Storage::kFull : default_storage;
+}
 
 /// "1.5 GiB", "12.0 MiB", "900 B".
 std::string format_bytes(uint64_t bytes);

@@ -150,19 +150,6 @@ at::Tensor nonfinite_scan(const at::Tensor& t) {
   return at::cat({count.view({1}), first.view({1}), bits.view({1})});
 }
 
-record::Storage default_step_storage(const RunPlan& plan) {
-  switch (plan.record_mode) {
-    case config::RecordMode::kFull:
-      return record::Storage::kFull;
-    case config::RecordMode::kDigest:
-      return record::Storage::kDigest;
-    case config::RecordMode::kAuto:
-      break;
-  }
-  return step_tensor_bytes(plan) <= config::kAutoFullStepBytes ? record::Storage::kFull
-                                                               : record::Storage::kDigest;
-}
-
 /// The writer thread and its queue of snapshots (step_recorder.h).
 struct StepRecorder::Writer {
   /// One queued write: a snapshot of a tensor (or nothing, for attributes) and what to do with

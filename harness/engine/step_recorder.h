@@ -4,8 +4,8 @@
 // root attributes (hyperparameters under Megatron-LM's names, the variant, the environment
 // fingerprint, the scenario's text), then per step the batch, the losses, the main grads and the
 // weights. It averages the losses and keeps each grad, weight and optimizer tensor in full or as
-// digests (config::RecordMode, step_storage); gathering tensors from other ranks is the
-// trainer's job.
+// digests (config::RecordMode, step_storage in resource_estimate.h); gathering tensors from
+// other ranks is the trainer's job.
 //
 // Recording is off the critical path: write_* take a snapshot of the tensor on its own device (a
 // clone; on CUDA ordered by an event on the current stream) and return; one writer thread copies
@@ -30,20 +30,6 @@
 #include "harness/record/record.h"
 
 namespace mtp::engine {
-
-/// How the grad, weight, model_weight and optimizer tensors of a step that is not one of
-/// training.dump_steps are kept: full when the plan's record mode is full, or when it is auto and
-/// a step's tensors (step_tensor_bytes) fit config::kAutoFullStepBytes; digest-only otherwise.
-/// It walks every parameter (O(parameters)): compute it once per plan, not per tensor (with 1024
-/// experts per layer, once per tensor made a step of a tiny model take minutes).
-record::Storage default_step_storage(const RunPlan& plan);
-
-/// How step `step`'s tensors are kept: full for one of training.dump_steps, else
-/// `default_storage` (default_step_storage(plan)). Batches and losses are always kept in full.
-inline record::Storage step_storage(const RunPlan& plan, int64_t step,
-                                    record::Storage default_storage) {
-  return plan.training.dump_steps.count(step) ? record::Storage::kFull : default_storage;
-}
 
 /// The non-finite elements of `t` computed on its own device without a host sync (the
 /// device-digest path, where the bytes never reach the host): int64 [3] = {count, flat index of
