@@ -2,7 +2,6 @@
 
 #include <c10/core/GradMode.h>
 #include <fmt/format.h>
-#include <xxhash.h>
 
 #include <chrono>
 #include <cmath>
@@ -15,10 +14,12 @@
 #include "harness/engine/determinism.h"
 #include "harness/engine/dtypes.h"
 #include "harness/engine/executor.h"
+#include "harness/engine/grad_clip.h"
 #include "harness/engine/grad_finalize.h"
 #include "harness/engine/local_model.h"
 #include "harness/engine/optimizer.h"
 #include "harness/engine/placement.h"
+#include "harness/engine/replica_check.h"
 #include "harness/engine/step_recorder.h"
 #include "harness/engine/topology.h"
 #include "harness/transport/transport.h"
@@ -120,7 +121,8 @@ class RankWorker {
           need_grads
               ? gather_params(step, "grad", [](const LocalParam& p) { return p.main_grad; })
               : std::vector<at::Tensor>{};
-      clip(step, grads);
+      clip_grads_by_global_norm(plan_.clip_grad, step, grads, model_, comm_, topo_.world(),
+                                ctx_.device, recorder_.get());
       grads.clear();
       optimizer_->step(step);
       if (plan_.variant.embedding_copy_update == config::EmbeddingCopyUpdate::kBroadcast) {
@@ -132,7 +134,8 @@ class RankWorker {
           ctx_.options.after_optimizer_step(step, rank_, p.name, p.stage, p.weight);
         }
       }
-      check_replicas(step);
+      check_replicas(step, model_, placement_, topo_, plan_.layout.pipeline_size, comm_,
+                     ctx_.device);
       if (ctx_.options.write_record) {
         if (bf16()) optimizer_->gather_masters_to_first_rank();
         gather_params(step, "weight", [this](const LocalParam& p) { return master_of(p); });
@@ -318,120 +321,6 @@ class RankWorker {
       }
     }
     return out;
-  }
-
-  // Optional clipping by the global norm, summed in float64 over the recorded main grads in
-  // canonical order on the recording rank (independent of the partition, unlike Megatron's
-  // per-rank partial sums, spec §5), then broadcast to every rank.
-  void clip(int64_t step, const std::vector<at::Tensor>& grads) {
-    const double max_norm = plan_.clip_grad;
-    if (!(max_norm > 0.0)) return;
-    at::Tensor coeff = at::ones({1}, at::TensorOptions().dtype(at::kDouble).device(ctx_.device));
-    if (rank_ == 0) {
-      double sumsq = 0.0;
-      for (const auto& g : grads) {
-        auto d = g.to(at::kDouble);
-        sumsq += (d * d).sum().item<double>();
-      }
-      const double norm = std::sqrt(sumsq);
-      const double c = std::min(max_norm / (norm + 1e-6), 1.0);
-      if (recorder_) {
-        recorder_->set_step_attr(step, "grad_norm", norm);
-        recorder_->set_step_attr(step, "clip_coeff", c);
-      }
-      coeff.fill_(c);
-    }
-    comm_.broadcast(topo_.world(), 0, coeff);
-    const double c = coeff.cpu().item<double>();
-    if (c < 1.0) {
-      c10::NoGradGuard no_grad;
-      for (auto& buf : model_.buffers) buf.grad_data.mul_(c);
-    }
-  }
-
-  // Every copy of every parameter on every rank (data-parallel replicas, word-embedding copies)
-  // must hold the recorded copy's bits: each rank sends an XXH3-64 digest per local tensor to
-  // rank 0, which compares and broadcasts its verdict, so every rank stops together.
-  void check_replicas(int64_t step) {
-    if (topo_.world_size() == 1 && placement_.embedding_group.size() < 2) return;
-    const int64_t n = static_cast<int64_t>(model_.params.size());
-    at::Tensor mine = at::empty({n}, at::kLong);
-    for (int64_t i = 0; i < n; ++i) {
-      const at::Tensor w = model_.params[i].weight.detach().contiguous().cpu();
-      const uint64_t h = XXH3_64bits(w.data_ptr(), w.nbytes());
-      int64_t v;
-      std::memcpy(&v, &h, sizeof v);
-      mine[i] = v;
-    }
-    const collectives::Group world = topo_.world();
-    std::vector<std::vector<int64_t>> shapes;
-    for (int r = 0; r < topo_.world_size(); ++r) {
-      shapes.push_back({static_cast<int64_t>(copies_of(topo_.coord(r).pipeline_rank).size())});
-    }
-    auto all = comm_.gather(world, 0, mine.to(ctx_.device), shapes);
-    at::Tensor verdict = at::zeros({1}, at::TensorOptions().dtype(at::kLong).device(ctx_.device));
-    std::string report;
-    if (rank_ == 0) {
-      report = compare_replicas(step, all);
-      if (!report.empty()) verdict.fill_(1);
-    }
-    comm_.broadcast(world, 0, verdict);
-    if (verdict.cpu().item<int64_t>() == 0) return;
-    if (rank_ == 0) throw ReplicaDriftError(report);
-    throw ReplicaDriftError(fmt::format("rank {}: stopped at step {}: rank 0 found a parameter "
-                                        "copy that drifted", rank_, step));
-  }
-
-  // The (placement index, stage) of every tensor a rank of pipeline rank `pp` holds, in
-  // LocalModel::params order.
-  std::vector<std::pair<size_t, int>> copies_of(int pp) const {
-    std::vector<std::pair<size_t, int>> out;
-    for (size_t i = 0; i < placement_.params.size(); ++i) {
-      for (int stage : placement_.params[i].stages) {
-        if (stage % plan_.layout.pipeline_size == pp) out.emplace_back(i, stage);
-      }
-    }
-    return out;
-  }
-
-  // "" when every copy matches the recorded one (data-parallel rank 0, owner stage), else the
-  // first mismatch in canonical order.
-  std::string compare_replicas(int64_t step, const std::vector<at::Tensor>& digests) const {
-    struct Copy {
-      int rank, stage;
-      int64_t digest;
-    };
-    std::vector<std::vector<Copy>> by_param(placement_.params.size());
-    for (int r = 0; r < topo_.world_size(); ++r) {
-      const at::Tensor d = digests[r].cpu();
-      const auto list = copies_of(topo_.coord(r).pipeline_rank);
-      for (size_t k = 0; k < list.size(); ++k) {
-        by_param[list[k].first].push_back({r, list[k].second, d[k].item<int64_t>()});
-      }
-    }
-    auto where = [&](const Copy& c) {
-      const RankCoord rc = topo_.coord(c.rank);
-      return fmt::format("data-parallel rank {}, pipeline rank {} (stage {})",
-                         rc.data_parallel_rank, rc.pipeline_rank, c.stage);
-    };
-    for (size_t i = 0; i < by_param.size(); ++i) {
-      const PlacedParam& p = placement_.params[i];
-      const Copy* ref = nullptr;
-      for (const auto& c : by_param[i]) {
-        if (c.stage == p.stages.front() && topo_.coord(c.rank).data_parallel_rank == 0) ref = &c;
-      }
-      MTP_INTERNAL_ASSERT(ref != nullptr, fmt::format("no recorded copy of {}", p.name));
-      for (const auto& c : by_param[i]) {
-        if (c.digest == ref->digest) continue;
-        return fmt::format(
-            "step {}: weight {} after the optimizer step differs between copies: {} has XXH3-64 "
-            "{:016x}, the recorded copy on {} has {:016x} (a data-parallel replica or an "
-            "embedding copy drifted)",
-            step, p.name, where(c), static_cast<uint64_t>(c.digest), where(*ref),
-            static_cast<uint64_t>(ref->digest));
-      }
-    }
-    return "";
   }
 
   const RunContext& ctx_;

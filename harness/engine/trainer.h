@@ -25,6 +25,7 @@
 #include "harness/data/token_source.h"
 #include "harness/engine/chunk.h"
 #include "harness/engine/plan.h"
+#include "harness/engine/replica_check.h"  // ReplicaDriftError, which run_variant throws
 
 namespace mtp {
 namespace transport {
@@ -65,14 +66,6 @@ struct RunOptions {
   /// Progress: called on the recording rank after each step (step, last step, seconds since the
   /// run started). Must not throw.
   std::function<void(int64_t step, int64_t steps, double seconds)> on_step;
-};
-
-/// A copy of a parameter whose bits differ from the recorded copy after an optimizer step (a
-/// data-parallel replica or a word-embedding copy drifted). what() names the step, the tensor,
-/// and both copies' (data-parallel rank, pipeline rank, stage).
-class ReplicaDriftError : public InfraError {
- public:
-  explicit ReplicaDriftError(const std::string& msg) : InfraError(msg) {}
 };
 
 /// Summary of a finished run.
