@@ -47,6 +47,12 @@ std::vector<std::string> layer_param_names(const std::string& prefix, const Mode
   return names;
 }
 
+MtpLayerNames mtp_layer_names(int64_t k) {
+  const std::string p = fmt::format("mtp.layers.{}.", k);
+  return {p + "enorm.weight", p + "hnorm.weight", p + "eh_proj.weight", p + "transformer_layer.",
+          p + "final_layernorm.weight"};
+}
+
 std::vector<ParamSpec> parameter_specs(const ModelConfig& cfg) {
   const int64_t H = cfg.hidden_size;
   const double std_in = 0.02;
@@ -60,12 +66,12 @@ std::vector<ParamSpec> parameter_specs(const ModelConfig& cfg) {
   }
   specs.push_back({kFinalLayernormName, {H}, 0.0});
   for (int64_t k = 0; k < cfg.mtp_num_layers; ++k) {
-    const std::string p = fmt::format("mtp.layers.{}.", k);
-    specs.push_back({p + "enorm.weight", {H}, 0.0});
-    specs.push_back({p + "hnorm.weight", {H}, 0.0});
-    specs.push_back({p + "eh_proj.weight", {H, 2 * H}, std_in});
-    layer(p + "transformer_layer.", cfg.mtp_layer_is_moe(), specs);
-    specs.push_back({p + "final_layernorm.weight", {H}, 0.0});
+    const MtpLayerNames n = mtp_layer_names(k);
+    specs.push_back({n.enorm, {H}, 0.0});
+    specs.push_back({n.hnorm, {H}, 0.0});
+    specs.push_back({n.eh_proj, {H, 2 * H}, std_in});
+    layer(n.transformer_layer, cfg.mtp_layer_is_moe(), specs);
+    specs.push_back({n.final_layernorm, {H}, 0.0});
   }
   if (cfg.untie_embeddings) specs.push_back({kOutputLayerName, {cfg.vocab_size, H}, std_in});
   return specs;

@@ -39,6 +39,19 @@ std::vector<std::string> layer_param_names(const std::string& prefix, const Mode
 std::vector<ParamSpec> layer_param_specs(const std::string& prefix, const ModelConfig& cfg,
                                          bool is_moe);
 
+/// The parameter names of MTP depth `k` (0-based): Megatron-LM's MultiTokenPredictionLayer
+/// (megatron/core/transformer/multi_token_prediction.py) under "mtp.layers.<k>.". The one place
+/// these names are spelled (the specs, the chunks' name lists, the layer nodes and the reference
+/// MTP forward read them here).
+struct MtpLayerNames {
+  std::string enorm;              ///< "mtp.layers.<k>.enorm.weight": RMSNorm of the embedding [H]
+  std::string hnorm;              ///< "mtp.layers.<k>.hnorm.weight": RMSNorm of the hidden state [H]
+  std::string eh_proj;            ///< "mtp.layers.<k>.eh_proj.weight": [H, 2H], no bias
+  std::string transformer_layer;  ///< "mtp.layers.<k>.transformer_layer.": a prefix
+  std::string final_layernorm;    ///< "mtp.layers.<k>.final_layernorm.weight": [H]
+};
+MtpLayerNames mtp_layer_names(int64_t k);
+
 /// Every parameter of the model described by `cfg`, in canonical order.
 std::vector<ParamSpec> parameter_specs(const ModelConfig& cfg);
 

@@ -28,12 +28,14 @@ std::vector<std::string> decoder_param_names(const std::vector<int>& layers,
 std::vector<std::string> mtp_param_names(const config::ModelConfig& cfg) {
   std::vector<std::string> names;
   for (int64_t k = 0; k < cfg.mtp_num_layers; ++k) {
-    const std::string p = fmt::format("mtp.layers.{}.", k);
-    names.push_back(p + "enorm.weight");
-    names.push_back(p + "hnorm.weight");
-    names.push_back(p + "eh_proj.weight");
-    for (auto& n : config::layer_param_names(p + "transformer_layer.", cfg, cfg.mtp_layer_is_moe())) names.push_back(n);
-    names.push_back(p + "final_layernorm.weight");
+    const config::MtpLayerNames m = config::mtp_layer_names(k);
+    names.push_back(m.enorm);
+    names.push_back(m.hnorm);
+    names.push_back(m.eh_proj);
+    for (auto& n : config::layer_param_names(m.transformer_layer, cfg, cfg.mtp_layer_is_moe())) {
+      names.push_back(n);
+    }
+    names.push_back(m.final_layernorm);
   }
   return names;
 }

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "harness/config/param_specs.h"
 #include "harness/model/moe.h"
 #include "harness/model/mtp.h"
 
@@ -92,11 +93,11 @@ void append_mtp_nodes(ChunkProgram& prog, const at::Tensor& tokens, const at::Te
   auto ids = std::make_shared<at::Tensor>(tokens);
   const int64_t D = cfg.mtp_num_layers;
   for (int64_t k = 0; k < D; ++k) {
-    const std::string p = fmt::format("mtp.layers.{}.", k);
-    at::Tensor enorm = params.get(p + "enorm.weight");
-    at::Tensor hnorm = params.get(p + "hnorm.weight");
-    at::Tensor eh_proj = params.get(p + "eh_proj.weight");
-    at::Tensor final_norm = params.get(p + "final_layernorm.weight");
+    const config::MtpLayerNames names = config::mtp_layer_names(k);
+    at::Tensor enorm = params.get(names.enorm);
+    at::Tensor hnorm = params.get(names.hnorm);
+    at::Tensor eh_proj = params.get(names.eh_proj);
+    at::Tensor final_norm = params.get(names.final_layernorm);
     const config::ModelConfig* c = &cfg;
     auto pre = [ids, table, enorm, hnorm, eh_proj, c](ChunkProgram& prog_) {
       if (prog_.mtp_hidden.empty()) prog_.mtp_hidden.push_back(prog_.hidden);  // h0
@@ -106,7 +107,7 @@ void append_mtp_nodes(ChunkProgram& prog, const at::Tensor& tokens, const at::Te
       return linear_no_bias(z, eh_proj);
     };
     const int layer = static_cast<int>(cfg.num_layers + k);
-    append_layer(prog, layer, p + "transformer_layer.", cfg.mtp_layer_is_moe(), params, cfg, rope,
+    append_layer(prog, layer, names.transformer_layer, cfg.mtp_layer_is_moe(), params, cfg, rope,
                  pre, nullptr);
     const bool last = k + 1 == D;
     prog.add("mtp_post", layer, [final_norm, c, last, concat](ChunkProgram& prog_) {

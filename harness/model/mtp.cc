@@ -1,6 +1,6 @@
 #include "harness/model/mtp.h"
 
-#include <fmt/format.h>
+#include "harness/config/param_specs.h"
 
 namespace mtp::model {
 
@@ -18,15 +18,14 @@ std::vector<at::Tensor> mtp_block_forward(const at::Tensor& h0, const at::Tensor
   at::Tensor ids = tokens;
   at::Tensor h = h0;
   for (int64_t k = 0; k < cfg.mtp_num_layers; ++k) {
-    const std::string p = fmt::format("mtp.layers.{}.", k);
+    const config::MtpLayerNames n = config::mtp_layer_names(k);
     ids = roll_left(ids);
     auto e = embed(ids, embedding_table, cfg);
-    auto z = at::cat({norm(e, params.get(p + "enorm.weight"), cfg),
-                      norm(h, params.get(p + "hnorm.weight"), cfg)}, -1);
-    auto x = linear_no_bias(z, params.get(p + "eh_proj.weight"));
-    auto w = LayerWeights::from(params, p + "transformer_layer.", cfg, cfg.mtp_layer_is_moe());
+    auto z = at::cat({norm(e, params.get(n.enorm), cfg), norm(h, params.get(n.hnorm), cfg)}, -1);
+    auto x = linear_no_bias(z, params.get(n.eh_proj));
+    auto w = LayerWeights::from(params, n.transformer_layer, cfg, cfg.mtp_layer_is_moe());
     auto y = transformer_layer(x, w, cfg, rope);
-    h = norm(y, params.get(p + "final_layernorm.weight"), cfg);
+    h = norm(y, params.get(n.final_layernorm), cfg);
     out.push_back(h);
   }
   return out;
