@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/common/error.h"
+#include "harness/config/enums.h"
 #include "harness/schedule/schedule.h"
 
 namespace mtp::cli {
@@ -21,7 +22,7 @@ void add_record_flags(CLI::App* app, TrainingFlags& flags) {
                   "what records keep of grads and weights: full | digest (XXH3-128 digests "
                   "per tensor and per 64 Ki-element block) | auto (full while a step's tensors "
                   "are at most 64 MiB; default: the scenario's, else auto)")
-      ->check(CLI::IsMember({"full", "digest", "auto"}));
+      ->check(CLI::IsMember(config::enum_names<config::RecordMode>()));
   app->add_option("--dump-steps", flags.dump_steps,
                   "steps kept in full whatever the record mode: all | A | A-B | A- | A,B,...")
       ->check(CLI::Validator(
@@ -104,7 +105,7 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       ->check(CLI::Range(1, 1000000));
   add_record_flags(c, check.training);
   c->add_option("--device", check.device, "cpu | cuda (default: the scenario's [training].device)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+      ->check(CLI::IsMember(config::enum_names<config::Device>()));
   c->add_option("--init-from", check.training.init_from,
                 "every variant's initial weights from this record step, REC.h5[:STEP] (default "
                 "step 0; overrides [training].init_from)");
@@ -124,7 +125,7 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
   r->add_option("--out", run.out, "record path (default: runs/<scenario>/<variant>.h5)")
       ->check(non_empty);
   r->add_option("--device", run.device, "cpu | cuda (default: the scenario's)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+      ->check(CLI::IsMember(config::enum_names<config::Device>()));
   r->add_option("--launcher", run.launcher, "env (torchrun: RANK, WORLD_SIZE, LOCAL_RANK, "
                                             "MASTER_ADDR, MASTER_PORT) | mpi (mpirun) | threads "
                                             "(one process, one thread per GPU)")
@@ -189,7 +190,7 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       ->check(non_empty);
   rp->add_option("--json", rep.json_path, "also write the result as JSON")->check(non_empty);
   rp->add_option("--device", rep.device, "cpu | cuda (default: the record's)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+      ->check(CLI::IsMember(config::enum_names<config::Device>()));
   rp->add_option("--max-rows", rep.max_rows, "differing tensors to list")->capture_default_str()
       ->check(CLI::Range(1, 1000000));
 
@@ -251,8 +252,9 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
   e->add_option("--schedule", eq.schedule, "none | 1f1b | interleaved | combined_1f1b (default: "
                                            "from P and V)");
   e->add_option("--dtype", eq.dtype, "float32 | float64 | bfloat16 (default: the model's)")
-      ->check(CLI::IsMember({"float32", "float64", "bfloat16"}));
-  e->add_option("--device", eq.device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+      ->check(CLI::IsMember(config::enum_names<config::DType>()));
+  e->add_option("--device", eq.device, "cpu | cuda")
+      ->check(CLI::IsMember(config::enum_names<config::Device>()));
   e->add_option("--keep", eq.keep, "keep the records and the generated scenario in this "
                                    "directory")->check(non_empty);
   e->add_option("--json", eq.json_path, "also write the result as JSON")->check(non_empty);

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "harness/common/error.h"
 
@@ -133,6 +134,15 @@ std::string enum_name(E value) {
   }
   throw InternalError(fmt::format("{}: value {} has no name", EnumTable<E>::kWhat,
                                   static_cast<int>(value)));
+}
+
+/// Every accepted spelling, in table order: {"adam", "distributed_adam"} (e.g. for a command-line
+/// flag's list of allowed values).
+template <class E>
+std::vector<std::string> enum_names() {
+  std::vector<std::string> out;
+  for (const auto& [v, name] : EnumTable<E>::kValues) out.emplace_back(name);
+  return out;
 }
 
 /// Every accepted spelling, quoted and comma-separated: "\"adam\", \"distributed_adam\"".

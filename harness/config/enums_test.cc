@@ -40,6 +40,8 @@ TEST(EnumsTest, UnknownNameListsTheAcceptedOnes) {
     EXPECT_STREQ(e.what(), "[training].device = \"CPU\": accepted \"cpu\", \"cuda\"");
   }
   EXPECT_EQ(accepted_names<Kernels>(), "\"torch\", \"harness\"");
+  EXPECT_EQ(enum_names<RecordMode>(), (std::vector<std::string>{"full", "digest", "auto"}));
+  EXPECT_EQ(enum_names<DType>(), (std::vector<std::string>{"float32", "float64", "bfloat16"}));
 }
 
 }  // namespace
