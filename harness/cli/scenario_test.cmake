@@ -1,0 +1,45 @@
+# CTest helpers for the scenario tests (harness/cli/CMakeLists.txt), run with cmake -P:
+#   -DMODE=check -DBIN=... -DSCENARIO=... -DOUT=...: runs `mtp-harness check` into OUT (JUnit at
+#     OUT/junit.xml); passes when it wrote its report, whatever the verdicts (exit 0 or 1): each
+#     expectation is a test of its own (MODE=expectation), so a failing one fails by name.
+#     Any other exit (bad input 2, failure 3, a signal) fails here.
+#   -DMODE=expectation -DREPORT=OUT/report.json -DNAME=...: passes when expectation NAME's status
+#     in the report is "pass"; otherwise fails with its status and every pair's verdict.
+if(MODE STREQUAL "check")
+  execute_process(COMMAND ${BIN} check ${SCENARIO} --quiet --out ${OUT} --junit ${OUT}/junit.xml
+                  RESULT_VARIABLE code)
+  if(NOT (code EQUAL 0 OR code EQUAL 1) OR NOT EXISTS ${OUT}/report.json)
+    message(FATAL_ERROR "mtp-harness check ${SCENARIO}: exit ${code}")
+  endif()
+elseif(MODE STREQUAL "expectation")
+  if(NOT EXISTS ${REPORT})
+    message(FATAL_ERROR "${REPORT}: no report (did the scenario's check run?)")
+  endif()
+  file(READ ${REPORT} json)
+  string(JSON count LENGTH "${json}" expectations)
+  math(EXPR last "${count} - 1")
+  foreach(i RANGE ${last})
+    string(JSON name GET "${json}" expectations ${i} name)
+    if(name STREQUAL NAME)
+      string(JSON status GET "${json}" expectations ${i} status)
+      if(status STREQUAL "pass")
+        return()
+      endif()
+      set(pairs "")
+      string(JSON npairs LENGTH "${json}" expectations ${i} pairs)
+      if(npairs GREATER 0)
+        math(EXPR plast "${npairs} - 1")
+        foreach(k RANGE ${plast})
+          string(JSON baseline GET "${json}" expectations ${i} pairs ${k} baseline)
+          string(JSON other GET "${json}" expectations ${i} pairs ${k} other)
+          string(JSON verdict GET "${json}" expectations ${i} pairs ${k} verdict)
+          string(APPEND pairs "\n  ${baseline} vs ${other}: ${verdict}")
+        endforeach()
+      endif()
+      message(FATAL_ERROR "expectation ${NAME}: ${status} (${REPORT})${pairs}")
+    endif()
+  endforeach()
+  message(FATAL_ERROR "${REPORT}: no expectation named ${NAME}")
+else()
+  message(FATAL_ERROR "scenario_test.cmake: MODE must be check or expectation")
+endif()
