@@ -38,11 +38,13 @@ class CandidateChunk final : public engine::ModelChunk {
   CandidateChunk(const layout::PipelineLayout& layout, int stage, const config::ModelConfig& cfg,
                  const std::vector<std::string>& param_names, const engine::InitialWeights& init,
                  at::ScalarType dtype, at::Device device)
-      : plan_(layout.stages[stage]), cfg_(cfg),
+      : plan_(layout.stages[stage]),
+        cfg_(cfg),
         is_loss_(stage == layout.num_stages() - 1),
         in_factor_(stage == 0 ? 0 : out_factor(layout, stage - 1, cfg.mtp_num_layers)),
         out_factor_(out_factor(layout, stage, cfg.mtp_num_layers)),
-        rope_(model::rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, dtype, device)) {
+        rope_(
+            model::rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, dtype, device)) {
     engine::add_initial_params(params_, init, param_names, dtype, device);
   }
 
@@ -55,8 +57,7 @@ class CandidateChunk final : public engine::ModelChunk {
     return is_loss_ ? std::vector<int64_t>{} : engine::hidden_shape(cfg_, out_factor_);
   }
 
-  std::unique_ptr<model::ChunkProgram> program(const at::Tensor& input,
-                                               const MicrobatchTensors& mb,
+  std::unique_ptr<model::ChunkProgram> program(const at::Tensor& input, const MicrobatchTensors& mb,
                                                bool split) const override {
     auto prog = std::make_unique<model::ChunkProgram>(split);
     prog->input = input;
@@ -84,8 +85,8 @@ class CandidateChunk final : public engine::ModelChunk {
     }
     if (!is_loss_) return prog;
     // Loss stage: split [(1+D)s, b, H] into main + D chunks; one code path for every head.
-    at::Tensor head = params_.get(cfg_.untie_embeddings ? config::kOutputLayerName
-                                                        : config::kWordEmbeddingName);
+    at::Tensor head =
+        params_.get(cfg_.untie_embeddings ? config::kOutputLayerName : config::kWordEmbeddingName);
     engine::add_post_process_node(*prog, head, cfg_, mb, engine::LossHidden::kConcatSplit);
     return prog;
   }
@@ -144,10 +145,10 @@ class Candidate final : public engine::Implementation {
     if (parts.empty()) parts.push_back("(pass-through)");
     std::string out = fmt::format("{}", fmt::join(parts, " "));
     if (!is_loss) {
-      out += fmt::format(" -> [{}]", fmt::join(engine::hidden_shape(
-                                                   cfg, out_factor(layout, stage,
-                                                                   cfg.mtp_num_layers)),
-                                               ", "));
+      out += fmt::format(
+          " -> [{}]",
+          fmt::join(engine::hidden_shape(cfg, out_factor(layout, stage, cfg.mtp_num_layers)),
+                    ", "));
     }
     return out;
   }
@@ -157,9 +158,8 @@ class Candidate final : public engine::Implementation {
                                                   const engine::InitialWeights& init,
                                                   at::ScalarType dtype,
                                                   at::Device device) const override {
-    return std::make_unique<CandidateChunk>(layout, stage, cfg,
-                                            stage_param_names(layout, stage, cfg), init, dtype,
-                                            device);
+    return std::make_unique<CandidateChunk>(
+        layout, stage, cfg, stage_param_names(layout, stage, cfg), init, dtype, device);
   }
 };
 

@@ -58,8 +58,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/testing/benchmark_util.h"
 #include "kernels/ops.h"
+#include "kernels/testing/benchmark_util.h"
 
 namespace {
 
@@ -73,9 +73,12 @@ enum class Variant { kHarness, kTorchDeterministic, kTorchDefault };
 
 const char* variant_name(Variant v) {
   switch (v) {
-    case Variant::kHarness: return "harness";
-    case Variant::kTorchDeterministic: return "torch_deterministic";
-    case Variant::kTorchDefault: return "torch_default";
+    case Variant::kHarness:
+      return "harness";
+    case Variant::kTorchDeterministic:
+      return "torch_deterministic";
+    case Variant::kTorchDefault:
+      return "torch_default";
   }
   return "?";
 }
@@ -141,8 +144,8 @@ double reference_copy_GBps(Dev d) {
   auto it = cache.find(d);
   if (it != cache.end()) return it->second;
   const int64_t bytes = copy_bytes_for(d);
-  const double gbps = 2.0 * static_cast<double>(bytes) /
-                      copy_seconds(bench_device(d), bytes, reps_for(d), 5) / 1e9;
+  const double gbps =
+      2.0 * static_cast<double>(bytes) / copy_seconds(bench_device(d), bytes, reps_for(d), 5) / 1e9;
   cache.emplace(d, gbps);
   return gbps;
 }
@@ -262,8 +265,8 @@ void BM_RmsNorm(benchmark::State& state, Variant v, Dev dev, at::ScalarType dtyp
     time_op(state, dev, bytes, /*with_fraction=*/true, [&] {
       x.mutable_grad().reset();
       w.mutable_grad().reset();
-      at::Tensor y = v == Variant::kHarness ? mtp::kernels::rms_norm(x, w, kEps)
-                                            : torch_rms_norm(x, w, kEps);
+      at::Tensor y =
+          v == Variant::kHarness ? mtp::kernels::rms_norm(x, w, kEps) : torch_rms_norm(x, w, kEps);
       y.backward(dy);
     });
   } catch (const std::exception& e) {
@@ -358,8 +361,8 @@ void BM_Attention(benchmark::State& state, AttentionBackend backend, Dev dev,
 /// (T = N = 8192 tokens; H = 4096; V = 32768 and Llama-3's 128256; attention of the small
 /// model of issue 8: 16 heads of 64, s = 2048, one sample and 8).
 struct Sizes {
-  std::vector<std::vector<int64_t>> embedding;  ///< {T, H, V}
-  std::vector<std::vector<int64_t>> rms_norm;   ///< {N, H}
+  std::vector<std::vector<int64_t>> embedding;      ///< {T, H, V}
+  std::vector<std::vector<int64_t>> rms_norm;       ///< {N, H}
   std::vector<std::vector<int64_t>> cross_entropy;  ///< {N, V}
   std::vector<std::vector<int64_t>> attention;      ///< {b, heads, s, hn}
   std::vector<at::ScalarType> dtypes;
@@ -404,8 +407,8 @@ void register_benchmarks() {
       for (const auto& args : sizes.*(k.sizes)) {
         for (at::ScalarType dtype : sizes.dtypes) {
           for (Variant v : variants) {
-            const std::string name = std::string(k.name) + "/" + variant_name(v) + "/" + d + "/" +
-                                     dtype_name(dtype);
+            const std::string name =
+                std::string(k.name) + "/" + variant_name(v) + "/" + d + "/" + dtype_name(dtype);
             benchmark::RegisterBenchmark(name.c_str(), k.fn, v, dev, dtype)
                 ->ArgNames(k.arg_names)
                 ->Args(args)
@@ -421,8 +424,8 @@ void register_benchmarks() {
           if (a == AttentionBackend::kFlash && (dev != Dev::kCuda || dtype != at::kBFloat16)) {
             continue;  // flash exists for bf16 on CUDA only
           }
-          const std::string name = std::string("BM_Attention/") + attention_name(a) + "/" + d +
-                                   "/" + dtype_name(dtype);
+          const std::string name =
+              std::string("BM_Attention/") + attention_name(a) + "/" + d + "/" + dtype_name(dtype);
           benchmark::RegisterBenchmark(name.c_str(), BM_Attention, a, dev, dtype)
               ->ArgNames({"b", "heads", "s", "hn"})
               ->Args(args)

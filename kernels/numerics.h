@@ -124,11 +124,17 @@ MTP_KERNELS_HD inline float load_acc(Bf16 v) { return to_float(v); }
 template <typename T>
 MTP_KERNELS_HD inline T store_as(Acc<T> v);
 template <>
-MTP_KERNELS_HD inline float store_as<float>(float v) { return v; }
+MTP_KERNELS_HD inline float store_as<float>(float v) {
+  return v;
+}
 template <>
-MTP_KERNELS_HD inline double store_as<double>(double v) { return v; }
+MTP_KERNELS_HD inline double store_as<double>(double v) {
+  return v;
+}
 template <>
-MTP_KERNELS_HD inline Bf16 store_as<Bf16>(float v) { return to_bf16(v); }
+MTP_KERNELS_HD inline Bf16 store_as<Bf16>(float v) {
+  return to_bf16(v);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Elementary functions
@@ -157,10 +163,10 @@ MTP_KERNELS_HD inline float exp_f32(float x) {
   const float t = x * 1.44269502162933349609375f;  // log2(e) rounded to float
   const int k = static_cast<int>(t >= 0.0f ? t + 0.5f : t - 0.5f);
   const float kf = static_cast<float>(k);
-  const float ln2_hi = 0.693145751953125f;          // 0x3f317200: 15 significant bits
-  const float ln2_lo = 1.428606765330187045e-06f;   // ln 2 − ln2_hi
+  const float ln2_hi = 0.693145751953125f;         // 0x3f317200: 15 significant bits
+  const float ln2_lo = 1.428606765330187045e-06f;  // ln 2 − ln2_hi
   const float r = (x - kf * ln2_hi) - kf * ln2_lo;
-  float p = 2.4801587301587302e-05f;  // 1/8!
+  float p = 2.4801587301587302e-05f;    // 1/8!
   p = 1.9841269841269841e-04f + r * p;  // 1/7!
   p = 1.3888888888888889e-03f + r * p;  // 1/6!
   p = 8.3333333333333333e-03f + r * p;  // 1/5!
@@ -206,7 +212,7 @@ MTP_KERNELS_HD inline float log_f32(float x) {
   }
   const float f = (m - 1.0f) / (m + 1.0f);
   const float f2 = f * f;
-  float s = 7.6923076923076923e-02f;    // 1/13
+  float s = 7.6923076923076923e-02f;     // 1/13
   s = 9.0909090909090909e-02f + f2 * s;  // 1/11
   s = 1.1111111111111111e-01f + f2 * s;  // 1/9
   s = 1.4285714285714286e-01f + f2 * s;  // 1/7
@@ -256,7 +262,9 @@ MTP_KERNELS_HD inline double sqrt_acc(double x) {
 template <typename A>
 MTP_KERNELS_HD inline A quiet_nan();
 template <>
-MTP_KERNELS_HD inline float quiet_nan<float>() { return bits_float(0x7fc00000u); }
+MTP_KERNELS_HD inline float quiet_nan<float>() {
+  return bits_float(0x7fc00000u);
+}
 template <>
 MTP_KERNELS_HD inline double quiet_nan<double>() {
 #if defined(__CUDA_ARCH__)

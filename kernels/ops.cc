@@ -102,8 +102,8 @@ bool use_cuda(const at::Tensor& t, const char* op) {
 }
 
 void check_same_device(const at::Tensor& a, const at::Tensor& b, const char* op) {
-  TORCH_CHECK(a.device() == b.device(), op, ": tensors on different devices: ", a.device(),
-              " and ", b.device());
+  TORCH_CHECK(a.device() == b.device(), op, ": tensors on different devices: ", a.device(), " and ",
+              b.device());
 }
 
 #if defined(MTP_KERNELS_WITH_CUDA)
@@ -221,9 +221,9 @@ struct RmsNormFn : public torch::autograd::Function<RmsNormFn> {
       const size_t bytes =
           cuda::rms_norm_backward_workspace_bytes(rows, hidden, sizeof(Acc<T>) == 8);
       at::Tensor ws = workspace(x, bytes);
-      cuda::rms_norm_backward<T>(data<T>(dy), data<T>(x), data<T>(weight), data<Acc<T>>(rstd),
-                                 rows, hidden, data<T>(dx), data<T>(dweight), ws.data_ptr(),
-                                 bytes, current_stream());
+      cuda::rms_norm_backward<T>(data<T>(dy), data<T>(x), data<T>(weight), data<Acc<T>>(rstd), rows,
+                                 hidden, data<T>(dx), data<T>(dweight), ws.data_ptr(), bytes,
+                                 current_stream());
 #endif
     });
     return {dx, dweight, at::Tensor()};
@@ -265,8 +265,7 @@ at::Tensor cross_entropy_forward(AutogradContext* ctx, const at::Tensor& logits,
     using A = Acc<T>;
     if (!cuda) {
       cpu::cross_entropy_forward<T>(data<T>(lg), lab.data_ptr<int64_t>(), data_or_null<A>(mask_sb),
-                                    rows, vocab, data<A>(loss), data<A>(row_max),
-                                    data<A>(row_sum));
+                                    rows, vocab, data<A>(loss), data<A>(row_max), data<A>(row_sum));
       return;
     }
 #if defined(MTP_KERNELS_WITH_CUDA)
@@ -302,9 +301,9 @@ at::Tensor cross_entropy_backward(AutogradContext* ctx, const at::Tensor& grad_l
     using T = typename decltype(tag)::type;
     using A = Acc<T>;
     if (!cuda) {
-      cpu::cross_entropy_backward<T>(data<T>(lg), lab.data_ptr<int64_t>(),
-                                     data_or_null<A>(mask_sb), data<A>(g), data<A>(row_max),
-                                     data<A>(row_sum), rows, vocab, data<T>(grad_logits));
+      cpu::cross_entropy_backward<T>(data<T>(lg), lab.data_ptr<int64_t>(), data_or_null<A>(mask_sb),
+                                     data<A>(g), data<A>(row_max), data<A>(row_sum), rows, vocab,
+                                     data<T>(grad_logits));
       return;
     }
 #if defined(MTP_KERNELS_WITH_CUDA)
@@ -340,9 +339,9 @@ struct MaskedCrossEntropyFn : public torch::autograd::Function<MaskedCrossEntrop
     return cross_entropy_forward(ctx, logits, labels, mask_sb, kOp);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    return {cross_entropy_backward(ctx, grad_outputs[0],
-                                   "mtp::kernels::masked_cross_entropy backward"),
-            at::Tensor(), at::Tensor()};
+    return {
+        cross_entropy_backward(ctx, grad_outputs[0], "mtp::kernels::masked_cross_entropy backward"),
+        at::Tensor(), at::Tensor()};
   }
 };
 
@@ -410,8 +409,8 @@ struct RopeFn : public torch::autograd::Function<RopeFn> {
                     sin.sizes() == cos.sizes(),
                 kOp, ": cos and sin must be [s, hn] = [", x.size(0), ", ", x.size(3), "], got ",
                 cos.sizes(), " and ", sin.sizes());
-    TORCH_CHECK(cos.scalar_type() == x.scalar_type() && sin.scalar_type() == x.scalar_type(),
-                kOp, ": x is ", x.scalar_type(), " but cos/sin are ", cos.scalar_type(), "/",
+    TORCH_CHECK(cos.scalar_type() == x.scalar_type() && sin.scalar_type() == x.scalar_type(), kOp,
+                ": x is ", x.scalar_type(), " but cos/sin are ", cos.scalar_type(), "/",
                 sin.scalar_type());
     check_same_device(x, cos, kOp);
     check_same_device(x, sin, kOp);
@@ -488,8 +487,8 @@ at::Tensor flash_causal_attention(const at::Tensor& q, const at::Tensor& k, cons
                                   double scale) {
   constexpr const char* kOp = "mtp::kernels::flash_causal_attention";
   TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.sizes() == q.sizes(), kOp,
-              ": q, k, v must be [b, heads, s, hn] of one shape, got ", q.sizes(), ", ",
-              k.sizes(), ", ", v.sizes());
+              ": q, k, v must be [b, heads, s, hn] of one shape, got ", q.sizes(), ", ", k.sizes(),
+              ", ", v.sizes());
   TORCH_CHECK(q.is_cuda() && k.device() == q.device() && v.device() == q.device(), kOp,
               ": needs CUDA tensors on one device, got ", q.device());
   TORCH_CHECK((q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf) &&
@@ -498,9 +497,8 @@ at::Tensor flash_causal_attention(const at::Tensor& q, const at::Tensor& k, cons
 #if TORCH_VERSION_MAJOR >= 2
   auto one = [scale](const at::Tensor& qi, const at::Tensor& ki, const at::Tensor& vi) {
     return std::get<0>(at::_scaled_dot_product_flash_attention(qi, ki, vi, /*dropout_p=*/0.0,
-                                                                /*is_causal=*/true,
-                                                                /*return_debug_mask=*/false,
-                                                                scale));
+                                                               /*is_causal=*/true,
+                                                               /*return_debug_mask=*/false, scale));
   };
   if (q.size(0) == 1) return one(q, k, v);
   // One call per sample. LibTorch's deterministic flash backward splits dq's accumulation over

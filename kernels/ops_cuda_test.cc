@@ -32,14 +32,14 @@
 namespace mtp::kernels {
 namespace {
 
-#define MTP_SKIP_WITHOUT_CUDA_OPS()                                                     \
-  do {                                                                                  \
-    if (!cuda_kernels_built()) {                                                        \
-      GTEST_SKIP() << "mtp_kernels built without CUDA kernels (CPU-only LibTorch)";     \
-    }                                                                                   \
-    if (!at::hasCUDA()) {                                                               \
-      GTEST_SKIP() << "no CUDA device";                                                 \
-    }                                                                                   \
+#define MTP_SKIP_WITHOUT_CUDA_OPS()                                                 \
+  do {                                                                              \
+    if (!cuda_kernels_built()) {                                                    \
+      GTEST_SKIP() << "mtp_kernels built without CUDA kernels (CPU-only LibTorch)"; \
+    }                                                                               \
+    if (!at::hasCUDA()) {                                                           \
+      GTEST_SKIP() << "no CUDA device";                                             \
+    }                                                                               \
   } while (0)
 
 ::testing::AssertionResult gpu_matches_cpu(const char* what, const at::Tensor& gpu,
@@ -101,15 +101,13 @@ TEST(KernelOpsCudaTest, OpsMatchCpuOps_CUDA) {
     });
     const at::Tensor x = (2 * at::randn({s, b, hidden})).to(dtype).requires_grad_(true);
     const at::Tensor w = (1 + 0.1 * at::randn({hidden})).to(dtype).requires_grad_(true);
-    compare_devices("rms_norm", {x, w}, [](const std::vector<at::Tensor>& in) {
-      return rms_norm(in[0], in[1], 1e-5);
-    });
+    compare_devices("rms_norm", {x, w},
+                    [](const std::vector<at::Tensor>& in) { return rms_norm(in[0], in[1], 1e-5); });
     const at::Tensor logits = (3 * at::randn({s, b, vocab})).to(dtype).requires_grad_(true);
     const at::Tensor labels = at::randint(0, vocab, {b, s}, at::kLong);
     const at::Tensor mask = (at::rand({b, s}) > 0.25).to(at::kFloat);
-    compare_devices("cross_entropy", {logits, labels}, [](const std::vector<at::Tensor>& in) {
-      return cross_entropy(in[0], in[1]);
-    });
+    compare_devices("cross_entropy", {logits, labels},
+                    [](const std::vector<at::Tensor>& in) { return cross_entropy(in[0], in[1]); });
     compare_devices("masked_cross_entropy", {logits, labels, mask},
                     [](const std::vector<at::Tensor>& in) {
                       return masked_cross_entropy(in[0], in[1], in[2]);
@@ -128,9 +126,8 @@ TEST(KernelOpsCudaTest, RopeIsBitwiseTheCompositeOnTheGpuAndTheCpu_CUDA) {
     }
     const at::Tensor x = at::randn({40, 2, 3, 32}).to(dtype).requires_grad_(true);
     const model::RopeTables t = model::rope_tables(40, 32, 10000.0, dtype);
-    compare_devices("rope", {x, t.cos, t.sin}, [](const std::vector<at::Tensor>& in) {
-      return rope(in[0], in[1], in[2]);
-    });
+    compare_devices("rope", {x, t.cos, t.sin},
+                    [](const std::vector<at::Tensor>& in) { return rope(in[0], in[1], in[2]); });
   }
 }
 
@@ -151,12 +148,12 @@ TEST(KernelOpsCudaTest, BlockDigestsOfADeviceTensorEqualTheHostTensors_CUDA) {
 
 // --- flash attention ---------------------------------------------------------------------------
 
-#define MTP_SKIP_WITHOUT_FLASH()                                                        \
-  do {                                                                                  \
-    if (!flash_attention_available()) {                                                 \
+#define MTP_SKIP_WITHOUT_FLASH()                                                         \
+  do {                                                                                   \
+    if (!flash_attention_available()) {                                                  \
       GTEST_SKIP() << "flash attention needs a CUDA LibTorch >= 2 (this is LibTorch "    \
                    << TORCH_VERSION << (at::hasCUDA() ? "" : ", no CUDA device") << ")"; \
-    }                                                                                   \
+    }                                                                                    \
   } while (0)
 
 /// DeterministicGuard: deterministic algorithms on (error mode, as the harness runs) for its
@@ -261,10 +258,9 @@ at::Tensor bf16_bits(const at::Tensor& t) {
   const int64_t i = differ.nonzero()[0][0].item<int64_t>();
   std::ostringstream os;
   os << what << ": " << n << " of " << a.numel() << " elements differ (bitwise); first at flat "
-     << i << " of " << a.sizes() << ": " << std::setprecision(9)
-     << a.reshape({-1})[i].item<float>() << " (0x" << std::hex << ab[i].item<int>() << ") vs "
-     << std::dec << b.reshape({-1})[i].item<float>() << " (0x" << std::hex << bb[i].item<int>()
-     << ")";
+     << i << " of " << a.sizes() << ": " << std::setprecision(9) << a.reshape({-1})[i].item<float>()
+     << " (0x" << std::hex << ab[i].item<int>() << ") vs " << std::dec
+     << b.reshape({-1})[i].item<float>() << " (0x" << std::hex << bb[i].item<int>() << ")";
   return ::testing::AssertionFailure() << os.str();
 }
 
@@ -309,8 +305,8 @@ AttentionReference attention_reference(const AttentionInputs& in) {
   const at::Tensor q = in.q.to(at::kDouble), k = in.k.to(at::kDouble), v = in.v.to(at::kDouble),
                    dout = in.dout.to(at::kDouble);
   const double c = attention_scale(in.q);
-  const at::Tensor scores = (at::matmul(q, k.transpose(-2, -1)) * c)
-                                .masked_fill(causal_mask(q.size(2)), -INFINITY);
+  const at::Tensor scores =
+      (at::matmul(q, k.transpose(-2, -1)) * c).masked_fill(causal_mask(q.size(2)), -INFINITY);
   const at::Tensor p = at::softmax(scores, -1);
   AttentionReference r;
   r.out = at::matmul(p, v);
@@ -349,8 +345,8 @@ AttentionReference attention_reference(const AttentionInputs& in) {
          << what << ": " << bad << " of " << err.numel() << " elements beyond 2^-7 x bound; worst "
          << "at flat " << worst << ": got " << std::setprecision(17)
          << got.to(at::kDouble).reshape({-1})[worst].item<double>() << ", reference "
-         << ref.reshape({-1})[worst].item<double>() << ", bound "
-         << tol[worst].item<double>() << " (error/bound " << *worst_ratio << ")";
+         << ref.reshape({-1})[worst].item<double>() << ", bound " << tol[worst].item<double>()
+         << " (error/bound " << *worst_ratio << ")";
 }
 
 /// Checks out, dq, dk, dv against the reference; prints the worst error/bound ratio of each.
@@ -364,8 +360,7 @@ void expect_within_reference(const std::string& what, const AttentionResult& got
   for (const auto& [name, t] : parts) {
     double ratio = 0.0;
     EXPECT_TRUE(within_bound(what + " " + name, t[0], t[1], t[2], &ratio));
-    std::cout << "  " << what << " " << name << ": max error / (2^-7 x bound) = " << ratio
-              << "\n";
+    std::cout << "  " << what << " " << name << ": max error / (2^-7 x bound) = " << ratio << "\n";
   }
 }
 
@@ -403,9 +398,8 @@ TEST(FlashAttentionReferenceTest, ToleranceCoversABf16ModelOfTheKernel) {
                    dout = in.dout.to(at::kFloat);
   const double c = attention_scale(in.q);
   auto bf16 = [](const at::Tensor& t) { return t.to(at::kBFloat16).to(at::kFloat); };
-  const at::Tensor p = at::softmax((at::matmul(q, k.transpose(-2, -1)) * c)
-                                       .masked_fill(causal_mask(q.size(2)), -INFINITY),
-                                   -1);
+  const at::Tensor p = at::softmax(
+      (at::matmul(q, k.transpose(-2, -1)) * c).masked_fill(causal_mask(q.size(2)), -INFINITY), -1);
   AttentionResult m;
   m.out = bf16(at::matmul(bf16(p), v));
   const at::Tensor d = (dout * m.out).sum(-1, /*keepdim=*/true);
@@ -460,8 +454,7 @@ TEST(FlashAttentionCudaTest, SampleInABatchEqualsTheSampleAlone_CUDA) {
       const AttentionResult one = run_flash(in.sample(i));
       const AttentionResult row{all.out.narrow(0, i, 1), all.dq.narrow(0, i, 1),
                                 all.dk.narrow(0, i, 1), all.dv.narrow(0, i, 1)};
-      expect_same_result("sample " + std::to_string(i) + " of " + std::to_string(sh.b), row,
-                         one);
+      expect_same_result("sample " + std::to_string(i) + " of " + std::to_string(sh.b), row, one);
     }
   }
 }
@@ -498,9 +491,8 @@ TEST(FlashAttentionCudaTest, PoisonedMemoryDoesNotLeak_CUDA) {
     const AttentionInputs in = attention_inputs(sh, 4);
     // Check that the poison reaches new allocations (else this test could not fail).
     poison_allocator(0xff, int64_t{512} << 20);
-    EXPECT_TRUE(at::empty({sh.b, sh.heads, sh.s, sh.hn}, at::TensorOptions()
-                                                             .dtype(at::kBFloat16)
-                                                             .device(at::kCUDA))
+    EXPECT_TRUE(at::empty({sh.b, sh.heads, sh.s, sh.hn},
+                          at::TensorOptions().dtype(at::kBFloat16).device(at::kCUDA))
                     .isnan()
                     .any()
                     .item<bool>())
@@ -528,15 +520,15 @@ std::vector<at::Tensor> run_ops_on_gpu(at::ScalarType dtype) {
   const at::Tensor w = (1 + 0.1 * at::randn({hidden})).to(dtype).cuda().requires_grad_(true);
   const at::Tensor head = (0.1 * at::randn({vocab, hidden})).to(dtype).cuda().requires_grad_(true);
   const model::RopeTables t = model::rope_tables(s, 32, 10000.0, dtype, at::Device(at::kCUDA));
-  const at::Tensor x = embedding_lookup(ids, table);                       // [s, b, H]
+  const at::Tensor x = embedding_lookup(ids, table);  // [s, b, H]
   const at::Tensor h = rms_norm(x, w, 1e-5);
   const at::Tensor r = rope(h.view({s, b, hidden / 32, 32}), t.cos, t.sin).view({s, b, hidden});
   const at::Tensor logits = at::matmul(r, head.t());
-  const at::Tensor loss = masked_cross_entropy(logits, labels, mask).sum() +
-                          cross_entropy(logits, labels).sum() * 0.5;
+  const at::Tensor loss =
+      masked_cross_entropy(logits, labels, mask).sum() + cross_entropy(logits, labels).sum() * 0.5;
   loss.backward();
-  return {x.detach().cpu(), h.detach().cpu(), r.detach().cpu(), loss.detach().cpu(),
-          table.grad().cpu(), w.grad().cpu(), head.grad().cpu()};
+  return {x.detach().cpu(),   h.detach().cpu(), r.detach().cpu(), loss.detach().cpu(),
+          table.grad().cpu(), w.grad().cpu(),   head.grad().cpu()};
 }
 
 TEST(KernelOpsCudaTest, PoisonedMemoryDoesNotReachOutputs_CUDA) {

@@ -28,8 +28,8 @@ namespace {
 ::testing::AssertionResult near(const char* what, const at::Tensor& got, const at::Tensor& ref,
                                 double tol) {
   if (got.sizes() != ref.sizes()) {
-    return ::testing::AssertionFailure() << what << ": shape " << got.sizes() << " vs "
-                                         << ref.sizes();
+    return ::testing::AssertionFailure()
+           << what << ": shape " << got.sizes() << " vs " << ref.sizes();
   }
   const at::Tensor g = got.detach().to(at::kDouble).contiguous();
   const at::Tensor r = ref.detach().to(at::kDouble).contiguous();
@@ -40,10 +40,9 @@ namespace {
     return ::testing::AssertionSuccess();
   }
   const int64_t i = excess.reshape({-1}).argmax().item<int64_t>();
-  return ::testing::AssertionFailure()
-         << what << ": outside tolerance " << tol << " at flat index " << i << ": got "
-         << g.reshape({-1})[i].item<double>() << ", reference "
-         << r.reshape({-1})[i].item<double>();
+  return ::testing::AssertionFailure() << what << ": outside tolerance " << tol << " at flat index "
+                                       << i << ": got " << g.reshape({-1})[i].item<double>()
+                                       << ", reference " << r.reshape({-1})[i].item<double>();
 }
 
 ::testing::AssertionResult same_bits(const char* what, const at::Tensor& a, const at::Tensor& b) {
@@ -262,19 +261,18 @@ TEST(KernelOpsTest, BadInputsThrow) {
   EXPECT_THROW(embedding_lookup(at::zeros({2, 3}, at::kInt), table), c10::Error);
   EXPECT_THROW(rms_norm(at::randn({2, 4}), at::randn({3}), 1e-5), c10::Error);
   EXPECT_THROW(rms_norm(at::randn({2, 4}, at::kDouble), at::randn({4}), 1e-5), c10::Error);
-  EXPECT_THROW(rms_norm(at::zeros({2, 4}, at::kHalf), at::zeros({4}, at::kHalf), 1e-5),
-               c10::Error);
+  EXPECT_THROW(rms_norm(at::zeros({2, 4}, at::kHalf), at::zeros({4}, at::kHalf), 1e-5), c10::Error);
   EXPECT_THROW(cross_entropy(at::randn({3, 2, 5}), at::zeros({3, 2}, at::kLong)), c10::Error);
   EXPECT_THROW(cross_entropy(at::randn({3, 2, 5}), at::full({2, 3}, 5, at::kLong)),
                std::out_of_range);
-  EXPECT_THROW(masked_cross_entropy(at::randn({3, 2, 5}), at::zeros({2, 3}, at::kLong),
-                                    at::ones({3, 2})),
-               c10::Error);
+  EXPECT_THROW(
+      masked_cross_entropy(at::randn({3, 2, 5}), at::zeros({2, 3}, at::kLong), at::ones({3, 2})),
+      c10::Error);
   const at::Tensor cs = at::ones({8, 4}), sn = at::zeros({8, 4});
-  EXPECT_THROW(rope(at::randn({8, 2, 3}), cs, sn), c10::Error);            // not 4-D
+  EXPECT_THROW(rope(at::randn({8, 2, 3}), cs, sn), c10::Error);  // not 4-D
   EXPECT_THROW(rope(at::randn({8, 2, 3, 5}), at::ones({8, 5}), at::zeros({8, 5})),
-               c10::Error);                                                // odd head dim
-  EXPECT_THROW(rope(at::randn({7, 2, 3, 4}), cs, sn), c10::Error);         // s ≠ table rows
+               c10::Error);                                                      // odd head dim
+  EXPECT_THROW(rope(at::randn({7, 2, 3, 4}), cs, sn), c10::Error);               // s ≠ table rows
   EXPECT_THROW(rope(at::randn({8, 2, 3, 4}, at::kDouble), cs, sn), c10::Error);  // dtype
   EXPECT_THROW(rope(at::randn({8, 2, 3, 4}), cs, at::zeros({8, 2})), c10::Error);
 }

@@ -46,17 +46,21 @@ config::ModelConfig oracle_config(const record::RecordReader& rec) {
   using C = config::ModelConfig;
   C c;
   for (const auto& [key, field] : std::vector<std::pair<const char*, int64_t C::*>>{
-           {"num_layers", &C::num_layers}, {"hidden_size", &C::hidden_size},
+           {"num_layers", &C::num_layers},
+           {"hidden_size", &C::hidden_size},
            {"ffn_hidden_size", &C::ffn_hidden_size},
            {"num_attention_heads", &C::num_attention_heads},
-           {"num_query_groups", &C::num_query_groups}, {"vocab_size", &C::vocab_size},
-           {"seq_length", &C::seq_length}, {"micro_batch_size", &C::micro_batch_size},
+           {"num_query_groups", &C::num_query_groups},
+           {"vocab_size", &C::vocab_size},
+           {"seq_length", &C::seq_length},
+           {"micro_batch_size", &C::micro_batch_size},
            {"mtp_num_layers", &C::mtp_num_layers}}) {
     c.*field = attr_int(a, key);
   }
   for (const auto& [key, field] : std::vector<std::pair<const char*, double C::*>>{
            {"mtp_loss_scaling_factor", &C::mtp_loss_scaling_factor},
-           {"rotary_base", &C::rotary_base}, {"norm_epsilon", &C::norm_epsilon}}) {
+           {"rotary_base", &C::rotary_base},
+           {"norm_epsilon", &C::norm_epsilon}}) {
     c.*field = attr_double(a, key);
   }
   // The file has no untie_embeddings attribute; an untied model records its output layer.

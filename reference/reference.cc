@@ -19,9 +19,11 @@ class ReferenceChunk final : public engine::ModelChunk {
   ReferenceChunk(const layout::PipelineLayout& layout, int stage, const config::ModelConfig& cfg,
                  const std::vector<std::string>& param_names, const engine::InitialWeights& init,
                  at::ScalarType dtype, at::Device device)
-      : plan_(layout.stages[stage]), cfg_(cfg),
+      : plan_(layout.stages[stage]),
+        cfg_(cfg),
         is_loss_(stage == layout.num_stages() - 1),
-        rope_(model::rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, dtype, device)) {
+        rope_(
+            model::rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, dtype, device)) {
     engine::add_initial_params(params_, init, param_names, dtype, device);
   }
 
@@ -34,8 +36,7 @@ class ReferenceChunk final : public engine::ModelChunk {
     return is_loss_ ? std::vector<int64_t>{} : engine::hidden_shape(cfg_, 1);
   }
 
-  std::unique_ptr<model::ChunkProgram> program(const at::Tensor& input,
-                                               const MicrobatchTensors& mb,
+  std::unique_ptr<model::ChunkProgram> program(const at::Tensor& input, const MicrobatchTensors& mb,
                                                bool split) const override {
     auto prog = std::make_unique<model::ChunkProgram>(split);
     prog->input = input;
@@ -55,8 +56,8 @@ class ReferenceChunk final : public engine::ModelChunk {
       model::append_mtp_nodes(*prog, tokens, params_.get(config::kWordEmbeddingName), params_, cfg_,
                               rope_, /*concat=*/false);
     }
-    at::Tensor head = params_.get(cfg_.untie_embeddings ? config::kOutputLayerName
-                                                        : config::kWordEmbeddingName);
+    at::Tensor head =
+        params_.get(cfg_.untie_embeddings ? config::kOutputLayerName : config::kWordEmbeddingName);
     engine::add_post_process_node(*prog, head, cfg_, mb, engine::LossHidden::kMtpList);
     return prog;
   }
@@ -129,9 +130,8 @@ class Reference final : public engine::Implementation {
                                                   at::ScalarType dtype,
                                                   at::Device device) const override {
     check_layout(layout);
-    return std::make_unique<ReferenceChunk>(layout, stage, cfg,
-                                            stage_param_names(layout, stage, cfg), init, dtype,
-                                            device);
+    return std::make_unique<ReferenceChunk>(
+        layout, stage, cfg, stage_param_names(layout, stage, cfg), init, dtype, device);
   }
 };
 

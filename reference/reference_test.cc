@@ -45,7 +45,8 @@ TEST(ReferenceTest, EmbeddingGroupAndChunkContents) {
   EXPECT_FALSE(chunks[6]->params().has("decoder.final_layernorm.weight"));
   EXPECT_TRUE(chunks[6]->params().has("decoder.layers.7.mlp.linear_fc2.weight"));
   // Only [s, b, H] crosses the pipeline.
-  for (int i = 0; i < 7; ++i) EXPECT_EQ(chunks[i]->output_shape(), (std::vector<int64_t>{8, 2, 16}));
+  for (int i = 0; i < 7; ++i)
+    EXPECT_EQ(chunks[i]->output_shape(), (std::vector<int64_t>{8, 2, 16}));
   EXPECT_EQ(chunks[7]->input_shape(), (std::vector<int64_t>{8, 2, 16}));
   EXPECT_TRUE(chunks[7]->output_shape().empty());
   EXPECT_TRUE(chunks[0]->input_shape().empty());

@@ -23,8 +23,7 @@ namespace {
 
 /// The failing pairs in full: why they should hold, the comparison report, the owner of the
 /// first divergence, the command that re-compares and the commands that re-train both variants.
-void print_failures(const std::vector<report::ExpectationResult>& results,
-                    const ScenarioRun& run) {
+void print_failures(const std::vector<report::ExpectationResult>& results, const ScenarioRun& run) {
   std::map<std::string, const report::VariantRun*> by_name;
   for (const auto& v : run.runs) by_name[v.name] = &v;
   for (const auto& r : results) {
@@ -49,7 +48,8 @@ void print_failures(const std::vector<report::ExpectationResult>& results,
       const auto& sel = r.expectation->selection;
       std::string args = fmt::format(" --class {} --records {}",
                                      r.expectation->cls.kind == compare::CompareClass::Kind::kDiffer
-                                         ? "bitwise" : r.expectation->cls.to_string(),
+                                         ? "bitwise"
+                                         : r.expectation->cls.to_string(),
                                      fmt::join(sel.groups, ","));
       for (const auto& pat : sel.include) args += fmt::format(" --include '{}'", pat);
       for (const auto& pat : sel.exclude) args += fmt::format(" --exclude '{}'", pat);
@@ -86,8 +86,9 @@ int check(const CheckOptions& opt) {
 
   RunSettings settings;
   if (opt.keep_last > 0 && !opt.out_dir.empty()) {
-    throw InputError("--keep-last prunes runs/<scenario>/, where check makes its run directories; "
-                     "it does not apply with --out");
+    throw InputError(
+        "--keep-last prunes runs/<scenario>/, where check makes its run directories; "
+        "it does not apply with --out");
   }
   // Every input and every output (defaults included) against each other, before the run
   // directory is made: no output may overwrite an input or another output.
@@ -97,15 +98,16 @@ int check(const CheckOptions& opt) {
   const std::string planned_dir = opt.out_dir.empty() ? std::string() : opt.out_dir;
   // Collisions only: an output may lie in the run directory, made below (then checked).
   auto planned = [&](const std::string& what, const std::string& given, const std::string& dflt) {
-    if (!given.empty()) files.planned_output(what, given);
-    else if (!dflt.empty()) files.planned_output(what + " (default)", dflt);
+    if (!given.empty())
+      files.planned_output(what, given);
+    else if (!dflt.empty())
+      files.planned_output(what + " (default)", dflt);
   };
   const std::string json_default = planned_dir.empty() ? "" : planned_dir + "/report.json";
   planned("--json", opt.json_path, json_default);
   planned("--html", opt.html_path,
-          opt.json_path.empty()
-              ? (planned_dir.empty() ? "" : planned_dir + "/report.html")
-              : fs::path(opt.json_path).replace_extension(".html").string());
+          opt.json_path.empty() ? (planned_dir.empty() ? "" : planned_dir + "/report.html")
+                                : fs::path(opt.json_path).replace_extension(".html").string());
   planned("--junit", opt.junit_path, "");
   for (const auto& p : plans) {
     if (!planned_dir.empty()) {
@@ -117,9 +119,9 @@ int check(const CheckOptions& opt) {
   require_utf8("--out", settings.out_dir, in_json);
   const std::string json_path =
       opt.json_path.empty() ? settings.out_dir + "/report.json" : opt.json_path;
-  const std::string html_path =
-      opt.html_path.empty() ? fs::path(json_path).replace_extension(".html").string()
-                            : opt.html_path;
+  const std::string html_path = opt.html_path.empty()
+                                    ? fs::path(json_path).replace_extension(".html").string()
+                                    : opt.html_path;
   // The run directory exists now: each output there can be written.
   check_output_file("--json", json_path);
   check_output_file("--html", html_path);
@@ -135,21 +137,19 @@ int check(const CheckOptions& opt) {
 
   std::cout << fmt::format("# mtp-harness check: scenario \"{}\" ({})\n", sc.name, sc.source);
   if (!sc.description.empty()) std::cout << "# " << sc.description << "\n";
-  std::cout << fmt::format("# model: layers={} H={} heads={} ffn={} V={} s={} b={} D={} lambda={} {}\n",
-                           sc.model.num_layers, sc.model.hidden_size, sc.model.num_attention_heads,
-                           sc.model.ffn_hidden_size, sc.model.vocab_size, sc.model.seq_length,
-                           sc.model.micro_batch_size, sc.model.mtp_num_layers,
-                           sc.model.mtp_loss_scaling_factor,
-                           sc.model.untie_embeddings ? "untied" : "tied");
-  std::cout << fmt::format("# training: {} steps x {}, clip_grad={}, {}, device {}\n",
-                           sc.training.steps,
-                           sc.training.global_batch_size
-                               ? fmt::format("a global batch of {} samples",
-                                             *sc.training.global_batch_size)
-                               : fmt::format("{} microbatches", sc.training.num_microbatches),
-                           sc.training.clip_grad,
-                           config::enum_name(sc.training.dtype),
-                           config::enum_name(sc.training.device));
+  std::cout << fmt::format(
+      "# model: layers={} H={} heads={} ffn={} V={} s={} b={} D={} lambda={} {}\n",
+      sc.model.num_layers, sc.model.hidden_size, sc.model.num_attention_heads,
+      sc.model.ffn_hidden_size, sc.model.vocab_size, sc.model.seq_length, sc.model.micro_batch_size,
+      sc.model.mtp_num_layers, sc.model.mtp_loss_scaling_factor,
+      sc.model.untie_embeddings ? "untied" : "tied");
+  std::cout << fmt::format(
+      "# training: {} steps x {}, clip_grad={}, {}, device {}\n", sc.training.steps,
+      sc.training.global_batch_size
+          ? fmt::format("a global batch of {} samples", *sc.training.global_batch_size)
+          : fmt::format("{} microbatches", sc.training.num_microbatches),
+      sc.training.clip_grad, config::enum_name(sc.training.dtype),
+      config::enum_name(sc.training.device));
   std::cout << fmt::format("# run directory: {}\n", settings.out_dir);
   const ScenarioRun run = train_variants(sc, plans, settings);
   const std::vector<report::ExpectationResult> results = evaluate_expectations(sc, run);
@@ -172,27 +172,31 @@ int check(const CheckOptions& opt) {
   if (opt.keep_last > 0) {  // after the reports: a check that fails early prunes nothing
     const int removed = prune_run_directories(sc, opt.keep_last, settings.out_dir);
     if (removed > 0) {
-      std::cout << fmt::format("# --keep-last {}: removed the {} oldest run director{} of runs/{}/\n",
-                               opt.keep_last, removed, removed == 1 ? "y" : "ies", sc.name);
+      std::cout << fmt::format(
+          "# --keep-last {}: removed the {} oldest run director{} of runs/{}/\n", opt.keep_last,
+          removed, removed == 1 ? "y" : "ies", sc.name);
     }
   }
-  std::cout << fmt::format("\n# {} expectation(s): {} passed, {} failed, {} skipped ({} "
-                           "undecided, {} with variants not run); report: {}, {}\n",
-                           results.size(), evaluated - failed, failed, skipped, undecided,
-                           skipped - undecided, json_path, html_path);
+  std::cout << fmt::format(
+      "\n# {} expectation(s): {} passed, {} failed, {} skipped ({} "
+      "undecided, {} with variants not run); report: {}, {}\n",
+      results.size(), evaluated - failed, failed, skipped, undecided, skipped - undecided,
+      json_path, html_path);
   if (failed > 0) return kExitMismatch;
   if (undecided > 0 && !opt.allow_skipped) {
     // Never a pass for lack of data: an expectation the records cannot decide is not proven.
-    std::cout << fmt::format("# {} expectation(s) could not be decided from the records (see "
-                             "SKIP above); pass --allow-skipped to accept that\n",
-                             undecided);
+    std::cout << fmt::format(
+        "# {} expectation(s) could not be decided from the records (see "
+        "SKIP above); pass --allow-skipped to accept that\n",
+        undecided);
     return kExitMismatch;
   }
   if (evaluated == 0 && !results.empty() && !opt.allow_skipped) {
-    std::cout << fmt::format("# nothing was proven: every expectation compares a variant that was "
-                             "not run (--variant {}); run the variants they name, or pass "
-                             "--allow-skipped to accept a check that evaluates none\n",
-                             fmt::join(opt.only_variants, " --variant "));
+    std::cout << fmt::format(
+        "# nothing was proven: every expectation compares a variant that was "
+        "not run (--variant {}); run the variants they name, or pass "
+        "--allow-skipped to accept a check that evaluates none\n",
+        fmt::join(opt.only_variants, " --variant "));
     return kExitMismatch;
   }
   return kExitOk;

@@ -25,12 +25,12 @@ extern char** environ;
 
 namespace {
 
+using mtp::testing_util::FileSizeLimit;
+using mtp::testing_util::ScratchDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
-using mtp::testing_util::FileSizeLimit;
-using mtp::testing_util::ScratchDir;
 
 using mtp::cli_test::run;
 
@@ -110,8 +110,8 @@ TEST(CliTest, CheckRejectsBadScenariosWithFileAndLine) {
   auto missing = run("check /nonexistent/scenario.toml");
   EXPECT_EQ(missing.code, 2);
   EXPECT_THAT(missing.out, HasSubstr("/nonexistent/scenario.toml"));
-  auto unknown = run("check scenarios/default.toml --variant nope --out " + testing::TempDir() +
-                     "/cli_runs");
+  auto unknown =
+      run("check scenarios/default.toml --variant nope --out " + testing::TempDir() + "/cli_runs");
   EXPECT_EQ(unknown.code, 2);
   EXPECT_THAT(unknown.out, HasSubstr("no variant named \"nope\""));
 }
@@ -119,17 +119,21 @@ TEST(CliTest, CheckRejectsBadScenariosWithFileAndLine) {
 TEST(CliTest, CheckOneVariantPairAndCompareItsRecords) {
   ScratchDir dir;
   const std::string out = dir.path();
-  auto r = run("check scenarios/default.toml --variant cand_p4v2_tmm --variant "
-               "cand_p4v2_tmm_lambda02 --out " + out);
+  auto r =
+      run("check scenarios/default.toml --variant cand_p4v2_tmm --variant "
+          "cand_p4v2_tmm_lambda02 --out " +
+          out);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("lambda_negative_control"));
   EXPECT_THAT(r.out, HasSubstr("skipped"));
   auto same = run("compare " + out + "/cand_p4v2_tmm.h5 " + out + "/cand_p4v2_tmm.h5");
   EXPECT_EQ(same.code, 0) << same.out;
-  auto diff = run("compare " + out + "/cand_p4v2_tmm.h5 " + out + "/cand_p4v2_tmm_lambda02.h5 "
+  auto diff = run("compare " + out + "/cand_p4v2_tmm.h5 " + out +
+                  "/cand_p4v2_tmm_lambda02.h5 "
                   "--records grad --steps 1");
   EXPECT_EQ(diff.code, 1) << diff.out;
-  EXPECT_THAT(diff.out, HasSubstr("first divergence: step 1 grad/embedding.word_embeddings.weight"));
+  EXPECT_THAT(diff.out,
+              HasSubstr("first divergence: step 1 grad/embedding.word_embeddings.weight"));
   EXPECT_TRUE(std::filesystem::exists(out + "/report.json"));
 }
 
@@ -138,8 +142,10 @@ TEST(CliTest, CheckOneVariantPairAndCompareItsRecords) {
 // under --record digest, while a variant that no such expectation compares stays digest-only.
 TEST(CliTest, ToleranceExpectationsAreDecidedUnderDigestRecords) {
   ScratchDir dir;
-  auto r = run("check scenarios/default.toml --record digest --variant ref_p4v2 --variant ref_p1 "
-               "--variant cand_p4v2_tmm --out " + dir.path());
+  auto r =
+      run("check scenarios/default.toml --record digest --variant ref_p4v2 --variant ref_p1 "
+          "--variant cand_p4v2_tmm --out " +
+          dir.path());
   EXPECT_EQ(r.code, 0) << r.out;
   const size_t row = r.out.find("  p1_tolerance ");
   ASSERT_NE(row, std::string::npos) << r.out;
@@ -159,8 +165,8 @@ TEST(CliTest, ToleranceExpectationsAreDecidedUnderDigestRecords) {
 TEST(CliTest, CompareDecidesATolerancesOnDigestRecordsOnlyWithLocalize) {
   ScratchDir dir;
   for (const char* v : {"ref_p4v2", "ref_p1"}) {
-    auto t = run(fmt::format("run scenarios/default.toml --variant {} --record digest --out {}",
-                             v, dir.file(std::string(v) + ".h5")));
+    auto t = run(fmt::format("run scenarios/default.toml --variant {} --record digest --out {}", v,
+                             dir.file(std::string(v) + ".h5")));
     ASSERT_EQ(t.code, 0) << t.out;
   }
   const std::string pair = dir.file("ref_p4v2.h5") + " " + dir.file("ref_p1.h5");
@@ -168,8 +174,8 @@ TEST(CliTest, CompareDecidesATolerancesOnDigestRecordsOnlyWithLocalize) {
   EXPECT_EQ(u.code, 1) << u.out;
   EXPECT_THAT(u.out, HasSubstr("# verdict: UNDECIDED (tol:0.0001,1e-06): UNDECIDED"));
   EXPECT_THAT(u.out, HasSubstr("--localize re-trains those steps in full to decide"));
-  auto l = run("compare " + pair + " --class tol:1e-4,1e-6 --localize --json " +
-               dir.file("l.json"));
+  auto l =
+      run("compare " + pair + " --class tol:1e-4,1e-6 --localize --json " + dir.file("l.json"));
   EXPECT_EQ(l.code, 0) << l.out;
   EXPECT_THAT(l.out, HasSubstr("re-training both variants through step 3 with step(s) 1,2,3"));
   EXPECT_THAT(l.out, HasSubstr("# verdict: EQUAL (tol:0.0001,1e-06): the records hold "
@@ -234,7 +240,8 @@ TEST(CliFaultTest, FullDiskWhileWritingARecordFailsCleanly) {
     // before training (issue 19 defect 6; it died of SIGXFSZ before). A write that fails all
     // the same (EFBIG: SIGXFSZ is ignored) is record_test's RecordWriter disk-full case.
     FileSizeLimit full(512 * 1024);
-    auto r = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + dir.file("o"));
+    auto r =
+        run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + dir.file("o"));
     EXPECT_EQ(r.code, 2) << r.out;
     EXPECT_THAT(r.out, HasSubstr("its record needs about 12.5 MiB but this process may write files "
                                  "of at most 512.0 KiB (ulimit -f)"));
@@ -248,7 +255,8 @@ TEST(CliFaultTest, FullDiskWhileWritingARecordFailsCleanly) {
   // estimate (issue 11 item 7), exit 2.
   SmallTmpfs fs("5m");
   if (!fs.mounted()) GTEST_SKIP() << fs.reason();
-  auto r = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + fs.file("o"));
+  auto r =
+      run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + fs.file("o"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("its record needs about 12.5 MiB but the output directory has"));
   EXPECT_THAT(temporaries(fs.file("o")), IsEmpty());
@@ -262,8 +270,8 @@ TEST(CliFaultTest, ReportsThatCannotBeWrittenFailTheCheckAndLeaveNothing) {
   if (!fs.mounted()) GTEST_SKIP() << fs.reason();
   fs.fill();
   for (const std::string flag : {"--json", "--junit"}) {
-    auto r = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + dir.path() + " " + flag +
-                 " " + fs.file("report"));
+    auto r = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " +
+                 dir.path() + " " + flag + " " + fs.file("report"));
     EXPECT_EQ(r.code, 3) << flag << ": " << r.out;
     EXPECT_THAT(r.out, HasSubstr("report: write failed: No space left on device")) << flag;
     EXPECT_THAT(fs.entries(), ::testing::ElementsAre("fill")) << flag;
@@ -273,7 +281,8 @@ TEST(CliFaultTest, ReportsThatCannotBeWrittenFailTheCheckAndLeaveNothing) {
 // Defect 3: compare --json and stdout ignored write errors (exit 0/1 and 0-byte files).
 TEST(CliFaultTest, CompareAndInfoFailWhenTheirOutputCannotBeWritten) {
   ScratchDir dir;
-  auto made = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + dir.path());
+  auto made =
+      run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + dir.path());
   ASSERT_EQ(made.code, 0) << made.out;
   const std::string rec = dir.file("ref_p1.h5");
   auto dev = run("compare " + rec + " " + rec + " --json /dev/full");
@@ -306,7 +315,8 @@ TEST(CliFaultTest, PlantedSymlinksAtTemporaryNamesAreNotFollowed) {
   std::ofstream(victim) << "precious";
   std::filesystem::create_directory(dir.file("o"));
   std::filesystem::create_symlink(victim, dir.file("o/report.json.tmp"));
-  auto r = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + dir.file("o"));
+  auto r =
+      run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + dir.file("o"));
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(mtp::testing_util::read_text(victim), "precious");
   EXPECT_THAT(mtp::testing_util::read_text(dir.file("o/report.json")), HasSubstr("\"verdict\""));
@@ -341,12 +351,15 @@ TEST(CliFaultTest, AbsurdRunsAreRefusedFromTheEstimateBeforeTraining) {
   EXPECT_EQ(b.code, 2) << b.out;
   EXPECT_THAT(b.out, HasSubstr("GiB of memory"));
   // The default scenario's P = 1 variant needs ~13 MiB: refused under 1 MiB, run under 1 GiB.
-  auto small = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --max-memory 1M --out " +
-                   dir.file("s"));
+  auto small =
+      run("check scenarios/default.toml --variant ref_p1 --allow-skipped --max-memory 1M --out " +
+          dir.file("s"));
   EXPECT_EQ(small.code, 2) << small.out;
   EXPECT_THAT(small.out, HasSubstr("but --max-memory is 1.0 MiB"));
-  EXPECT_EQ(run("run scenarios/default.toml --variant ref_p1 --max-memory 1G --out " +
-                dir.file("ok.h5")).code, 0);
+  EXPECT_EQ(
+      run("run scenarios/default.toml --variant ref_p1 --max-memory 1G --out " + dir.file("ok.h5"))
+          .code,
+      0);
   EXPECT_EQ(run("check scenarios/default.toml --max-memory lots").code, 2);
 }
 
@@ -355,10 +368,11 @@ TEST(CliFaultTest, LongRunsSayHowLongTheyWillTake) {
   // terminal or not; MTP_LONG_RUN_SECONDS=0 makes every run "long" here.
   ScratchDir dir;
   ::setenv("MTP_LONG_RUN_SECONDS", "0", 1);
-  const auto r = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " +
-                     dir.file("a"));
-  const auto q = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --quiet --out " +
-                     dir.file("b"));
+  const auto r =
+      run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + dir.file("a"));
+  const auto q =
+      run("check scenarios/default.toml --variant ref_p1 --allow-skipped --quiet --out " +
+          dir.file("b"));
   ::unsetenv("MTP_LONG_RUN_SECONDS");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(std::regex_search(
@@ -368,15 +382,16 @@ TEST(CliFaultTest, LongRunsSayHowLongTheyWillTake) {
   EXPECT_EQ(q.code, 0) << q.out;
   EXPECT_THAT(q.out, Not(HasSubstr("a long run")));
   // Without the seam a short run says nothing.
-  const auto s = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " +
-                     dir.file("c"));
+  const auto s =
+      run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + dir.file("c"));
   EXPECT_THAT(s.out, Not(HasSubstr("a long run")));
 }
 
 TEST(CliFaultTest, InputAtFaultExitsTwoBeforeAnyTraining) {
   ScratchDir dir;
   const std::string odd = dir.file("d\xff");
-  auto utf = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out '" + odd + "'");
+  auto utf =
+      run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out '" + odd + "'");
   EXPECT_EQ(utf.code, 2) << utf.out;
   EXPECT_THAT(utf.out, HasSubstr("d\\xff: is not valid UTF-8"));
   EXPECT_FALSE(std::filesystem::exists(odd));
@@ -443,11 +458,10 @@ TEST(CliFaultTest, OutputsNeverOverwriteInputsAndOddInputsNeverHang) {
   std::filesystem::copy_file("golden/oracle/megatron_selftest_fused.h5", rec);
   const auto size = std::filesystem::file_size(rec);
   // An output naming an input (or another output) is refused before any work; the input stays.
-  for (const std::string& args :
-       std::vector<std::string>{"replay " + rec + " --json " + rec,
-                                "replay " + rec + " --out " + dir.file("o.h5") + " --json " +
-                                    dir.file("o.h5"),
-                                "compare " + rec + " " + rec + " --json " + rec}) {
+  for (const std::string& args : std::vector<std::string>{
+           "replay " + rec + " --json " + rec,
+           "replay " + rec + " --out " + dir.file("o.h5") + " --json " + dir.file("o.h5"),
+           "compare " + rec + " " + rec + " --json " + rec}) {
     const auto r = run(args);
     EXPECT_EQ(r.code, 2) << args << ": " << r.out;
     EXPECT_THAT(r.out, HasSubstr("an output must not overwrite an input or another output"))
@@ -541,7 +555,8 @@ TEST(CliFaultTest, EmptyPathsAreErrorsAndDataErrorsNameTheirPosition) {
          "[[variant]]\nname = \"a\"\nimplementation = \"reference\"\n";
   auto r = run("check " + dir.file("s.toml") + " --out " + dir.file("o"));
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("s.toml:4:8: [data].path = \"\": data: text file '' does not exist"));
+  EXPECT_THAT(r.out,
+              HasSubstr("s.toml:4:8: [data].path = \"\": data: text file '' does not exist"));
 }
 
 }  // namespace

@@ -31,11 +31,26 @@ std::string attr_text(const record::AttrValue& v) {
 /// records, so that a surprising difference is explained at once.
 std::vector<std::string> setting_differences(const record::RecordReader& a,
                                              const record::RecordReader& b) {
-  static const std::set<std::string> kLayout{
-      "variant", "implementation", "layout", "P", "V", "microbatch_group_size", "schedule",
-      "overlap_p2p_comm", "cuda_graphs", "mtp_standalone", "execution", "chunk_map", "git_revision", "device",
-      "parallel_info", "scenario", "scenario_text", "param_stages", "stage_coords",
-      "record_mode"};
+  static const std::set<std::string> kLayout{"variant",
+                                             "implementation",
+                                             "layout",
+                                             "P",
+                                             "V",
+                                             "microbatch_group_size",
+                                             "schedule",
+                                             "overlap_p2p_comm",
+                                             "cuda_graphs",
+                                             "mtp_standalone",
+                                             "execution",
+                                             "chunk_map",
+                                             "git_revision",
+                                             "device",
+                                             "parallel_info",
+                                             "scenario",
+                                             "scenario_text",
+                                             "param_stages",
+                                             "stage_coords",
+                                             "record_mode"};
   const auto aa = a.attrs(), ba = b.attrs();
   std::vector<std::string> notes;
   for (const auto& [k, v] : aa) {
@@ -113,9 +128,9 @@ int run_info(const std::string& path, bool json) {
       const auto names = r.names(step, g);
       size_t digest_only = 0;
       for (const auto& n : names) digest_only += r.info(step, g, n).stored ? 0 : 1;
-      parts.push_back(fmt::format("{} {}{}", g, names.size(),
-                                  digest_only ? fmt::format(" ({} digest-only)", digest_only)
-                                              : ""));
+      parts.push_back(
+          fmt::format("{} {}{}", g, names.size(),
+                      digest_only ? fmt::format(" ({} digest-only)", digest_only) : ""));
     }
     std::cout << fmt::format("  step {}: {}\n", step, fmt::join(parts, ", "));
   }
@@ -177,9 +192,10 @@ int run_compare(const CompareOptions& opt) {
   }
   if (opt.localize && !steps.empty()) {
     // Digest-only records: re-train both variants with those steps in full.
-    std::cout << fmt::format("# --localize: re-training both variants through step {} with "
-                             "step(s) {} in full\n",
-                             *steps.rbegin(), fmt::join(steps, ","));
+    std::cout << fmt::format(
+        "# --localize: re-training both variants through step {} with "
+        "step(s) {} in full\n",
+        *steps.rbegin(), fmt::join(steps, ","));
     const TempDirectory dir("mtp-harness-localize");
     std::optional<Localized> tried;
     try {
@@ -191,8 +207,8 @@ int run_compare(const CompareOptions& opt) {
     }
     if (tried) {
       const Localized& loc = *tried;
-      std::cout << loc.notes << compare::format_report(loc.result, loc.a_rerun, loc.b_rerun,
-                                                       opt.max_rows);
+      std::cout << loc.notes
+                << compare::format_report(loc.result, loc.a_rerun, loc.b_rerun, opt.max_rows);
       j["localized"] = compare::to_json(loc.result);
       j["localized"]["notes"] = loc.notes;
       j["localized"]["reproduced"] = loc.reproduced;
@@ -205,11 +221,11 @@ int run_compare(const CompareOptions& opt) {
                               holds ? "the records hold " + cls.to_string()
                                     : "the records do not hold " + cls.to_string(),
                               fmt::join(steps, ","), compare::verdict_text(loc.result));
-    } else if (undecided) {
-      verdict += "; --localize could not decide it: the re-runs do not reproduce the records";
-    } else if (loc.result.first_divergence) {
-      verdict += "; the element: " + loc.result.first_divergence->describe();
-    }
+      } else if (undecided) {
+        verdict += "; --localize could not decide it: the re-runs do not reproduce the records";
+      } else if (loc.result.first_divergence) {
+        verdict += "; the element: " + loc.result.first_divergence->describe();
+      }
     } else if (undecided) {
       verdict += "; --localize could not re-train the variants (above)";
     }
@@ -231,18 +247,19 @@ int run_compare(const CompareOptions& opt) {
     }
   }
   const bool differ = cls.kind == compare::CompareClass::Kind::kDiffer;
-  const char* word = undecided             ? "UNDECIDED"
-                     : holds               ? (differ ? "DIFFERENT, as the negative control expects"
-                                                     : "EQUAL")
+  const char* word = undecided ? "UNDECIDED"
+                     : holds   ? (differ ? "DIFFERENT, as the negative control expects" : "EQUAL")
                      : !nonfinite.empty() && !opt.allow_nonfinite ? "NOT FINITE"
-                     : differ              ? "EQUAL: the negative control fails"
-                                           : "DIFFERENT";
+                     : differ ? "EQUAL: the negative control fails"
+                              : "DIFFERENT";
   std::cout << fmt::format("# verdict: {} ({}): {}\n", word, cls.to_string(), verdict);
   if (undecided && !opt.localize) {
     std::cout << "# the values the class needs are not in the records: --localize re-trains "
                  "those steps in full to decide\n";
   }
-  j["verdict"] = {{"result", undecided ? "undecided" : holds ? "holds" : "fails"},
+  j["verdict"] = {{"result", undecided ? "undecided"
+                             : holds   ? "holds"
+                                       : "fails"},
                   {"text", verdict}};
   if (!opt.json_path.empty()) {
     write_file_atomically(opt.json_path,

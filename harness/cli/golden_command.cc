@@ -49,23 +49,26 @@ std::vector<std::string> cpu_scenarios(const std::string& dir) {
 /// digest-only run into `tmp`.
 std::vector<std::pair<std::string, std::string>> records_of(const scenario::Scenario& sc,
                                                             const std::string& records_dir,
-                                                            const std::string& tmp,
-                                                            bool quiet) {
+                                                            const std::string& tmp, bool quiet) {
   std::vector<std::pair<std::string, std::string>> out;
   if (!records_dir.empty()) {
     for (const auto& v : sc.variants) {
       const std::string path = records_dir + "/" + v.name + ".h5";
       std::error_code ec;
       const bool exists = fs::exists(path, ec);
-      if (ec) throw InputError(fmt::format("--records {}: {}: {}", records_dir, path, ec.message()));
+      if (ec)
+        throw InputError(fmt::format("--records {}: {}: {}", records_dir, path, ec.message()));
       if (!exists) {
-        throw InputError(fmt::format("--records {}: no record of variant \"{}\" ({}); goldens "
-                                     "cover every variant of the scenario",
-                                     records_dir, v.name, path));
+        throw InputError(
+            fmt::format("--records {}: no record of variant \"{}\" ({}); goldens "
+                        "cover every variant of the scenario",
+                        records_dir, v.name, path));
       }
       if (const std::string why = record_scenario_mismatch(path, sc); !why.empty()) {
-        throw InputError(fmt::format("--records {}: {}: {}; goldens of scenario \"{}\" compare "
-                                     "only its own records", records_dir, path, why, sc.name));
+        throw InputError(
+            fmt::format("--records {}: {}: {}; goldens of scenario \"{}\" compare "
+                        "only its own records",
+                        records_dir, path, why, sc.name));
       }
       out.emplace_back(v.name, path);
     }
@@ -106,8 +109,8 @@ void print_changes(const golden::GoldenDiff& d, bool detail) {
                                d.changed_groups.size() - kMaxSummaryRows);
       break;
     }
-    std::cout << fmt::format("    {} step {} {}: {} of {}, first {}\n", g.variant, g.step,
-                             g.group, g.changed, g.total, g.first);
+    std::cout << fmt::format("    {} step {} {}: {} of {}, first {}\n", g.variant, g.step, g.group,
+                             g.changed, g.total, g.first);
     if (g.group != "loss") continue;
     for (const auto& l : d.loss_changes) {
       if (l.variant == g.variant && l.step == g.step) {
@@ -117,10 +120,12 @@ void print_changes(const golden::GoldenDiff& d, bool detail) {
   }
   // Losses whose digests did not change but whose numbers did (an edited golden file).
   for (const auto& l : d.loss_changes) {
-    const bool shown = std::any_of(d.changed_groups.begin(), d.changed_groups.end(), [&](const auto& g) {
-      return g.group == "loss" && g.variant == l.variant && g.step == l.step;
-    });
-    if (!shown) std::cout << fmt::format("    {} step {} loss: {}\n", l.variant, l.step, l.describe());
+    const bool shown =
+        std::any_of(d.changed_groups.begin(), d.changed_groups.end(), [&](const auto& g) {
+          return g.group == "loss" && g.variant == l.variant && g.step == l.step;
+        });
+    if (!shown)
+      std::cout << fmt::format("    {} step {} loss: {}\n", l.variant, l.step, l.describe());
   }
   if (detail) {
     std::cout << "  every changed tensor:\n";
@@ -148,17 +153,19 @@ scenario::Scenario scenario_of_records(const std::string& dir) {
     const auto it = attrs.find("scenario_text");
     const std::string* t = it == attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
     if (t == nullptr || t->empty()) {
-      throw InputError(fmt::format("--records {}: {} holds no scenario text; give the scenario "
-                                   "file",
-                                   dir, path));
+      throw InputError(
+          fmt::format("--records {}: {} holds no scenario text; give the scenario "
+                      "file",
+                      dir, path));
     }
     if (first.empty()) {
       first = path;
       text = *t;
     } else if (*t != text) {
-      throw InputError(fmt::format("--records {}: {} and {} were made from different scenario "
-                                   "texts; give the scenario file",
-                                   dir, first, path));
+      throw InputError(
+          fmt::format("--records {}: {} and {} were made from different scenario "
+                      "texts; give the scenario file",
+                      dir, first, path));
     }
   }
   if (first.empty()) throw InputError(fmt::format("--records {}: no record (.h5) there", dir));
@@ -169,13 +176,13 @@ scenario::Scenario scenario_of_records(const std::string& dir) {
 
 int run_golden(const GoldenOptions& opt) {
   const bool from_records = opt.scenarios.empty() && !opt.records.empty();
-  const std::vector<std::string> files =
-      from_records ? std::vector<std::string>{""}
-      : opt.scenarios.empty() ? cpu_scenarios("scenarios")
-                              : opt.scenarios;
+  const std::vector<std::string> files = from_records            ? std::vector<std::string>{""}
+                                         : opt.scenarios.empty() ? cpu_scenarios("scenarios")
+                                                                 : opt.scenarios;
   if (!opt.records.empty() && files.size() != 1) {
-    throw InputError("--records names one scenario's records: give one scenario file, or none "
-                     "to take the scenario from the records");
+    throw InputError(
+        "--records names one scenario's records: give one scenario file, or none "
+        "to take the scenario from the records");
   }
   if (opt.update && !opt.dry_run) check_output_directory("--golden-dir", opt.golden_dir);
   int differing = 0;
@@ -194,9 +201,10 @@ int run_golden(const GoldenOptions& opt) {
     const bool have = fs::exists(path, ec);  // a symlink loop: ELOOP, not "missing"
     if (ec) throw InputError(fmt::format("{}: {} ({})", printable(path), ec.message(), file));
     if (!opt.update && !have) {
-      throw InputError(fmt::format("{}: no goldens for scenario \"{}\" ({}); make them with "
-                                   "`mtp-harness golden update {}`",
-                                   path, sc.name, file, file));
+      throw InputError(
+          fmt::format("{}: no goldens for scenario \"{}\" ({}); make them with "
+                      "`mtp-harness golden update {}`",
+                      path, sc.name, file, file));
     }
     // Goldens of another scenario (a renamed file) are refused, naming the file's scenario line.
     const golden::GoldenFile old =
@@ -211,9 +219,10 @@ int run_golden(const GoldenOptions& opt) {
     }
     if (opt.update) {
       if (have && d.scenario_changed && !opt.accept_scenario_change) {
-        std::cout << fmt::format("golden update {}: refused: the scenario text changed since the "
-                                 "goldens were made\n",
-                                 sc.name);
+        std::cout << fmt::format(
+            "golden update {}: refused: the scenario text changed since the "
+            "goldens were made\n",
+            sc.name);
         print_changes(d, opt.detail);
         throw InputError(fmt::format(
             "{}: the goldens were made from another text of scenario \"{}\" (above); re-making "
@@ -223,26 +232,27 @@ int run_golden(const GoldenOptions& opt) {
       }
       const char* verb = opt.dry_run ? "would be written to" : "written to";
       if (!have) {
-        std::cout << fmt::format("golden update {}: new goldens of {} tensors ({} variants) {} "
-                                 "{}\n",
-                                 sc.name, d.tensors, sc.variants.size(), verb, path);
+        std::cout << fmt::format(
+            "golden update {}: new goldens of {} tensors ({} variants) {} "
+            "{}\n",
+            sc.name, d.tensors, sc.variants.size(), verb, path);
       } else if (d.equal() && d.fingerprint_bits.empty() && !d.scenario_changed &&
                  old.scenario_text.empty()) {
         // A version-1 file: the same digests, now with the scenario text and the losses.
-        std::cout << fmt::format("golden update {}: unchanged ({} tensors, {} variants); the "
-                                 "scenario text and the losses added (format 2), {} {}\n",
-                                 sc.name, d.tensors, sc.variants.size(), verb, path);
+        std::cout << fmt::format(
+            "golden update {}: unchanged ({} tensors, {} variants); the "
+            "scenario text and the losses added (format 2), {} {}\n",
+            sc.name, d.tensors, sc.variants.size(), verb, path);
       } else if (d.equal() && d.loss_changes.empty() && d.fingerprint_bits.empty() &&
                  !d.scenario_changed) {
-        std::cout << fmt::format("golden update {}: unchanged ({} tensors, {} variants)\n",
-                                 sc.name, d.tensors, sc.variants.size());
+        std::cout << fmt::format("golden update {}: unchanged ({} tensors, {} variants)\n", sc.name,
+                                 d.tensors, sc.variants.size());
         continue;
       } else {
-        std::cout << fmt::format("golden update {}: {} of {} tensors changed{}{}; {} {}\n",
-                                 sc.name, d.changes.size(), d.tensors,
-                                 d.scenario_changed ? "; the scenario text changed" : "",
-                                 d.fingerprint_bits.empty() ? "" : "; the environment changed",
-                                 verb, path);
+        std::cout << fmt::format(
+            "golden update {}: {} of {} tensors changed{}{}; {} {}\n", sc.name, d.changes.size(),
+            d.tensors, d.scenario_changed ? "; the scenario text changed" : "",
+            d.fingerprint_bits.empty() ? "" : "; the environment changed", verb, path);
         print_changes(d, opt.detail);
       }
       if (!opt.dry_run) write_file_atomically(path, golden::format_golden(now));
@@ -258,9 +268,10 @@ int run_golden(const GoldenOptions& opt) {
             "golden update` re-makes the goldens here)",
             path, sc.name, what));
       }
-      std::cout << fmt::format("# {}: comparing across an environment that can change bits "
-                               "(--allow-fingerprint-mismatch):{}\n",
-                               sc.name, what);
+      std::cout << fmt::format(
+          "# {}: comparing across an environment that can change bits "
+          "(--allow-fingerprint-mismatch):{}\n",
+          sc.name, what);
     }
     if (d.equal() && d.loss_changes.empty()) {
       std::cout << fmt::format("golden check {}: EQUAL ({} tensors of {} variants, every step){}\n",
@@ -273,20 +284,23 @@ int run_golden(const GoldenOptions& opt) {
     }
     ++differing;
     if (d.changes.empty()) {
-      std::cout << fmt::format("golden check {}: DIFFERENT: every digest is equal but {} recorded "
-                               "loss value(s) differ from {} (the goldens were edited?)\n",
-                               sc.name, d.loss_changes.size(), path);
+      std::cout << fmt::format(
+          "golden check {}: DIFFERENT: every digest is equal but {} recorded "
+          "loss value(s) differ from {} (the goldens were edited?)\n",
+          sc.name, d.loss_changes.size(), path);
     } else {
       const golden::TensorChange& first = d.changes.front();
-      std::cout << fmt::format("golden check {}: DIFFERENT: {} of {} tensors differ from {}; "
-                               "first: variant {} step {} {}/{}\n",
-                               sc.name, d.changes.size(), d.tensors, path, first.variant,
-                               first.step, first.group, first.name);
+      std::cout << fmt::format(
+          "golden check {}: DIFFERENT: {} of {} tensors differ from {}; "
+          "first: variant {} step {} {}/{}\n",
+          sc.name, d.changes.size(), d.tensors, path, first.variant, first.step, first.group,
+          first.name);
     }
     print_changes(d, opt.detail);
-    std::cout << fmt::format("# if the change is intended: mtp-harness golden update {} "
-                             "(--dry-run first prints what would change; commit {})\n",
-                             file, path);
+    std::cout << fmt::format(
+        "# if the change is intended: mtp-harness golden update {} "
+        "(--dry-run first prints what would change; commit {})\n",
+        file, path);
   }
   return differing == 0 ? kExitOk : kExitMismatch;
 }

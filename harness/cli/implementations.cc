@@ -8,8 +8,10 @@ namespace mtp::cli {
 
 std::unique_ptr<engine::Implementation> make_implementation(config::Implementation kind) {
   switch (kind) {
-    case config::Implementation::kReference: return reference::make_reference();
-    case config::Implementation::kCandidate: return candidate::make_candidate();
+    case config::Implementation::kReference:
+      return reference::make_reference();
+    case config::Implementation::kCandidate:
+      return candidate::make_candidate();
   }
   throw InternalError(fmt::format("no implementation {}", static_cast<int>(kind)));
 }

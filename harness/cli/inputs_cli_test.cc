@@ -1,8 +1,9 @@
 // End-to-end checks of issue 19's defects: no output of any command may overwrite an input or
 // another output (defaults included), checked before any work; nothing the tool prints can
-// drive the terminal; the memory check honours ulimit -v; training refuses non-finite start weights and an impossible Adam state; equiv's errors name its options;
-// oversized names, negative sizes and huge scenario files are refused with a clear message.
-// (Defect 6, ulimit -f, is CliFaultTest.FullDiskWhileWritingARecordFailsCleanly.)
+// drive the terminal; the memory check honours ulimit -v; training refuses non-finite start weights
+// and an impossible Adam state; equiv's errors name its options; oversized names, negative sizes
+// and huge scenario files are refused with a clear message. (Defect 6, ulimit -f, is
+// CliFaultTest.FullDiskWhileWritingARecordFailsCleanly.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -22,17 +23,18 @@
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
-using ::testing::Not;
 using mtp::cli_test::run;
 using mtp::cli_test::tiny_scenario;
 using mtp::testing_util::read_text;
 using mtp::testing_util::ScratchDir;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 /// Copies record `src` to `dst` tensor by tensor (root and step attributes too), letting `edit`
 /// change any tensor on the way: a record with one corrupted value.
-void copy_record(const std::string& src, const std::string& dst,
-                 const std::function<void(int, const std::string&, mtp::record::TensorData&)>& edit) {
+void copy_record(
+    const std::string& src, const std::string& dst,
+    const std::function<void(int, const std::string&, mtp::record::TensorData&)>& edit) {
   const mtp::record::RecordReader in(src);
   mtp::record::RecordWriter out(dst);
   for (const auto& [k, v] : in.attrs()) {
@@ -103,9 +105,9 @@ TEST(InputsCliTest, NoOutputOverwritesAnInputOrAnotherOutputDefaultsIncluded) {
   const auto made = run("run " + sc + " --variant ref_p2 --out " + dir.file("r.h5"));
   ASSERT_EQ(made.code, 0) << made.out;
   const std::string before = read_text(dir.file("r.h5"));
-  for (const std::string& start : {"--init-from " + dir.file("r.h5"),
-                                   "--resume " + dir.file("./r.h5") + ":1",
-                                   "--init-from " + dir.file("sub/../r.h5") + ":1"}) {
+  for (const std::string& start :
+       {"--init-from " + dir.file("r.h5"), "--resume " + dir.file("./r.h5") + ":1",
+        "--init-from " + dir.file("sub/../r.h5") + ":1"}) {
     fs::create_directories(dir.file("sub"));
     const auto r = run("run " + sc + " --variant ref_p2 --out " + dir.file("r.h5") + " " + start);
     EXPECT_EQ(r.code, 2) << start << ": " << r.out;
@@ -126,7 +128,8 @@ TEST(InputsCliTest, NothingFromTheInputCanDriveTheTerminal) {
   for (const std::string& args :
        {std::string("layout 'E|t\x1b[2J|L' --pp 2"), "info '" + esc_name + "'",
         "compare '" + esc_name + "' '" + esc_name + "' --include '\x1b[31m*'",
-        std::string("layout 'E|t\xc2\x9b" "2J|L' --pp 2")}) {
+        std::string("layout 'E|t\xc2\x9b"
+                    "2J|L' --pp 2")}) {
     const auto q = run(args);
     EXPECT_EQ(q.code, 2) << args << ": " << q.out;
     EXPECT_FALSE(has_byte(q.out, '\x1b')) << args << ": " << q.out;
@@ -141,8 +144,8 @@ TEST(InputsCliTest, NothingFromTheInputCanDriveTheTerminal) {
 TEST(InputsCliTest, NonFiniteWeightsAndImpossibleAdamStateAreRefused) {
   ScratchDir dir;
   const std::string sc = tiny_scenario(dir);
-  const auto made = run("run " + sc + " --variant ref_p2 --save-optimizer-state --out " +
-                        dir.file("r.h5"));
+  const auto made =
+      run("run " + sc + " --variant ref_p2 --save-optimizer-state --out " + dir.file("r.h5"));
   ASSERT_EQ(made.code, 0) << made.out;
   copy_record(dir.file("r.h5"), dir.file("nan.h5"),
               [](int step, const std::string& group, mtp::record::TensorData& t) {

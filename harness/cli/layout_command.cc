@@ -34,7 +34,7 @@ int run_schedule(const ScheduleOptions& opt) {
   c.num_microbatches = opt.num_microbatches;
   c.microbatch_group_size = opt.group_size;
   if (opt.kind.empty()) {
-    c.kind = c.pipeline_size == 1 ? schedule::ScheduleKind::kNoPipelining
+    c.kind = c.pipeline_size == 1  ? schedule::ScheduleKind::kNoPipelining
              : c.virtual_size == 1 ? schedule::ScheduleKind::kOneFOneB
                                    : schedule::ScheduleKind::kInterleaved;
   } else {
@@ -43,8 +43,10 @@ int run_schedule(const ScheduleOptions& opt) {
   schedule::validate(c);
   const int64_t ops = int64_t{c.pipeline_size} * c.virtual_size * c.num_microbatches;
   if (ops > 1000000) {
-    throw InputError(fmt::format("schedule: P·V·M = {} ops per rank ×P ranks is more than this "
-                                 "command prints (P·V·M ≤ 1000000)", ops));
+    throw InputError(
+        fmt::format("schedule: P·V·M = {} ops per rank ×P ranks is more than this "
+                    "command prints (P·V·M ≤ 1000000)",
+                    ops));
   }
   if (c.microbatch_group_size != 0 && c.kind != schedule::ScheduleKind::kInterleaved &&
       c.kind != schedule::ScheduleKind::kCombined1F1B) {
@@ -54,7 +56,8 @@ int run_schedule(const ScheduleOptions& opt) {
   std::cout << fmt::format("# schedule {} P={} V={} M={}", schedule::schedule_kind_name(c.kind),
                            c.pipeline_size, c.virtual_size, c.num_microbatches);
   if (c.kind == schedule::ScheduleKind::kInterleaved) {
-    std::cout << fmt::format(" N={}", c.microbatch_group_size ? c.microbatch_group_size : c.pipeline_size);
+    std::cout << fmt::format(" N={}",
+                             c.microbatch_group_size ? c.microbatch_group_size : c.pipeline_size);
   }
   std::cout << "\n# F<chunk>.<microbatch> = forward, B = backward, (F B) = one steady 1F1B step\n";
   for (int r = 0; r < c.pipeline_size; ++r) {

@@ -18,10 +18,11 @@ std::string string_attr(const record::AttrMap& attrs, const std::string& key,
   const auto it = attrs.find(key);
   if (it == attrs.end() || std::get_if<std::string>(&it->second) == nullptr ||
       std::get<std::string>(it->second).empty()) {
-    throw InputError(fmt::format("{}: --localize re-trains the record's variant, but the record "
-                                 "has no (or an empty) string attribute '{}' (a record of an older "
-                                 "mtp-harness, or not made by check/run)",
-                                 path, key));
+    throw InputError(
+        fmt::format("{}: --localize re-trains the record's variant, but the record "
+                    "has no (or an empty) string attribute '{}' (a record of an older "
+                    "mtp-harness, or not made by check/run)",
+                    path, key));
   }
   return std::get<std::string>(it->second);
 }
@@ -81,10 +82,10 @@ std::string reproduction(const std::string& label, const std::string& original,
     return fmt::format("# the re-run of {} reproduces {} at steps 0-{} (every digest equal)\n",
                        label, original, step);
   }
-  return fmt::format("# WARNING: the re-run of {} does not reproduce {} ({}); the localisation "
-                     "below compares the re-runs, not the records\n",
-                     label, original,
-                     r.first_divergence ? r.first_divergence->describe() : "structure differs");
+  return fmt::format(
+      "# WARNING: the re-run of {} does not reproduce {} ({}); the localisation "
+      "below compares the re-runs, not the records\n",
+      label, original, r.first_divergence ? r.first_divergence->describe() : "structure differs");
 }
 
 }  // namespace
@@ -100,8 +101,8 @@ Localized localize(const std::string& a, const std::string& b, const std::set<in
   rerun(b, steps, out.b_rerun);
   const int last = *steps.rbegin();
   bool ok_a = false, ok_b = false;
-  out.notes = reproduction("A", a, out.a_rerun, last, ok_a) +
-              reproduction("B", b, out.b_rerun, last, ok_b);
+  out.notes =
+      reproduction("A", a, out.a_rerun, last, ok_a) + reproduction("B", b, out.b_rerun, last, ok_b);
   out.reproduced = ok_a && ok_b;
   const record::RecordReader ra(out.a_rerun), rb(out.b_rerun);
   compare::Selection at_step = sel;

@@ -54,27 +54,40 @@ int check_stdout(int code) {
 
 int main(int argc, char** argv) {
   mtp::pin_cpu_dispatch(argc, argv);  // may re-execute this process once (environment.h)
-  mtp::install_signal_cleanup();  // signals and crashes remove temporaries (SIGTERM: exit 143)
-  mtp::install_terminal_escaping();  // no byte from input can drive the terminal
+  mtp::install_signal_cleanup();      // signals and crashes remove temporaries (SIGTERM: exit 143)
+  mtp::install_terminal_escaping();   // no byte from input can drive the terminal
   mtp::cli::CommandLine cl;
   if (const std::optional<int> done = mtp::cli::parse_command_line(argc, argv, cl)) return *done;
   return check_stdout(run_command([&]() -> int {
     using mtp::cli::Command;
     switch (cl.command) {
-      case Command::kCheck: return mtp::cli::run_check(cl.check);
-      case Command::kRun: return mtp::cli::run_one(cl.run);
-      case Command::kInfo: return mtp::cli::run_info(cl.info_path, cl.info_json);
-      case Command::kCompare: return mtp::cli::run_compare(cl.compare);
+      case Command::kCheck:
+        return mtp::cli::run_check(cl.check);
+      case Command::kRun:
+        return mtp::cli::run_one(cl.run);
+      case Command::kInfo:
+        return mtp::cli::run_info(cl.info_path, cl.info_json);
+      case Command::kCompare:
+        return mtp::cli::run_compare(cl.compare);
       case Command::kGoldenCheck:
-      case Command::kGoldenUpdate: return mtp::cli::run_golden(cl.golden);
-      case Command::kEquiv: return mtp::cli::run_equiv(cl.equiv);
-      case Command::kReplay: return mtp::cli::run_replay(cl.replay);
-      case Command::kLayout: return mtp::cli::run_layout(cl.layout);
-      case Command::kSchedule: return mtp::cli::run_schedule(cl.schedule);
-      case Command::kDataPrepare: return mtp::cli::run_data_prepare(cl.data_prepare);
-      case Command::kPerfCompare: return mtp::cli::run_perf_compare(cl.perf_compare);
-      case Command::kPerfAb: return mtp::cli::run_perf_ab(cl.perf_ab);
-      case Command::kPerfMerge: return mtp::cli::run_perf_merge(cl.perf_merge);
+      case Command::kGoldenUpdate:
+        return mtp::cli::run_golden(cl.golden);
+      case Command::kEquiv:
+        return mtp::cli::run_equiv(cl.equiv);
+      case Command::kReplay:
+        return mtp::cli::run_replay(cl.replay);
+      case Command::kLayout:
+        return mtp::cli::run_layout(cl.layout);
+      case Command::kSchedule:
+        return mtp::cli::run_schedule(cl.schedule);
+      case Command::kDataPrepare:
+        return mtp::cli::run_data_prepare(cl.data_prepare);
+      case Command::kPerfCompare:
+        return mtp::cli::run_perf_compare(cl.perf_compare);
+      case Command::kPerfAb:
+        return mtp::cli::run_perf_ab(cl.perf_ab);
+      case Command::kPerfMerge:
+        return mtp::cli::run_perf_merge(cl.perf_merge);
     }
     return static_cast<int>(mtp::kExitUsage);
   }));

@@ -16,20 +16,20 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <thread>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "harness/cli/commands.h"
 #include "harness/common/error.h"
 #include "harness/common/output_file.h"
-#include "harness/common/terminal_text.h"
 #include "harness/common/temp_file.h"
+#include "harness/common/terminal_text.h"
 #include "harness/perf/benchmark_json.h"
 #include "harness/perf/perf_compare.h"
 
@@ -42,9 +42,10 @@ namespace {
 void require_executable(const std::string& flag, const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) {
-    throw InputError(fmt::format("{} {}: not an executable file (give a Google Benchmark "
-                                 "program, e.g. build/train_step_benchmark)",
-                                 flag, path));
+    throw InputError(
+        fmt::format("{} {}: not an executable file (give a Google Benchmark "
+                    "program, e.g. build/train_step_benchmark)",
+                    flag, path));
   }
 }
 
@@ -65,8 +66,8 @@ std::string tail_of(const std::string& path, size_t n) {
 /// or does not exit 0.
 void run_once(const std::string& bin, const std::string& filter, const std::string& json,
               const std::string& log, int timeout_s) {
-  std::vector<std::string> args{bin, "--benchmark_repetitions=1",
-                                "--benchmark_out=" + json, "--benchmark_out_format=json"};
+  std::vector<std::string> args{bin, "--benchmark_repetitions=1", "--benchmark_out=" + json,
+                                "--benchmark_out_format=json"};
   if (!filter.empty()) args.push_back("--benchmark_filter=" + filter);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -98,9 +99,10 @@ void run_once(const std::string& bin, const std::string& filter, const std::stri
       ::kill(pid, SIGKILL);
       while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
-      throw InfraError(fmt::format("perf ab: {} ran past --timeout {} s and was killed; its last "
-                                   "output:{}",
-                                   bin, timeout_s, tail_of(log, 12)));
+      throw InfraError(
+          fmt::format("perf ab: {} ran past --timeout {} s and was killed; its last "
+                      "output:{}",
+                      bin, timeout_s, tail_of(log, 12)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -144,9 +146,10 @@ int run_perf_ab(const PerfAbOptions& opt) {
     throw InputError(fmt::format("--timeout {}: must be at least 1 second", opt.timeout_s));
   }
   if (opt.rounds < 2 || opt.rounds > 1000) {
-    throw InputError(fmt::format("--rounds {}: must be in [2, 1000] (a U test needs at least 2 "
-                                 "repetitions a side; 5 or more can reach p < 0.05)",
-                                 opt.rounds));
+    throw InputError(
+        fmt::format("--rounds {}: must be in [2, 1000] (a U test needs at least 2 "
+                    "repetitions a side; 5 or more can reach p < 0.05)",
+                    opt.rounds));
   }
   perf::PerfCompareOptions options;
   options.threshold = opt.threshold;
@@ -177,10 +180,10 @@ int run_perf_ab(const PerfAbOptions& opt) {
       } catch (const InputError& e) {
         // The program exited 0 without usable results (a filter that matches nothing, …):
         // what it printed says why.
-        throw InfraError(fmt::format("perf ab: {} ({}) wrote no usable benchmark JSON ({}); its "
-                                     "last output:{}",
-                                     bin, is_a ? "BIN_A" : "BIN_B", e.what(),
-                                     tail_of(base + ".log", 12)));
+        throw InfraError(
+            fmt::format("perf ab: {} ({}) wrote no usable benchmark JSON ({}); its "
+                        "last output:{}",
+                        bin, is_a ? "BIN_A" : "BIN_B", e.what(), tail_of(base + ".log", 12)));
       }
       append(run, is_a ? a : b);
     }
@@ -191,10 +194,10 @@ int run_perf_ab(const PerfAbOptions& opt) {
   }
   if (progress) std::cerr << "\n";
   const perf::PerfComparison c = perf::compare_perf(a, b, options);
-  std::cout << fmt::format("# perf ab: {} rounds, A and B alternating on this machine, one "
-                           "repetition per run{}\n",
-                           opt.rounds,
-                           opt.filter.empty() ? "" : ", --benchmark_filter=" + opt.filter);
+  std::cout << fmt::format(
+      "# perf ab: {} rounds, A and B alternating on this machine, one "
+      "repetition per run{}\n",
+      opt.rounds, opt.filter.empty() ? "" : ", --benchmark_filter=" + opt.filter);
   std::cout << perf::format_perf_table(c);
   if (!opt.json_path.empty()) {
     write_file_atomically(opt.json_path, perf::perf_comparison_json(c).dump(2) + "\n");

@@ -17,8 +17,8 @@
 
 namespace {
 
-using ::testing::HasSubstr;
 using mtp::cli_test::run;
+using ::testing::HasSubstr;
 
 /// A path in the temporary directory, unique to the running test (CTest runs tests in parallel).
 std::string temp_path(const std::string& name) {
@@ -140,8 +140,9 @@ std::string fake_benchmark(const std::string& name, int base, bool fail = false)
                       << (fail ? "echo 'out of memory' >&2; exit 3\n" : "")
                       << "out=''\nfor a in \"$@\"; do case $a in --benchmark_out=*) "
                          "out=${a#--benchmark_out=};; esac; done\n"
-                      << "n=$(cat " << path << ".count 2>/dev/null || echo 0); n=$((n+1)); echo $n > "
-                      << path << ".count\necho \"$@\" >> " << path << ".args\n"
+                      << "n=$(cat " << path
+                      << ".count 2>/dev/null || echo 0); n=$((n+1)); echo $n > " << path
+                      << ".count\necho \"$@\" >> " << path << ".args\n"
                       << "printf '{\"context\":{},\"benchmarks\":[{\"name\":\"BM_X\",\"run_type\":"
                          "\"iteration\",\"real_time\":%s,\"cpu_time\":1,\"time_unit\":\"ns\"}]}' "
                       << "$((" << base << " + n % 3)) > \"$out\"\n";
@@ -164,8 +165,8 @@ size_t count_lines(const std::string& s) {
 // regression (exit 1, named last); the same program against itself is not (exit 0).
 TEST(PerfAbTest, InterleavedRunsOfTwoBuildsAreComparedWithTheUTest) {
   const std::string a = fake_benchmark("a.sh", 100), b = fake_benchmark("b.sh", 130);
-  const auto slower = run("perf ab " + a + " " + b + " --rounds 6 --filter 'BM_X' --json " +
-                          temp_path("ab.json"));
+  const auto slower =
+      run("perf ab " + a + " " + b + " --rounds 6 --filter 'BM_X' --json " + temp_path("ab.json"));
   EXPECT_EQ(slower.code, 1) << slower.out;
   EXPECT_THAT(slower.out, HasSubstr("# perf ab: 6 rounds, A and B alternating"));
   EXPECT_THAT(slower.out, HasSubstr("# REGRESSION: BM_X (+29.7 %)"));

@@ -36,10 +36,9 @@ int run_perf_compare(const PerfCompareCommandOptions& opt) {
   }
   perf::PerfComparison c = perf::compare_perf(baseline, contender, options);
   if (!mismatch.empty()) {
-    c.warnings.insert(c.warnings.begin(),
-                      fmt::format("different machines ({}), compared anyway "
-                                  "(--allow-fingerprint-mismatch)",
-                                  fmt::join(mismatch, "; ")));
+    c.warnings.insert(c.warnings.begin(), fmt::format("different machines ({}), compared anyway "
+                                                      "(--allow-fingerprint-mismatch)",
+                                                      fmt::join(mismatch, "; ")));
   }
   std::cout << perf::format_perf_table(c);
   if (!opt.json_path.empty()) {

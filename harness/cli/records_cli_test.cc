@@ -17,11 +17,11 @@
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
-using ::testing::Not;
 using mtp::cli_test::run;
 using mtp::testing_util::read_text;
 using mtp::testing_util::ScratchDir;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 using mtp::cli_test::tiny_scenario;
 
@@ -49,10 +49,10 @@ TEST(CheckOutputTest, NothingEvaluatedIsNotAPassUnlessAllowed) {
   EXPECT_EQ(j["verdict"], "nothing evaluated");
   EXPECT_EQ(j["counts"]["skipped"], 10);
   EXPECT_EQ(j["expectations"][0]["status"], "skipped");
-  EXPECT_EQ(run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " +
-                dir.file("o"))
-                .code,
-            0);
+  EXPECT_EQ(
+      run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + dir.file("o"))
+          .code,
+      0);
 }
 
 TEST(CheckOutputTest, JUnitHasOneCasePerPairAndTheHtmlNamesTheFirstDivergence) {
@@ -137,8 +137,7 @@ TEST(InfoTest, PrintsEveryStepsLosses) {
   EXPECT_EQ(info.code, 0);
   EXPECT_THAT(info.out, HasSubstr("losses:\n# step  lm  mtp_1  total\n"));
   // Every step's groups with their tensor counts (lm, mtp_1 and total losses; full records).
-  EXPECT_TRUE(std::regex_search(info.out, std::regex("\n  step 0: weight [0-9]+\n")))
-      << info.out;
+  EXPECT_TRUE(std::regex_search(info.out, std::regex("\n  step 0: weight [0-9]+\n"))) << info.out;
   EXPECT_TRUE(std::regex_search(
       info.out, std::regex("\n  step 2: batch 3, loss 3, grad ([0-9]+), weight \\1\n")))
       << info.out;
@@ -184,10 +183,10 @@ TEST(DigestRecordTest, DigestRecordsAreSmallAndLocalizeNamesTheElement) {
   const std::string pair = dir.file("ref_p2.h5") + " " + dir.file("ref_p1.h5") + " --records grad";
   const auto blocks = run("compare " + pair);
   EXPECT_EQ(blocks.code, 1);
-  EXPECT_TRUE(std::regex_search(blocks.out,
-                                std::regex("first divergence: step [12] grad/embedding\\."
-                                           "word_embeddings\\.weight: digests differ in 1 of 1 "
-                                           "blocks")))
+  EXPECT_TRUE(
+      std::regex_search(blocks.out, std::regex("first divergence: step [12] grad/embedding\\."
+                                               "word_embeddings\\.weight: digests differ in 1 of 1 "
+                                               "blocks")))
       << blocks.out;
   const auto loc = run("compare " + pair + " --localize --json " + dir.file("loc.json"));
   EXPECT_EQ(loc.code, 1) << loc.out;
@@ -327,11 +326,12 @@ TEST(NonFiniteCliTest, RecordsHoldingNaNFailCompareAndGoldens) {
   const std::string rec = dir.file("r/ref_p2.h5");
   const auto same = run("compare " + rec + " " + rec);
   EXPECT_EQ(same.code, 1) << same.out;
-  EXPECT_THAT(same.out, HasSubstr("# verdict: NOT FINITE (bitwise): non-finite value in A: step 2"));
+  EXPECT_THAT(same.out,
+              HasSubstr("# verdict: NOT FINITE (bitwise): non-finite value in A: step 2"));
   EXPECT_EQ(run("compare " + rec + " " + rec + " --allow-nonfinite").code, 0);
   EXPECT_THAT(run("info " + rec).out, HasSubstr("first non-finite value: step 2 loss/"));
-  const auto gold = run("golden update --records " + dir.file("r") + " --golden-dir " +
-                        dir.file("g"));
+  const auto gold =
+      run("golden update --records " + dir.file("r") + " --golden-dir " + dir.file("g"));
   EXPECT_EQ(gold.code, 2) << gold.out;
   EXPECT_THAT(gold.out, HasSubstr("goldens are made and checked only from finite runs"));
 }
@@ -347,8 +347,8 @@ TEST(GoldenCliTest, RecordsOfAnotherScenarioTextAreRefused) {
   ASSERT_EQ(one.code, 0) << one.out;
   EXPECT_THAT(run("info " + dir.file("one.h5")).out, HasSubstr("name = \"tiny\""));
   std::ofstream(sc, std::ios::app) << "# the text changed\n";
-  const auto other = run("golden update " + sc + " --records " + dir.file("r") +
-                         " --golden-dir " + dir.file("g"));
+  const auto other =
+      run("golden update " + sc + " --records " + dir.file("r") + " --golden-dir " + dir.file("g"));
   EXPECT_EQ(other.code, 2) << other.out;
   EXPECT_THAT(other.out, HasSubstr("it was made from another scenario text"));
 }

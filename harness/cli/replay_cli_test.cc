@@ -8,8 +8,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <iterator>
+#include <regex>
 
 #include "harness/cli/cli_test_util.h"
 
@@ -27,8 +27,10 @@ class ReplayCliTest : public ::testing::Test {
     std::filesystem::create_directories(dir_);
     // The default scenario's standalone candidate, P = 4, V = 2, 3 steps, with its optimizer
     // state.
-    const auto r = run("run scenarios/default.toml --variant cand_p4v2_tmm --save-optimizer-state "
-                       "--out " + dir_ + "/full.h5");
+    const auto r =
+        run("run scenarios/default.toml --variant cand_p4v2_tmm --save-optimizer-state "
+            "--out " +
+            dir_ + "/full.h5");
     ASSERT_EQ(r.code, 0) << r.out;
   }
   static std::string dir_;
@@ -98,11 +100,14 @@ TEST_F(ReplayCliTest, MegatronsOwnRecordReplaysUnderTheStatedTolerance) {
 }
 
 TEST_F(ReplayCliTest, ResumedRunEqualsTheUninterruptedRun) {
-  const auto r = run("run scenarios/default.toml --variant cand_p4v2_tmm --save-optimizer-state "
-                     "--resume " + dir_ + "/full.h5:2 --out " + dir_ + "/resumed.h5");
+  const auto r =
+      run("run scenarios/default.toml --variant cand_p4v2_tmm --save-optimizer-state "
+          "--resume " +
+          dir_ + "/full.h5:2 --out " + dir_ + "/resumed.h5");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("1 steps"));
-  const auto c = run("compare " + dir_ + "/full.h5 " + dir_ + "/resumed.h5 --steps 3 --records "
+  const auto c = run("compare " + dir_ + "/full.h5 " + dir_ +
+                     "/resumed.h5 --steps 3 --records "
                      "batch,loss,grad,weight,optimizer");
   EXPECT_EQ(c.code, 0) << c.out;
   EXPECT_THAT(c.out, HasSubstr("EQUAL (bitwise)"));
@@ -112,21 +117,25 @@ TEST_F(ReplayCliTest, BadInputExitsTwoNamingFlagFileOrRule) {
   const std::string full = dir_ + "/full.h5";
   auto r = run("run scenarios/default.toml --variant ref_p1 --init-from " + full + ":two");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("--init-from \"" + full + ":two\": step \"two\" must be an "
+  EXPECT_THAT(r.out, HasSubstr("--init-from \"" + full +
+                               ":two\": step \"two\" must be an "
                                "integer in [0, 1000000] (expected REC.h5[:STEP])"));
   r = run("run scenarios/default.toml --variant ref_p1 --resume " + full);
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("--resume \"" + full + "\": give the step (expected "
+  EXPECT_THAT(r.out, HasSubstr("--resume \"" + full +
+                               "\": give the step (expected "
                                "REC.h5:STEP)"));
   r = run("run scenarios/default.toml --variant ref_p1 --resume " + full + ":3");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("resume_from step 3 is not before steps = 3"));
-  r = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + dir_ + "/x --init-from " +
-          dir_ + "/absent.h5");
+  r = run("check scenarios/default.toml --variant ref_p1 --allow-skipped --out " + dir_ +
+          "/x --init-from " + dir_ + "/absent.h5");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr(dir_ + "/absent.h5"));
-  r = run("run scenarios/default.toml --variant ref_p1 --init-from golden/oracle/"
-          "megatron_selftest_fused.h5 --out " + dir_ + "/x.h5");
+  r =
+      run("run scenarios/default.toml --variant ref_p1 --init-from golden/oracle/"
+          "megatron_selftest_fused.h5 --out " +
+          dir_ + "/x.h5");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("parameter decoder.layers.2.input_layernorm.weight is missing"));
   r = run("replay " + dir_ + "/absent.h5");
@@ -141,8 +150,7 @@ TEST_F(ReplayCliTest, BadInputExitsTwoNamingFlagFileOrRule) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("is the record being replayed"));
   // A record without optimizer state replays from step 1 only.
-  ASSERT_EQ(run("run scenarios/default.toml --variant ref_p1 --out " + dir_ + "/plain.h5").code,
-            0);
+  ASSERT_EQ(run("run scenarios/default.toml --variant ref_p1 --out " + dir_ + "/plain.h5").code, 0);
   r = run("replay " + dir_ + "/plain.h5 --steps 2-");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("has no group 'optimizer' (resuming needs the optimizer state of "

@@ -57,12 +57,16 @@ replay::ReplaySteps replay_steps(const record::RecordReader& rec, const std::str
   replay::ReplaySteps r{*want.begin(), *want.rbegin()};
   for (int s = r.first; s <= r.last; ++s) {
     if (!want.count(s)) {
-      throw InputError(fmt::format("--steps {}: a replay runs consecutive steps ({} is missing "
-                                   "between {} and {})", spec, s, r.first, r.last));
+      throw InputError(
+          fmt::format("--steps {}: a replay runs consecutive steps ({} is missing "
+                      "between {} and {})",
+                      spec, s, r.first, r.last));
     }
     if (!std::binary_search(batched.begin(), batched.end(), s)) {
-      throw InputError(fmt::format("--steps {}: {} has no batch at step {} (steps with a batch: "
-                                   "{})", spec, rec.path(), s, fmt::join(batched, " ")));
+      throw InputError(
+          fmt::format("--steps {}: {} has no batch at step {} (steps with a batch: "
+                      "{})",
+                      spec, rec.path(), s, fmt::join(batched, " ")));
     }
   }
   return r;
@@ -127,14 +131,16 @@ int run_replay(const ReplayOptions& opt) {
                     [](const std::string& g) { return g == "weight" || g == "optimizer"; }) > 0;
   replay::RecordRun run = replay::read_record_run(rec, steps, optimizer_matters);
   if (!opt.scenario.empty() && opt.variant_like.empty()) {
-    throw InputError(fmt::format("--scenario {}: names the scenario of --variant-like, which is "
-                                 "not given", opt.scenario));
+    throw InputError(
+        fmt::format("--scenario {}: names the scenario of --variant-like, which is "
+                    "not given",
+                    opt.scenario));
   }
   if (!opt.variant_like.empty()) {
-    const scenario::Scenario sc =
-        opt.scenario.empty() ? scenario::parse_scenario(scenarios::default_scenario_text(),
-                                                        "<embedded default scenario>")
-                             : scenario::load_scenario(opt.scenario);
+    const scenario::Scenario sc = opt.scenario.empty()
+                                      ? scenario::parse_scenario(scenarios::default_scenario_text(),
+                                                                 "<embedded default scenario>")
+                                      : scenario::load_scenario(opt.scenario);
     replay::apply_variant_like(run, sc.variant(opt.variant_like));
   }
   if (!opt.device.empty()) {
@@ -160,8 +166,8 @@ int run_replay(const ReplayOptions& opt) {
   // Losses are stored as the record stores them (Megatron-LM's record: float64), so they compare.
   if (std::find(groups.begin(), groups.end(), "loss") != groups.end()) {
     const std::vector<std::string> names = rec.names(steps.first, "loss");
-    const record::DType d = names.empty() ? record::DType::kF32
-                                          : rec.describe(steps.first, "loss", names[0]).dtype;
+    const record::DType d =
+        names.empty() ? record::DType::kF32 : rec.describe(steps.first, "loss", names[0]).dtype;
     if (d == record::DType::kF64 && plan.training.dtype != config::DType::kFloat64) {
       ro.loss_dtype = config::DType::kFloat64;
       run.notes.push_back("losses stored in float64, as the record stores them");
@@ -192,13 +198,12 @@ int run_replay(const ReplayOptions& opt) {
                            start > 0 ? " and optimizer state" : "", start);
   for (const auto& n : run.notes) std::cout << "# derived: " << n << "\n";
   const engine::RunResult rr = engine::run_variant(plan, *impl, data::DataConfig{}, ro);
-  std::cout << fmt::format("# ran {} {} (P {}, V {}, DP {}, M {}, {}, {}) in {} on {}: {:.2f} s\n",
-                           impl->name(), plan.layout.text, plan.pipeline_size(),
-                           plan.layout.virtual_size, plan.data_parallel_size(),
-                           plan.num_microbatches, schedule::schedule_kind_name(plan.schedule.kind),
-                           config::enum_name(plan.variant.optimizer),
-                           config::enum_name(plan.training.dtype),
-                           config::enum_name(plan.training.device), rr.wall_seconds);
+  std::cout << fmt::format(
+      "# ran {} {} (P {}, V {}, DP {}, M {}, {}, {}) in {} on {}: {:.2f} s\n", impl->name(),
+      plan.layout.text, plan.pipeline_size(), plan.layout.virtual_size, plan.data_parallel_size(),
+      plan.num_microbatches, schedule::schedule_kind_name(plan.schedule.kind),
+      config::enum_name(plan.variant.optimizer), config::enum_name(plan.training.dtype),
+      config::enum_name(plan.training.device), rr.wall_seconds);
 
   const record::RecordReader replayed(ro.record_path);
   const std::vector<std::string> env =
@@ -218,24 +223,23 @@ int run_replay(const ReplayOptions& opt) {
   sel.groups = groups;
   for (int s = steps.first; s <= steps.last; ++s) sel.steps.insert(s);
   const compare::CompareResult r = compare::compare_records(rec, replayed, cls, sel);
-  std::cout << compare::format_report(r, opt.record,
-                                      opt.out.empty() ? "(replay, not kept: --out)" : opt.out,
-                                      opt.max_rows);
+  std::cout << compare::format_report(
+      r, opt.record, opt.out.empty() ? "(replay, not kept: --out)" : opt.out, opt.max_rows);
   if (!opt.json_path.empty()) {
-    nlohmann::json j{{"record", opt.record},
-                     {"replay", opt.out},
-                     {"steps", {steps.first, steps.last}},
-                     {"groups", groups},
-                     {"derived", run.notes},
-                     {"class", cls.to_string()},
-                     {"class_reason", why},
-                     {"environment_differences", env},
-                     {"equal", r.equal},
-                     {"holds", r.holds()},
-                     {"tensors_compared", r.tensors_compared},
-                     {"structural", r.structural},
-                     {"first_divergence",
-                      r.first_divergence ? r.first_divergence->describe() : ""}};
+    nlohmann::json j{
+        {"record", opt.record},
+        {"replay", opt.out},
+        {"steps", {steps.first, steps.last}},
+        {"groups", groups},
+        {"derived", run.notes},
+        {"class", cls.to_string()},
+        {"class_reason", why},
+        {"environment_differences", env},
+        {"equal", r.equal},
+        {"holds", r.holds()},
+        {"tensors_compared", r.tensors_compared},
+        {"structural", r.structural},
+        {"first_divergence", r.first_divergence ? r.first_divergence->describe() : ""}};
     write_file_atomically(opt.json_path, j.dump(2) + "\n");
   }
   return r.holds() ? kExitOk : kExitMismatch;

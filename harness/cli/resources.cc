@@ -42,10 +42,11 @@ engine::ResourceEstimate require_variant_resources(const engine::RunPlan& plan,
   struct rlimit fsize;  // ulimit -f: a record past it would end in EFBIG half-written
   if (::getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
       est.record_bytes > fsize.rlim_cur) {
-    throw InputError(fmt::format("{}: its record needs about {} but this process may write files "
-                                 "of at most {} (ulimit -f): estimate {}",
-                                 where, engine::format_bytes(est.record_bytes),
-                                 engine::format_bytes(fsize.rlim_cur), est.describe()));
+    throw InputError(
+        fmt::format("{}: its record needs about {} but this process may write files "
+                    "of at most {} (ulimit -f): estimate {}",
+                    where, engine::format_bytes(est.record_bytes),
+                    engine::format_bytes(fsize.rlim_cur), est.describe()));
   }
   // What is left for the next variant's record (at least 1: 0 would mean "not checked").
   if (disk_budget > 0) disk_budget = std::max<uint64_t>(1, disk_budget - est.record_bytes);

@@ -10,9 +10,9 @@
 #include "harness/engine/executor.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/trainer.h"
-#include "harness/transport/transport.h"
 #include "harness/gpu/gpu.h"
 #include "harness/scenario/scenario.h"
+#include "harness/transport/transport.h"
 #include "scenarios/embedded.h"
 
 namespace mtp::cli {
@@ -43,8 +43,7 @@ int run_threads_per_gpu(const scenario::Scenario& sc, const engine::RunPlan& pla
   engine::run_on_threads(
       P,
       [&](int r) {
-        const std::string where =
-            fmt::format("variant \"{}\", rank {} (GPU {})", v.name, r, r);
+        const std::string where = fmt::format("variant \"{}\", rank {} (GPU {})", v.name, r, r);
         try {
           gpu::set_current_device(r);
           gpu::LaunchEnv env;
@@ -73,10 +72,11 @@ int run_threads_per_gpu(const scenario::Scenario& sc, const engine::RunPlan& pla
       },
       [&](int r, const std::string& why) { abort_all(fmt::format("rank {} failed: {}", r, why)); });
   const auto& rr = results[0];
-  std::cout << fmt::format("variant {} ({}) on {} GPUs, one thread per rank, NCCL: {} steps in {:.2f} s, "
-                           "final total loss {:.9g}, record {}\n", v.name, impl.name(), P,
-                           rr.total_loss.size(), rr.wall_seconds,
-                           rr.total_loss.empty() ? 0.0 : rr.total_loss.back(), rr.record_path);
+  std::cout << fmt::format(
+      "variant {} ({}) on {} GPUs, one thread per rank, NCCL: {} steps in {:.2f} s, "
+      "final total loss {:.9g}, record {}\n",
+      v.name, impl.name(), P, rr.total_loss.size(), rr.wall_seconds,
+      rr.total_loss.empty() ? 0.0 : rr.total_loss.back(), rr.record_path);
   return kExitOk;
 }
 
@@ -97,8 +97,8 @@ int run_one(const RunCommandOptions& opt) {
   try {
     plan = engine::plan_variant(sc.model, sc.training, v, *impl);
   } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name,
-                                 e.what()));
+    throw InputError(
+        fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name, e.what()));
   }
   {
     // One process holds every rank (no launcher) or one rank per process / GPU.
@@ -107,9 +107,9 @@ int run_one(const RunCommandOptions& opt) {
     const int device = opt.launcher == "env" || opt.launcher == "mpi"
                            ? gpu::launch_env_from_environment(opt.launcher).local_rank
                            : 0;
-    require_variant_resources(plan, *impl, opt.max_memory, opt.launcher.empty(), device,
-                              disk_budget,
-                              fmt::format("{}: variant \"{}\"", sc.variant_location(v.name), v.name));
+    require_variant_resources(
+        plan, *impl, opt.max_memory, opt.launcher.empty(), device, disk_budget,
+        fmt::format("{}: variant \"{}\"", sc.variant_location(v.name), v.name));
   }
   engine::RunOptions ro;
   ro.scenario_name = sc.name;
@@ -142,9 +142,10 @@ int run_one(const RunCommandOptions& opt) {
   if (!opt.launcher.empty()) {
     const gpu::LaunchEnv env = gpu::launch_env_from_environment(opt.launcher);
     if (env.world_size != plan.world_size()) {
-      throw InputError(fmt::format("launcher: WORLD_SIZE = {} but variant \"{}\" has {} ranks "
-                                   "(P = {})", env.world_size, v.name, plan.world_size(),
-                                   plan.pipeline_size()));
+      throw InputError(
+          fmt::format("launcher: WORLD_SIZE = {} but variant \"{}\" has {} ranks "
+                      "(P = {})",
+                      env.world_size, v.name, plan.world_size(), plan.pipeline_size()));
     }
     if (sc.training.device != config::Device::kCuda) {
       throw InputError("--launcher needs device cuda (one GPU per rank, NCCL)");
@@ -160,16 +161,19 @@ int run_one(const RunCommandOptions& opt) {
   try {
     rr = engine::run_variant(plan, *impl, sc.data, ro);
   } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name,
-                                 e.what()));
+    throw InputError(
+        fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name, e.what()));
   }
   if (rank <= 0) {
-    std::cout << fmt::format("variant {} ({}, {}) on {}: {} steps in {:.2f} s, final total loss {:.9g}, "
-                             "record {}\n", v.name, impl->name(), plan.layout.text,
-                             config::enum_name(sc.training.device), rr.total_loss.size(), rr.wall_seconds,
-                             rr.total_loss.empty() ? 0.0 : rr.total_loss.back(), rr.record_path);
+    std::cout << fmt::format(
+        "variant {} ({}, {}) on {}: {} steps in {:.2f} s, final total loss {:.9g}, "
+        "record {}\n",
+        v.name, impl->name(), plan.layout.text, config::enum_name(sc.training.device),
+        rr.total_loss.size(), rr.wall_seconds, rr.total_loss.empty() ? 0.0 : rr.total_loss.back(),
+        rr.record_path);
   } else {
-    std::cout << fmt::format("rank {} finished variant {} in {:.2f} s\n", rank, v.name, rr.wall_seconds);
+    std::cout << fmt::format("rank {} finished variant {} in {:.2f} s\n", rank, v.name,
+                             rr.wall_seconds);
   }
   return kExitOk;
 }

@@ -30,9 +30,9 @@ namespace {
 
 /// `s` quoted for a POSIX shell when it holds anything but [A-Za-z0-9_./:=,+-].
 std::string shell_quote(const std::string& s) {
-  const bool plain = !s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNO"
-                                                       "PQRSTUVWXYZ0123456789_./:=,+-") ==
-                                       std::string::npos;
+  const bool plain = !s.empty() && s.find_first_not_of(
+                                       "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNO"
+                                       "PQRSTUVWXYZ0123456789_./:=,+-") == std::string::npos;
   if (plain) return s;
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -81,7 +81,11 @@ class Progress {
  public:
   Progress(bool on, bool announce, size_t index, size_t count, const std::string& name,
            double tokens_per_step)
-      : on_(on), announce_(announce), index_(index), count_(count), name_(name),
+      : on_(on),
+        announce_(announce),
+        index_(index),
+        count_(count),
+        name_(name),
         tokens_(tokens_per_step) {}
   ~Progress() {
     if (on_ && printed_) raw_stderr() << "\r\033[K" << std::flush;
@@ -91,16 +95,16 @@ class Progress {
     const double remaining = per_step * static_cast<double>(steps - step);
     if (announce_ && step == 1 && steps > 1 && remaining > long_run_seconds()) {
       if (printed_) raw_stderr() << "\r\033[K" << std::flush;
-      std::cerr << fmt::format("# [{}/{}] {}: a long run: about {:.0f} s more ({} more steps at "
-                               "{:.1f} s each, measured on step 1 with the setup)\n",
-                               index_ + 1, count_, name_, remaining, steps - step, per_step)
+      std::cerr << fmt::format(
+                       "# [{}/{}] {}: a long run: about {:.0f} s more ({} more steps at "
+                       "{:.1f} s each, measured on step 1 with the setup)\n",
+                       index_ + 1, count_, name_, remaining, steps - step, per_step)
                 << std::flush;
     }
     if (!on_) return;
     raw_stderr() << "\r\033[K" << std::flush;
-    std::cerr << fmt::format("[{}/{}] {}  step {}/{}  {:.0f} tokens/s  ETA {:.0f} s",
-                             index_ + 1, count_, name_, step, steps, tokens_ / per_step,
-                             remaining)
+    std::cerr << fmt::format("[{}/{}] {}  step {}/{}  {:.0f} tokens/s  ETA {:.0f} s", index_ + 1,
+                             count_, name_, step, steps, tokens_ / per_step, remaining)
               << std::flush;
     printed_ = true;
   }
@@ -136,8 +140,8 @@ std::vector<engine::RunPlan> plan_variants(const scenario::Scenario& sc,
   for (const auto& v : sc.variants) {
     if (!wanted.empty() && !wanted.count(v.name)) continue;
     try {
-      plans.push_back(engine::plan_variant(sc.model, sc.training, v,
-                                           *make_implementation(v.implementation)));
+      plans.push_back(
+          engine::plan_variant(sc.model, sc.training, v, *make_implementation(v.implementation)));
       for (int64_t s : value_steps(sc, v.name)) plans.back().training.dump_steps.insert(s);
     } catch (const layout::LayoutError& e) {
       throw InputError(fmt::format("{}: variant \"{}\": {}",
@@ -158,8 +162,7 @@ std::string record_scenario_mismatch(const std::string& path, const scenario::Sc
     const record::RecordReader r(path);
     const record::AttrMap attrs = r.attrs();
     const auto it = attrs.find("scenario_text");
-    const std::string* text =
-        it == attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
+    const std::string* text = it == attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
     if (text == nullptr || text->empty()) {
       return "it holds no scenario text (made by an older mtp-harness or another tool)";
     }
@@ -225,12 +228,12 @@ int prune_run_directories(const scenario::Scenario& sc, int keep, const std::str
     const std::string name = e.path().filename().string();
     // run_directory's names only: "20261202T154212Z" or "20261202T154212Z-<k>", k < 10^6.
     const std::string suffix = name.size() > 17 ? name.substr(17) : "";
-    const bool stamp = name.size() >= 16 && name[8] == 'T' && name[15] == 'Z' &&
-                       name.substr(0, 8).find_first_not_of("0123456789") == std::string::npos &&
-                       name.substr(9, 6).find_first_not_of("0123456789") == std::string::npos &&
-                       (name.size() == 16 ||
-                        (name[16] == '-' && !suffix.empty() && suffix.size() <= 6 &&
-                         suffix.find_first_not_of("0123456789") == std::string::npos));
+    const bool stamp =
+        name.size() >= 16 && name[8] == 'T' && name[15] == 'Z' &&
+        name.substr(0, 8).find_first_not_of("0123456789") == std::string::npos &&
+        name.substr(9, 6).find_first_not_of("0123456789") == std::string::npos &&
+        (name.size() == 16 || (name[16] == '-' && !suffix.empty() && suffix.size() <= 6 &&
+                               suffix.find_first_not_of("0123456789") == std::string::npos));
     if (stamp && e.is_directory(ec) && !e.is_symlink(ec)) runs.push_back(name);
   }
   std::sort(runs.begin(), runs.end(), [](const std::string& a, const std::string& b) {
@@ -268,8 +271,8 @@ ScenarioRun train_variants(const scenario::Scenario& sc, const std::vector<engin
   for (const auto& plan : plans) {
     const std::string& name = plan.variant.name;
     const engine::ResourceEstimate est = require_variant_resources(
-        plan, *make_implementation(plan.variant.implementation), s.max_memory, true, 0,
-        disk_budget, fmt::format("{}: variant \"{}\"", sc.variant_location(name), name));
+        plan, *make_implementation(plan.variant.implementation), s.max_memory, true, 0, disk_budget,
+        fmt::format("{}: variant \"{}\"", sc.variant_location(name), name));
     estimates[name] = est.describe();
   }
   size_t wname = 7, wlayout = 6;
@@ -293,8 +296,7 @@ ScenarioRun train_variants(const scenario::Scenario& sc, const std::vector<engin
     ro.scenario_name = sc.name;
     ro.scenario_text = sc.text;
     const double tokens = static_cast<double>(plan.num_microbatches * plan.data_parallel_size() *
-                                              plan.model.micro_batch_size *
-                                              plan.model.seq_length);
+                                              plan.model.micro_batch_size * plan.model.seq_length);
     engine::RunResult rr;
     {
       Progress progress(s.progress, s.announce_long_runs, i, plans.size(), v.name, tokens);
@@ -304,8 +306,8 @@ ScenarioRun train_variants(const scenario::Scenario& sc, const std::vector<engin
       try {
         rr = engine::run_variant(plan, *impl, sc.data, ro);
       } catch (const InputError& e) {
-        throw InputError(fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name),
-                                     v.name, e.what()));
+        throw InputError(
+            fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name, e.what()));
       }
     }
     report::VariantRun run;
@@ -325,16 +327,15 @@ ScenarioRun train_variants(const scenario::Scenario& sc, const std::vector<engin
     run.record_mode = config::enum_name(plan.record_mode);
     run.losses = report::read_losses(record::RecordReader(ro.record_path));
     // The re-train writes beside the record, never over it: the record is the evidence.
-    run.retrain_command = retrain_command(sc, v.name, s.out_dir + "/" + v.name + ".retrain.h5",
-                                          s.retrain_flags);
+    run.retrain_command =
+        retrain_command(sc, v.name, s.out_dir + "/" + v.name + ".retrain.h5", s.retrain_flags);
     if (s.print_rows) {
       std::cout << fmt::format(
           "  {:<{}} {:<10} {:<{}} {:>2} {:>2} {:>2} {:<13} {:<10} {:<6} {:>8.2f} {:>14.9g} "
           "{:>10}\n",
           run.name, wname, run.implementation, run.layout, wlayout, run.pipeline_size,
-          run.virtual_size, run.data_parallel_size, run.schedule,
-          run.mtp_standalone ? "yes" : "no", run.record_mode, run.wall_seconds,
-          run.final_total_loss, run.record_bytes);
+          run.virtual_size, run.data_parallel_size, run.schedule, run.mtp_standalone ? "yes" : "no",
+          run.record_mode, run.wall_seconds, run.final_total_loss, run.record_bytes);
       if (s.verbose) {
         std::cout << "      estimate: " << estimates[v.name] << "\n";
         for (const auto& line : rr.chunk_map) std::cout << "      " << line << "\n";

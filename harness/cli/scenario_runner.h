@@ -42,14 +42,14 @@ int prune_run_directories(const scenario::Scenario& sc, int keep, const std::str
 
 /// How variants are trained.
 struct RunSettings {
-  std::string out_dir;           ///< records go to <out_dir>/<variant>.h5
-  uint64_t max_memory = 0;       ///< --max-memory; 0 = what the device has
-  bool verbose = false;          ///< print each variant's estimate and chunk map
-  bool progress = false;         ///< a progress line on stderr (a terminal, not --quiet)
+  std::string out_dir;      ///< records go to <out_dir>/<variant>.h5
+  uint64_t max_memory = 0;  ///< --max-memory; 0 = what the device has
+  bool verbose = false;     ///< print each variant's estimate and chunk map
+  bool progress = false;    ///< a progress line on stderr (a terminal, not --quiet)
   /// After step 1, say on stderr how long the rest of a variant will take when that is over a
   /// minute (not --quiet).
   bool announce_long_runs = true;
-  bool print_rows = true;        ///< the variant table on stdout
+  bool print_rows = true;  ///< the variant table on stdout
   /// Flags that reproduce the run when appended to `mtp-harness run` (device, init, record).
   std::string retrain_flags;
 };
@@ -57,7 +57,7 @@ struct RunSettings {
 /// What training the variants produced.
 struct ScenarioRun {
   std::map<std::string, std::string> records;  ///< variant → record path
-  std::vector<report::VariantRun> runs;         ///< in training order
+  std::vector<report::VariantRun> runs;        ///< in training order
 };
 
 /// "" when the record at `path` was made from `sc`'s text (its attribute scenario_text), else why

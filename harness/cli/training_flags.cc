@@ -18,8 +18,9 @@ void apply_training_flags(const TrainingFlags& flags, config::TrainingConfig& tr
     }
   };
   if (!flags.init_from.empty() && !flags.resume.empty()) {
-    throw InputError("--init-from and --resume exclude each other (a resumed run starts from the "
-                     "resumed step's weights)");
+    throw InputError(
+        "--init-from and --resume exclude each other (a resumed run starts from the "
+        "resumed step's weights)");
   }
   if (!flags.init_from.empty()) training.init_from = ref("--init-from", flags.init_from, 0);
   if (!flags.resume.empty()) {

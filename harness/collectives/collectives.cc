@@ -17,9 +17,8 @@ bool Group::contains(int rank) const {
 
 int Group::index_of(int rank) const {
   auto it = std::find(ranks.begin(), ranks.end(), rank);
-  MTP_INTERNAL_ASSERT(it != ranks.end(),
-                      fmt::format("rank {} is not a member of {} (ranks [{}])", rank, name,
-                                  fmt::join(ranks, ", ")));
+  MTP_INTERNAL_ASSERT(it != ranks.end(), fmt::format("rank {} is not a member of {} (ranks [{}])",
+                                                     rank, name, fmt::join(ranks, ", ")));
   return static_cast<int>(it - ranks.begin());
 }
 
@@ -43,9 +42,9 @@ std::pair<int64_t, int64_t> shard_range(int64_t numel, int parts, int index) {
 
 Communicator::Communicator(transport::Transport& transport, int rank)
     : tr_(transport), rank_(rank) {
-  MTP_INTERNAL_ASSERT(rank >= 0 && rank < transport.world_size(),
-                      fmt::format("rank {} outside the transport's world of {}", rank,
-                                  transport.world_size()));
+  MTP_INTERNAL_ASSERT(
+      rank >= 0 && rank < transport.world_size(),
+      fmt::format("rank {} outside the transport's world of {}", rank, transport.world_size()));
 }
 
 void Communicator::send(int dst, const at::Tensor& t) {
@@ -60,16 +59,16 @@ at::Tensor Communicator::recv(int src, const std::vector<int64_t>& shape) {
 }
 
 int64_t Communicator::next_sequence(const Group& group) {
-  MTP_INTERNAL_ASSERT(group.contains(rank_), fmt::format("rank {} runs a collective of {} "
-                                                         "(ranks [{}]) without being a member",
-                                                         rank_, group.name,
-                                                         fmt::join(group.ranks, ", ")));
+  MTP_INTERNAL_ASSERT(group.contains(rank_),
+                      fmt::format("rank {} runs a collective of {} "
+                                  "(ranks [{}]) without being a member",
+                                  rank_, group.name, fmt::join(group.ranks, ", ")));
   return group_calls_[group.ranks]++;
 }
 
 void Communicator::note(const Group& group, const char* what) {
-  tr_.note(rank_, fmt::format("{} in {} (ranks [{}])", what, group.name,
-                              fmt::join(group.ranks, ", ")));
+  tr_.note(rank_,
+           fmt::format("{} in {} (ranks [{}])", what, group.name, fmt::join(group.ranks, ", ")));
 }
 
 void Communicator::all_reduce_sum(const Group& group, at::Tensor& t) {
@@ -122,7 +121,8 @@ at::Tensor Communicator::all_gather(const Group& group, const at::Tensor& shard,
   const auto [mb, me_end] = shard_range(numel, n, me);
   MTP_INTERNAL_ASSERT(shard.numel() == me_end - mb,
                       fmt::format("all_gather: member {} holds {} elements, its shard of {} over "
-                                  "{} members has {}", me, shard.numel(), numel, n, me_end - mb));
+                                  "{} members has {}",
+                                  me, shard.numel(), numel, n, me_end - mb));
   note(group, "all_gather");
   const at::Tensor mine = shard.contiguous().view({-1});
   for (int j = 0; j < n; ++j) {

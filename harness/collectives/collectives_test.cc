@@ -134,8 +134,8 @@ TEST(CollectivesTest, ReduceScatterShardsEqualTheAllReduceBitsForGroupSizes1To5)
         at::Tensor shard = comm.reduce_scatter_sum(g, input(r, numel));
         const auto [b, e] = shard_range(numel, n, r);
         ASSERT_EQ(shard.numel(), e - b);
-        EXPECT_TRUE(same_bits(shard, expect, b)) << "n " << n << " numel " << numel << " rank "
-                                                 << r;
+        EXPECT_TRUE(same_bits(shard, expect, b))
+            << "n " << n << " numel " << numel << " rank " << r;
       });
     }
   }

@@ -1,9 +1,9 @@
 // mtp-harness's command line (command_line.h): every subcommand and option, validated by CLI11.
 #include "harness/command_line/command_line.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <iostream>
@@ -26,18 +26,17 @@ void add_record_flags(CLI::App* app, TrainingFlags& flags) {
   app->add_option("--dump-steps", flags.dump_steps,
                   "steps kept in full whatever the record mode: all | A | A-B | A- | A,B,...")
       ->check(CLI::Validator(
-          [](std::string& v) { return v.empty() ? std::string("must not be empty") : ""; },
-          "STEPS", "non-empty"));
+          [](std::string& v) { return v.empty() ? std::string("must not be empty") : ""; }, "STEPS",
+          "non-empty"));
 }
-
 
 /// "mtp-harness check" for the deepest subcommand that was parsed (or "mtp-harness").
 std::string command_path(const CLI::App& app) {
   std::string path = "mtp-harness";
   const CLI::App* at = &app;
   while (true) {
-    const std::vector<const CLI::App*> parsed = at->get_subcommands(
-        [](const CLI::App* sub) { return sub->parsed(); });
+    const std::vector<const CLI::App*> parsed =
+        at->get_subcommands([](const CLI::App* sub) { return sub->parsed(); });
     if (parsed.empty()) return path;
     at = parsed.front();
     path += " " + at->get_name();
@@ -75,13 +74,15 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
         return CLI::AsSizeValue(false)(s);
       },
       "SIZE", "byte size");
-  CLI::App app{"mtp-harness: bitwise-determinism harness for pipeline-parallel training with "
-               "Multi-Token Prediction (MTP standalone vs MTP with the loss)"};
+  CLI::App app{
+      "mtp-harness: bitwise-determinism harness for pipeline-parallel training with "
+      "Multi-Token Prediction (MTP standalone vs MTP with the loss)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "mtp-harness 0.1");
 
-  auto* c = app.add_subcommand("check", "run every variant of a scenario and check its expectations "
-                                        "(exit 0: all hold, 1: one fails, 2: bad input, 3: failure)");
+  auto* c = app.add_subcommand("check",
+                               "run every variant of a scenario and check its expectations "
+                               "(exit 0: all hold, 1: one fails, 2: bad input, 3: failure)");
   c->add_option("scenario", check.scenario,
                 "scenario TOML file (default: the embedded default scenario)")
       ->check(non_empty);
@@ -116,8 +117,9 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
                 "the device has)")
       ->transform(byte_size);
 
-  auto* r = app.add_subcommand("run", "run one variant and write its record; with --launcher, as "
-                                      "one pipeline rank of a torchrun/mpirun launch (NCCL)");
+  auto* r = app.add_subcommand("run",
+                               "run one variant and write its record; with --launcher, as "
+                               "one pipeline rank of a torchrun/mpirun launch (NCCL)");
   r->add_option("scenario", run.scenario,
                 "scenario TOML file (default: the embedded default scenario)")
       ->check(non_empty);
@@ -126,13 +128,16 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       ->check(non_empty);
   r->add_option("--device", run.device, "cpu | cuda (default: the scenario's)")
       ->check(CLI::IsMember(config::enum_names<config::Device>()));
-  r->add_option("--launcher", run.launcher, "env (torchrun: RANK, WORLD_SIZE, LOCAL_RANK, "
-                                            "MASTER_ADDR, MASTER_PORT) | mpi (mpirun) | threads "
-                                            "(one process, one thread per GPU)")
+  r->add_option("--launcher", run.launcher,
+                "env (torchrun: RANK, WORLD_SIZE, LOCAL_RANK, "
+                "MASTER_ADDR, MASTER_PORT) | mpi (mpirun) | threads "
+                "(one process, one thread per GPU)")
       ->check(CLI::IsMember({"env", "mpi", "threads"}));
-  r->add_option("--port", run.port, "TCPStore port for --launcher threads")->capture_default_str()
+  r->add_option("--port", run.port, "TCPStore port for --launcher threads")
+      ->capture_default_str()
       ->check(CLI::Range(1, 65535));
-  r->add_option("--timeout", run.timeout_s, "receive timeout in seconds")->capture_default_str()
+  r->add_option("--timeout", run.timeout_s, "receive timeout in seconds")
+      ->capture_default_str()
       ->check(CLI::Range(1, 86400));
   r->add_option("--init-from", run.training.init_from,
                 "initial weights from this record step, REC.h5[:STEP] (default step 0; overrides "
@@ -148,17 +153,23 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
                 "device has)")
       ->transform(byte_size);
 
-  auto* k = app.add_subcommand("compare", "compare two step records (exit 0: equal under the class, "
-                                          "1: different, 2: bad input)");
+  auto* k = app.add_subcommand("compare",
+                               "compare two step records (exit 0: equal under the class, "
+                               "1: different, 2: bad input)");
   k->add_option("a", cmp.a, "first record (.h5)")->required()->check(non_empty);
   k->add_option("b", cmp.b, "second record (.h5)")->required()->check(non_empty);
-  k->add_option("--class", cmp.cls, "bitwise | ulp:N | tol:RTOL,ATOL | differ")->capture_default_str();
-  k->add_option("--records", cmp.records, "records to compare: batch, loss, grad, weight, model_weight, optimizer")
-      ->delimiter(',')->capture_default_str();
-  k->add_option("--include", cmp.include, "glob on tensor names (repeatable)")->capture_default_str();
+  k->add_option("--class", cmp.cls, "bitwise | ulp:N | tol:RTOL,ATOL | differ")
+      ->capture_default_str();
+  k->add_option("--records", cmp.records,
+                "records to compare: batch, loss, grad, weight, model_weight, optimizer")
+      ->delimiter(',')
+      ->capture_default_str();
+  k->add_option("--include", cmp.include, "glob on tensor names (repeatable)")
+      ->capture_default_str();
   k->add_option("--exclude", cmp.exclude, "glob on tensor names (repeatable)");
   k->add_option("--steps", cmp.steps, "all | A | A-B | A- | A,B,...")->capture_default_str();
-  k->add_option("--max-rows", cmp.max_rows, "differing tensors to list")->capture_default_str()
+  k->add_option("--max-rows", cmp.max_rows, "differing tensors to list")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
   k->add_option("--json", cmp.json_path, "also write the result as JSON")->check(non_empty);
   k->add_flag("--localize", cmp.localize,
@@ -171,52 +182,65 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
               "compare values even where the digests are equal (checks records edited after "
               "they were written)");
 
-  auto* rp = app.add_subcommand("replay", "re-run a record's steps with this build (its "
-                                          "hyperparameters, weights and batches) and compare "
-                                          "(exit 0: equal under the class, 1: different, 2: bad "
-                                          "input)");
+  auto* rp = app.add_subcommand("replay",
+                                "re-run a record's steps with this build (its "
+                                "hyperparameters, weights and batches) and compare "
+                                "(exit 0: equal under the class, 1: different, 2: bad "
+                                "input)");
   rp->add_option("record", rep.record, "record (.h5)")->required()->check(non_empty);
-  rp->add_option("--class", rep.cls, "bitwise | ulp:N | tol:RTOL,ATOL (default: bitwise when the "
-                                     "environment fingerprint matches the record's, else the "
-                                     "dtype's rounding tolerance)");
+  rp->add_option("--class", rep.cls,
+                 "bitwise | ulp:N | tol:RTOL,ATOL (default: bitwise when the "
+                 "environment fingerprint matches the record's, else the "
+                 "dtype's rounding tolerance)");
   rp->add_option("--steps", rep.steps, "consecutive steps: all | A | A-B | A-")
       ->capture_default_str();
-  rp->add_option("--variant-like", rep.variant_like, "run with this scenario variant's "
-                                                     "implementation, layout, schedule, DP and "
-                                                     "optimizer")->check(non_empty);
-  rp->add_option("--scenario", rep.scenario, "scenario of --variant-like (default: the embedded "
-                                             "default scenario)")->check(non_empty);
+  rp->add_option("--variant-like", rep.variant_like,
+                 "run with this scenario variant's "
+                 "implementation, layout, schedule, DP and "
+                 "optimizer")
+      ->check(non_empty);
+  rp->add_option("--scenario", rep.scenario,
+                 "scenario of --variant-like (default: the embedded "
+                 "default scenario)")
+      ->check(non_empty);
   rp->add_option("--out", rep.out, "keep the new record here (default: a temporary file)")
       ->check(non_empty);
   rp->add_option("--json", rep.json_path, "also write the result as JSON")->check(non_empty);
   rp->add_option("--device", rep.device, "cpu | cuda (default: the record's)")
       ->check(CLI::IsMember(config::enum_names<config::Device>()));
-  rp->add_option("--max-rows", rep.max_rows, "differing tensors to list")->capture_default_str()
+  rp->add_option("--max-rows", rep.max_rows, "differing tensors to list")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
 
-  auto* inf = app.add_subcommand("info", "print a record's attributes, steps and per-step "
-                                         "losses");
+  auto* inf = app.add_subcommand("info",
+                                 "print a record's attributes, steps and per-step "
+                                 "losses");
   inf->add_option("record", info_path, "record (.h5)")->required()->check(non_empty);
-  inf->add_flag("--json", info_json, "print it as JSON (attributes, losses, steps, the first "
-                                     "non-finite value) instead");
+  inf->add_flag("--json", info_json,
+                "print it as JSON (attributes, losses, steps, the first "
+                "non-finite value) instead");
 
-  auto* g = app.add_subcommand("golden", "committed per-tensor digests of every CPU scenario "
-                                         "(golden/digests/)");
+  auto* g = app.add_subcommand("golden",
+                               "committed per-tensor digests of every CPU scenario "
+                               "(golden/digests/)");
   g->require_subcommand(1);
-  auto* gc = g->add_subcommand("check", "train each scenario (digest records) and compare every "
-                                        "tensor of every step with its goldens (exit 0: equal, "
-                                        "1: a tensor differs, 2: bad input or an environment "
-                                        "that can change bits)");
+  auto* gc = g->add_subcommand("check",
+                               "train each scenario (digest records) and compare every "
+                               "tensor of every step with its goldens (exit 0: equal, "
+                               "1: a tensor differs, 2: bad input or an environment "
+                               "that can change bits)");
   auto* gu = g->add_subcommand("update", "re-make the goldens and print what changed");
   for (auto* sub : {gc, gu}) {
     sub->add_option("scenarios", gold.scenarios,
                     "scenario files (default: every scenarios/*.toml that trains on the CPU)")
         ->check(non_empty);
     sub->add_option("--golden-dir", gold.golden_dir, "where the goldens are")
-        ->capture_default_str()->check(non_empty);
+        ->capture_default_str()
+        ->check(non_empty);
     sub->add_option("--records", gold.records,
                     "take the records of this check run directory instead of training (one "
-                    "scenario)")->check(non_empty);
+                    "scenario)")
+        ->check(non_empty);
     sub->add_flag("-q,--quiet", gold.quiet, "no progress line on stderr");
     sub->add_flag("--detail", gold.detail,
                   "list every changed tensor with its digests (default: a summary by variant, "
@@ -229,154 +253,206 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
                "compare even when the goldens were made where BLAS, LibTorch, the compiler, libc "
                "or the pinned CPU kernels differ");
 
-  auto* e = app.add_subcommand("equiv", "is layout A equivalent to layout B? train both on a "
-                                        "built-in model and compare bitwise (exit 0: EQUAL, 1: "
-                                        "the first divergence, 2: bad input)");
+  auto* e = app.add_subcommand("equiv",
+                               "is layout A equivalent to layout B? train both on a "
+                               "built-in model and compare bitwise (exit 0: EQUAL, 1: "
+                               "the first divergence, 2: bad input)");
   e->add_option("layout_a", eq.layout_a, "Megatron layout string, e.g. \"E|t*3|(t|)*5mmL\"")
       ->required();
   e->add_option("layout_b", eq.layout_b, "the other layout, e.g. \"E|t*3|(t|)*4tmm|L\"")
       ->required();
   e->add_option("--pp", eq.pipeline_size, "pipeline-parallel size P (of both, unless --pp-b)")
-      ->required()->check(CLI::Range(1, 64));
+      ->required()
+      ->check(CLI::Range(1, 64));
   e->add_option("--pp-b", eq.pipeline_size_b, "P of layout B (e.g. P = 1 against P = 4)")
       ->check(CLI::Range(1, 64));
-  e->add_option("--impl", eq.impls, "implementations of A and B, e.g. reference,candidate "
-                                    "(default: reference for a co-located layout, candidate for "
-                                    "a standalone one)");
-  e->add_option("--steps", eq.steps, "optimizer steps")->capture_default_str()
+  e->add_option("--impl", eq.impls,
+                "implementations of A and B, e.g. reference,candidate "
+                "(default: reference for a co-located layout, candidate for "
+                "a standalone one)");
+  e->add_option("--steps", eq.steps, "optimizer steps")
+      ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  e->add_option("--model", eq.model, "built-in model: default (8 layers, D = 2) | tiny-moe (MoE, "
-                                     "D = 1)")->capture_default_str();
+  e->add_option("--model", eq.model,
+                "built-in model: default (8 layers, D = 2) | tiny-moe (MoE, "
+                "D = 1)")
+      ->capture_default_str();
   e->add_option("--dp", eq.data_parallel_size, "data-parallel size of both")
-      ->capture_default_str()->check(CLI::Range(1, 64));
-  e->add_option("--schedule", eq.schedule, "none | 1f1b | interleaved | combined_1f1b (default: "
-                                           "from P and V)");
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  e->add_option("--schedule", eq.schedule,
+                "none | 1f1b | interleaved | combined_1f1b (default: "
+                "from P and V)");
   e->add_option("--dtype", eq.dtype, "float32 | float64 | bfloat16 (default: the model's)")
       ->check(CLI::IsMember(config::enum_names<config::DType>()));
   e->add_option("--device", eq.device, "cpu | cuda")
       ->check(CLI::IsMember(config::enum_names<config::Device>()));
-  e->add_option("--keep", eq.keep, "keep the records and the generated scenario in this "
-                                   "directory")->check(non_empty);
+  e->add_option("--keep", eq.keep,
+                "keep the records and the generated scenario in this "
+                "directory")
+      ->check(non_empty);
   e->add_option("--json", eq.json_path, "also write the result as JSON")->check(non_empty);
   e->add_flag("-q,--quiet", eq.quiet, "no progress line on stderr");
 
-  auto* l = app.add_subcommand("layout", "validate a pipeline layout string and print its rank map");
-  l->add_option("layout", lay.layout, "Megatron layout string, e.g. \"E|t*3|(t|)*4tm|L\"")->required();
-  l->add_option("--pp", lay.pipeline_size, "pipeline-parallel size P")->required()->check(CLI::Range(1, 4096));
-  l->add_option("--layers", lay.num_layers, "decoder layers N (default: the number of t)")->check(CLI::Range(0, 1000000));
-  l->add_option("--mtp", lay.mtp_num_layers, "MTP depths D (default: the number of m)")->check(CLI::Range(0, 1000000));
+  auto* l =
+      app.add_subcommand("layout", "validate a pipeline layout string and print its rank map");
+  l->add_option("layout", lay.layout, "Megatron layout string, e.g. \"E|t*3|(t|)*4tm|L\"")
+      ->required();
+  l->add_option("--pp", lay.pipeline_size, "pipeline-parallel size P")
+      ->required()
+      ->check(CLI::Range(1, 4096));
+  l->add_option("--layers", lay.num_layers, "decoder layers N (default: the number of t)")
+      ->check(CLI::Range(0, 1000000));
+  l->add_option("--mtp", lay.mtp_num_layers, "MTP depths D (default: the number of m)")
+      ->check(CLI::Range(0, 1000000));
 
   auto* s = app.add_subcommand("schedule", "print every pipeline rank's forward/backward order");
   s->add_option("--pp", sch.pipeline_size, "P")->required()->check(CLI::Range(1, 4096));
   s->add_option("--vpp", sch.virtual_size, "V")->capture_default_str()->check(CLI::Range(1, 4096));
-  s->add_option("--microbatches", sch.num_microbatches, "M")->required()->check(CLI::Range(1, 100000));
-  s->add_option("--group", sch.group_size, "N, interleaved microbatch group size (default P)")->check(CLI::Range(0, 100000));
-  s->add_option("--kind", sch.kind,
-                schedule::schedule_kind_names() + " (default: from P and V)");
+  s->add_option("--microbatches", sch.num_microbatches, "M")
+      ->required()
+      ->check(CLI::Range(1, 100000));
+  s->add_option("--group", sch.group_size, "N, interleaved microbatch group size (default P)")
+      ->check(CLI::Range(0, 100000));
+  s->add_option("--kind", sch.kind, schedule::schedule_kind_names() + " (default: from P and V)");
 
   auto* d = app.add_subcommand("data", "data set tools");
   d->require_subcommand(1);
-  auto* dp = d->add_subcommand("prepare", "write a byte-level Megatron indexed dataset "
-                                          "(OUT_PREFIX.idx, OUT_PREFIX.bin; EOD 0 after each "
-                                          "document) from text files");
-  dp->add_option("args", prep.args, "TEXT... OUT_PREFIX")->required()->expected(2, -1)
+  auto* dp = d->add_subcommand("prepare",
+                               "write a byte-level Megatron indexed dataset "
+                               "(OUT_PREFIX.idx, OUT_PREFIX.bin; EOD 0 after each "
+                               "document) from text files");
+  dp->add_option("args", prep.args, "TEXT... OUT_PREFIX")
+      ->required()
+      ->expected(2, -1)
       ->check(non_empty);
-  dp->add_option("--split", prep.split, "file (one document per file) | blank-lines (one per "
-                                        "blank-line-separated block)")->capture_default_str()
+  dp->add_option("--split", prep.split,
+                 "file (one document per file) | blank-lines (one per "
+                 "blank-line-separated block)")
+      ->capture_default_str()
       ->check(CLI::IsMember({"file", "blank-lines"}));
 
   auto* pf = app.add_subcommand("perf", "perf baselines (Google Benchmark JSON)");
   pf->require_subcommand(1);
-  auto* pfc = pf->add_subcommand("compare", "compare a contender's benchmark results with a "
-                                            "baseline's (exit 0: no regression, 1: a "
-                                            "significant regression beyond the threshold or a "
-                                            "failed run, 2: bad input)");
+  auto* pfc = pf->add_subcommand("compare",
+                                 "compare a contender's benchmark results with a "
+                                 "baseline's (exit 0: no regression, 1: a "
+                                 "significant regression beyond the threshold or a "
+                                 "failed run, 2: bad input)");
   pfc->add_option("baseline", pc.baseline, "baseline JSON, e.g. golden/perf/h200.json")
-      ->required()->check(non_empty);
-  pfc->add_option("contender", pc.contender, "contender JSON (same benchmarks, with "
-                                             "--benchmark_repetitions)")
-      ->required()->check(non_empty);
-  pfc->add_option("--threshold", pc.threshold, "a regression slows the median real time by more "
-                                               "than this fraction")->capture_default_str();
-  pfc->add_option("--alpha", pc.alpha, "significance level of the two-sided Mann-Whitney U "
-                                       "test")->capture_default_str();
+      ->required()
+      ->check(non_empty);
+  pfc->add_option("contender", pc.contender,
+                  "contender JSON (same benchmarks, with "
+                  "--benchmark_repetitions)")
+      ->required()
+      ->check(non_empty);
+  pfc->add_option("--threshold", pc.threshold,
+                  "a regression slows the median real time by more "
+                  "than this fraction")
+      ->capture_default_str();
+  pfc->add_option("--alpha", pc.alpha,
+                  "significance level of the two-sided Mann-Whitney U "
+                  "test")
+      ->capture_default_str();
   pfc->add_option("--json", pc.json_path, "also write the comparison as JSON")->check(non_empty);
   pfc->add_flag("--allow-fingerprint-mismatch", pc.allow_fingerprint_mismatch,
                 "compare results measured on another GPU or driver (context keys gpu, driver)");
-  auto* pfa = pf->add_subcommand("ab", "run two builds' benchmark programs interleaved on this "
-                                       "machine and compare them (exit 0: no regression of B, "
-                                       "1: a regression, 2: bad input, 3: a run failed). "
-                                       "Example: perf ab base/build/train_step_benchmark "
-                                       "build/train_step_benchmark --filter 'BM_TrainStep.*'");
-  pfa->add_option("bin_a", pab.bin_a, "the baseline build's benchmark program")->required()
+  auto* pfa = pf->add_subcommand("ab",
+                                 "run two builds' benchmark programs interleaved on this "
+                                 "machine and compare them (exit 0: no regression of B, "
+                                 "1: a regression, 2: bad input, 3: a run failed). "
+                                 "Example: perf ab base/build/train_step_benchmark "
+                                 "build/train_step_benchmark --filter 'BM_TrainStep.*'");
+  pfa->add_option("bin_a", pab.bin_a, "the baseline build's benchmark program")
+      ->required()
       ->check(non_empty);
-  pfa->add_option("bin_b", pab.bin_b, "the contender build's benchmark program")->required()
+  pfa->add_option("bin_b", pab.bin_b, "the contender build's benchmark program")
+      ->required()
       ->check(non_empty);
   pfa->add_option("--filter", pab.filter, "--benchmark_filter for both programs (default: all)");
-  pfa->add_option("--rounds", pab.rounds, "runs of each program, alternating (>= 5 to reach "
-                                          "p < 0.05)")->capture_default_str();
-  pfa->add_option("--timeout", pab.timeout_s, "seconds one run may take before it is killed "
-                                              "(exit 3)")->capture_default_str();
-  pfa->add_option("--threshold", pab.threshold, "a regression slows the median by more than "
-                                                "this fraction")->capture_default_str();
-  pfa->add_option("--alpha", pab.alpha, "significance level of the U test")
+  pfa->add_option("--rounds", pab.rounds,
+                  "runs of each program, alternating (>= 5 to reach "
+                  "p < 0.05)")
       ->capture_default_str();
+  pfa->add_option("--timeout", pab.timeout_s,
+                  "seconds one run may take before it is killed "
+                  "(exit 3)")
+      ->capture_default_str();
+  pfa->add_option("--threshold", pab.threshold,
+                  "a regression slows the median by more than "
+                  "this fraction")
+      ->capture_default_str();
+  pfa->add_option("--alpha", pab.alpha, "significance level of the U test")->capture_default_str();
   pfa->add_option("--json", pab.json_path, "also write the comparison as JSON")->check(non_empty);
-  auto* pfm = pf->add_subcommand("merge", "merge Google Benchmark JSON files measured on one "
-                                          "machine into one file (one baseline for several "
-                                          "benchmark programs)");
-  pfm->add_option("inputs", pm.inputs, "JSON files")->required()->expected(1, -1)
-      ->check(non_empty);
+  auto* pfm = pf->add_subcommand("merge",
+                                 "merge Google Benchmark JSON files measured on one "
+                                 "machine into one file (one baseline for several "
+                                 "benchmark programs)");
+  pfm->add_option("inputs", pm.inputs, "JSON files")->required()->expected(1, -1)->check(non_empty);
   pfm->add_option("--out", pm.out, "the merged file")->required()->check(non_empty);
-
 
   // Every subcommand's help ends with examples and its exit codes.
   const std::pair<CLI::App*, const char*> footers[] = {
-      {c, "Examples:\n  mtp-harness check                         the embedded default scenario\n"
-          "  mtp-harness check scenarios/overlap.toml --junit junit.xml --keep-last 5\n"
-          "Exit: 0 every expectation holds, 1 one fails (or cannot be decided), 2 bad input, "
-          "3 failure"},
-      {r, "Examples:\n  mtp-harness run scenarios/default.toml --variant ref_p1 --out p1.h5\n"
-          "  mtp-harness run --variant ref_p4v2 --resume p.h5:2   (p.h5 made with "
-          "--save-optimizer-state)\nExit: 0 the record is written, 2 bad input, 3 failure"},
-      {k, "Examples:\n  mtp-harness compare a.h5 b.h5\n"
-          "  mtp-harness compare a.h5 b.h5 --class ulp:4 --records grad --steps 1\n"
-          "Exit: 0 equal under the class, 1 different, 2 bad input, 3 failure"},
-      {rp, "Examples:\n  mtp-harness replay runs/default/latest/cand_p4v2_tmm.h5\n"
-           "  mtp-harness replay golden/oracle/megatron_selftest_fused.h5 --variant-like ref_p1\n"
-           "Exit: 0 equal under the class, 1 different, 2 bad input, 3 failure"},
-      {inf, "Examples:\n  mtp-harness info runs/default/latest/ref_p1.h5\n"
-            "  mtp-harness info r.h5 --json\nExit: 0 printed, 2 not a readable record, "
-            "3 failure"},
-      {gc, "Examples:\n  mtp-harness golden check\n"
-           "  mtp-harness golden check scenarios/default.toml --records runs/default/latest\n"
-           "Exit: 0 every tensor equals its golden, 1 one differs, 2 bad input or an "
-           "environment that can change bits, 3 failure"},
-      {gu, "Examples:\n  mtp-harness golden update scenarios/default.toml --dry-run\n"
-           "  mtp-harness golden update scenarios/bf16.toml --accept-scenario-change\n"
-           "Exit: 0 written (or unchanged), 2 bad input or a refused scenario change, "
-           "3 failure"},
-      {e, "Examples:\n  mtp-harness equiv 'E|t*3|(t|)*5mmL' 'E|t*3|(t|)*4tmm|L' --pp 4\n"
-          "  mtp-harness equiv 'Et*8mmL' 'E|t*3|(t|)*5mmL' --pp 1 --pp-b 4\n"
-          "Exit: 0 EQUAL (bitwise), 1 the first divergence, 2 bad input, 3 failure"},
-      {l, "Examples:\n  mtp-harness layout 'E|t*3|(t|)*4tm|L' --pp 4\n"
-          "  mtp-harness layout 'E|t*3|(t|)*5mmL' --pp 4   (V = 2 model chunks per rank)\n"
-          "Exit: 0 valid (the rank map is printed), 2 a rule is broken (it is named)"},
-      {s, "Examples:\n  mtp-harness schedule --pp 4 --vpp 2 --microbatches 8\n"
-          "  mtp-harness schedule --pp 2 --microbatches 4 --kind combined_1f1b\n"
-          "Exit: 0 printed, 2 bad input"},
-      {dp, "Examples:\n  mtp-harness data prepare /usr/share/common-licenses/GPL-3 gpl3\n"
-           "  mtp-harness data prepare a.txt b.txt corpus --split blank-lines\n"
-           "Exit: 0 written, 2 bad input (a 0 byte in the text, a missing file), 3 failure"},
-      {pfc, "Examples:\n  mtp-harness perf compare golden/perf/h200.json new.json\n"
-            "  mtp-harness perf compare base.json new.json --threshold 0.1 --json cmp.json\n"
-            "Exit: 0 no regression, 1 a regression or a failed run, 2 bad input, 3 failure"},
-      {pfa, "Examples:\n  mtp-harness perf ab base/build/train_step_benchmark "
-            "build/train_step_benchmark --filter 'BM_TrainStep.*'\n"
-            "Exit: 0 no regression of B, 1 a regression, 2 bad input, 3 a run failed"},
-      {pfm, "Examples:\n  mtp-harness perf merge kernels.json train_step.json --out h200.json\n"
-            "Exit: 0 written, 2 bad input (another machine's file, a benchmark in two files), "
-            "3 failure"},
+      {c,
+       "Examples:\n  mtp-harness check                         the embedded default scenario\n"
+       "  mtp-harness check scenarios/overlap.toml --junit junit.xml --keep-last 5\n"
+       "Exit: 0 every expectation holds, 1 one fails (or cannot be decided), 2 bad input, "
+       "3 failure"},
+      {r,
+       "Examples:\n  mtp-harness run scenarios/default.toml --variant ref_p1 --out p1.h5\n"
+       "  mtp-harness run --variant ref_p4v2 --resume p.h5:2   (p.h5 made with "
+       "--save-optimizer-state)\nExit: 0 the record is written, 2 bad input, 3 failure"},
+      {k,
+       "Examples:\n  mtp-harness compare a.h5 b.h5\n"
+       "  mtp-harness compare a.h5 b.h5 --class ulp:4 --records grad --steps 1\n"
+       "Exit: 0 equal under the class, 1 different, 2 bad input, 3 failure"},
+      {rp,
+       "Examples:\n  mtp-harness replay runs/default/latest/cand_p4v2_tmm.h5\n"
+       "  mtp-harness replay golden/oracle/megatron_selftest_fused.h5 --variant-like ref_p1\n"
+       "Exit: 0 equal under the class, 1 different, 2 bad input, 3 failure"},
+      {inf,
+       "Examples:\n  mtp-harness info runs/default/latest/ref_p1.h5\n"
+       "  mtp-harness info r.h5 --json\nExit: 0 printed, 2 not a readable record, "
+       "3 failure"},
+      {gc,
+       "Examples:\n  mtp-harness golden check\n"
+       "  mtp-harness golden check scenarios/default.toml --records runs/default/latest\n"
+       "Exit: 0 every tensor equals its golden, 1 one differs, 2 bad input or an "
+       "environment that can change bits, 3 failure"},
+      {gu,
+       "Examples:\n  mtp-harness golden update scenarios/default.toml --dry-run\n"
+       "  mtp-harness golden update scenarios/bf16.toml --accept-scenario-change\n"
+       "Exit: 0 written (or unchanged), 2 bad input or a refused scenario change, "
+       "3 failure"},
+      {e,
+       "Examples:\n  mtp-harness equiv 'E|t*3|(t|)*5mmL' 'E|t*3|(t|)*4tmm|L' --pp 4\n"
+       "  mtp-harness equiv 'Et*8mmL' 'E|t*3|(t|)*5mmL' --pp 1 --pp-b 4\n"
+       "Exit: 0 EQUAL (bitwise), 1 the first divergence, 2 bad input, 3 failure"},
+      {l,
+       "Examples:\n  mtp-harness layout 'E|t*3|(t|)*4tm|L' --pp 4\n"
+       "  mtp-harness layout 'E|t*3|(t|)*5mmL' --pp 4   (V = 2 model chunks per rank)\n"
+       "Exit: 0 valid (the rank map is printed), 2 a rule is broken (it is named)"},
+      {s,
+       "Examples:\n  mtp-harness schedule --pp 4 --vpp 2 --microbatches 8\n"
+       "  mtp-harness schedule --pp 2 --microbatches 4 --kind combined_1f1b\n"
+       "Exit: 0 printed, 2 bad input"},
+      {dp,
+       "Examples:\n  mtp-harness data prepare /usr/share/common-licenses/GPL-3 gpl3\n"
+       "  mtp-harness data prepare a.txt b.txt corpus --split blank-lines\n"
+       "Exit: 0 written, 2 bad input (a 0 byte in the text, a missing file), 3 failure"},
+      {pfc,
+       "Examples:\n  mtp-harness perf compare golden/perf/h200.json new.json\n"
+       "  mtp-harness perf compare base.json new.json --threshold 0.1 --json cmp.json\n"
+       "Exit: 0 no regression, 1 a regression or a failed run, 2 bad input, 3 failure"},
+      {pfa,
+       "Examples:\n  mtp-harness perf ab base/build/train_step_benchmark "
+       "build/train_step_benchmark --filter 'BM_TrainStep.*'\n"
+       "Exit: 0 no regression of B, 1 a regression, 2 bad input, 3 a run failed"},
+      {pfm,
+       "Examples:\n  mtp-harness perf merge kernels.json train_step.json --out h200.json\n"
+       "Exit: 0 written, 2 bad input (another machine's file, a benchmark in two files), "
+       "3 failure"},
   };
   for (const auto& [sub, text] : footers) sub->footer(text);
   app.name("mtp-harness");
@@ -384,9 +460,10 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
     std::vector<std::string> names;
     for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
     if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
-      std::cerr << fmt::format("mtp-harness: error: unknown subcommand '{}' (subcommands: {}; see "
-                               "mtp-harness --help)\n",
-                               argv[1], fmt::join(names, ", "));
+      std::cerr << fmt::format(
+          "mtp-harness: error: unknown subcommand '{}' (subcommands: {}; see "
+          "mtp-harness --help)\n",
+          argv[1], fmt::join(names, ", "));
       return kExitUsage;
     }
   }

@@ -84,7 +84,8 @@ TEST(CommandLineTest, HelpAndVersionExitZeroOnStdout) {
 TEST(CommandLineTest, BadCommandLinesExitTwoNamingTheSubcommandsHelp) {
   const Parsed missing = parse({"run"});
   EXPECT_EQ(missing.done, kExitUsage);
-  EXPECT_EQ(missing.err, "mtp-harness: error: --variant is required (see mtp-harness run --help)\n");
+  EXPECT_EQ(missing.err,
+            "mtp-harness: error: --variant is required (see mtp-harness run --help)\n");
   const Parsed unknown = parse({"check", "--bogus"});
   EXPECT_EQ(unknown.done, kExitUsage);
   EXPECT_THAT(unknown.err, HasSubstr("(see mtp-harness check --help)"));
@@ -92,9 +93,10 @@ TEST(CommandLineTest, BadCommandLinesExitTwoNamingTheSubcommandsHelp) {
   EXPECT_THAT(nested.err, HasSubstr("(see mtp-harness golden update --help)"));
   const Parsed sub = parse({"chekc"});
   EXPECT_EQ(sub.done, kExitUsage);
-  EXPECT_EQ(sub.err, "mtp-harness: error: unknown subcommand 'chekc' (subcommands: check, run, "
-                     "compare, replay, info, golden, equiv, layout, schedule, data, perf; see "
-                     "mtp-harness --help)\n");
+  EXPECT_EQ(sub.err,
+            "mtp-harness: error: unknown subcommand 'chekc' (subcommands: check, run, "
+            "compare, replay, info, golden, equiv, layout, schedule, data, perf; see "
+            "mtp-harness --help)\n");
   EXPECT_THAT(parse({"check", "--max-memory", "-5G"}).err, HasSubstr("a size has no sign"));
   EXPECT_THAT(parse({"check", "--out", ""}).err, HasSubstr("must not be empty"));
   EXPECT_EQ(parse({"layout", "E|t|L", "--pp", "0"}).done, kExitUsage);

@@ -21,11 +21,12 @@ struct TrainingFlags {
 };
 
 struct CheckOptions {
-  std::string scenario;        ///< path; "" = the embedded default scenario
-  std::string out_dir;         ///< "" = runs/<scenario name>
-  std::string json_path;       ///< "" = <out_dir>/report.json
-  std::string junit_path;      ///< "" = none
-  std::vector<std::string> only_variants;  ///< run just these (expectations needing others are skipped)
+  std::string scenario;    ///< path; "" = the embedded default scenario
+  std::string out_dir;     ///< "" = runs/<scenario name>
+  std::string json_path;   ///< "" = <out_dir>/report.json
+  std::string junit_path;  ///< "" = none
+  std::vector<std::string>
+      only_variants;           ///< run just these (expectations needing others are skipped)
   bool allow_skipped = false;  ///< exit 0 even when --variant leaves no expectation evaluated
   std::string html_path;       ///< "" = beside the JSON report (report.html)
   bool quiet = false;          ///< no progress line on stderr
@@ -33,22 +34,22 @@ struct CheckOptions {
   /// oldest there until N remain (0: keep all). Not with --out.
   int keep_last = 0;
   bool verbose = false;
-  std::string device;          ///< "" = the scenario's [training].device
+  std::string device;  ///< "" = the scenario's [training].device
   TrainingFlags training;
-  uint64_t max_memory = 0;     ///< --max-memory bytes; 0 = what the device has
+  uint64_t max_memory = 0;  ///< --max-memory bytes; 0 = what the device has
 };
 
 struct RunCommandOptions {
-  std::string scenario;        ///< path; "" = the embedded default scenario
+  std::string scenario;  ///< path; "" = the embedded default scenario
   std::string variant;
-  std::string out;             ///< record path; "" = runs/<scenario>/<variant>.h5
-  std::string device;          ///< "" = the scenario's
+  std::string out;     ///< record path; "" = runs/<scenario>/<variant>.h5
+  std::string device;  ///< "" = the scenario's
   /// "" = every rank in this process (in-process transport); "env" (torchrun) | "mpi" (mpirun):
   /// this process is one rank; "threads": one thread per rank, rank r on GPU r, NCCL.
   std::string launcher;
-  int port = 29555;            ///< TCPStore port of --launcher threads
-  uint64_t max_memory = 0;     ///< --max-memory bytes; 0 = what the device has
-  int timeout_s = 300;         ///< receive timeout
+  int port = 29555;         ///< TCPStore port of --launcher threads
+  uint64_t max_memory = 0;  ///< --max-memory bytes; 0 = what the device has
+  int timeout_s = 300;      ///< receive timeout
   TrainingFlags training;
 };
 
@@ -69,27 +70,27 @@ struct CompareOptions {
 };
 
 struct ReplayOptions {
-  std::string record;          ///< REC.h5
-  std::string cls;             ///< "" = bitwise when the environment fingerprint matches, else
-                               ///< the dtype's rounding tolerance (printed)
-  std::string steps = "all";   ///< consecutive steps with a batch: all | A | A-B | A-
-  std::string variant_like;    ///< "" = the record's implementation, layout and schedule
-  std::string scenario;        ///< scenario of --variant-like; "" = the embedded default
-  std::string out;             ///< keep the new record here; "" = a temporary file, removed
+  std::string record;         ///< REC.h5
+  std::string cls;            ///< "" = bitwise when the environment fingerprint matches, else
+                              ///< the dtype's rounding tolerance (printed)
+  std::string steps = "all";  ///< consecutive steps with a batch: all | A | A-B | A-
+  std::string variant_like;   ///< "" = the record's implementation, layout and schedule
+  std::string scenario;       ///< scenario of --variant-like; "" = the embedded default
+  std::string out;            ///< keep the new record here; "" = a temporary file, removed
   std::string json_path;
-  std::string device;          ///< "" = the record's (cpu when it names neither cpu nor cuda)
+  std::string device;  ///< "" = the record's (cpu when it names neither cpu nor cuda)
   int max_rows = 20;
 };
 
 struct GoldenOptions {
-  std::vector<std::string> scenarios;    ///< scenario files; empty = every CPU scenario
+  std::vector<std::string> scenarios;  ///< scenario files; empty = every CPU scenario
   std::string golden_dir = "golden/digests";
-  std::string records;                   ///< a check's run directory to take the records from
+  std::string records;  ///< a check's run directory to take the records from
   bool allow_fingerprint_mismatch = false;
-  bool update = false;                   ///< golden update (else golden check)
+  bool update = false;  ///< golden update (else golden check)
   bool quiet = false;
-  bool detail = false;                   ///< list every changed tensor, not only the summary
-  bool dry_run = false;                  ///< update: print what would change, write nothing
+  bool detail = false;   ///< list every changed tensor, not only the summary
+  bool dry_run = false;  ///< update: print what would change, write nothing
   /// update: re-make goldens whose scenario text changed (refused otherwise: a golden made from
   /// another scenario text is another test, not an update).
   bool accept_scenario_change = false;
@@ -99,14 +100,14 @@ struct EquivOptions {
   std::string layout_a, layout_b;  ///< Megatron layout strings
   int pipeline_size = 1;           ///< --pp (layout A, and B unless --pp-b)
   int pipeline_size_b = 0;         ///< --pp-b; 0 = --pp
-  std::string impls;               ///< "reference,candidate"; "" = by layout (co-located: reference)
+  std::string impls;  ///< "reference,candidate"; "" = by layout (co-located: reference)
   int steps = 3;
-  std::string model = "default";   ///< scenarios::builtin_model_names()
+  std::string model = "default";  ///< scenarios::builtin_model_names()
   int data_parallel_size = 1;
-  std::string schedule;            ///< "" = derived
-  std::string dtype;               ///< "" = the model's scenario
-  std::string device;              ///< "" = cpu
-  std::string keep;                ///< keep the records (and the generated scenario) here
+  std::string schedule;  ///< "" = derived
+  std::string dtype;     ///< "" = the model's scenario
+  std::string device;    ///< "" = cpu
+  std::string keep;      ///< keep the records (and the generated scenario) here
   std::string json_path;
   bool quiet = false;
 };
@@ -114,7 +115,7 @@ struct EquivOptions {
 struct LayoutOptions {
   std::string layout;
   int pipeline_size = 1;
-  int num_layers = -1;   ///< −1: the number of `t` in the layout
+  int num_layers = -1;      ///< −1: the number of `t` in the layout
   int mtp_num_layers = -1;  ///< −1: the number of `m` in the layout
 };
 
@@ -124,13 +125,13 @@ struct DataPrepareOptions {
 };
 
 struct ScheduleOptions {
-  std::string kind;      ///< "" = derived from P and V
+  std::string kind;  ///< "" = derived from P and V
   int pipeline_size = 2, virtual_size = 1, num_microbatches = 4, group_size = 0;
 };
 
 struct PerfCompareCommandOptions {
-  std::string baseline;   ///< Google Benchmark JSON (with --benchmark_repetitions)
-  std::string contender;  ///< the same, from the run under test
+  std::string baseline;     ///< Google Benchmark JSON (with --benchmark_repetitions)
+  std::string contender;    ///< the same, from the run under test
   double threshold = 0.05;  ///< fraction the median must be slower by (perf::PerfCompareOptions)
   double alpha = 0.05;      ///< significance level of the U test
   std::string json_path;    ///< "" = no JSON

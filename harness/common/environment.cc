@@ -181,18 +181,29 @@ std::map<std::string, std::string> environment_fingerprint() {
 }
 
 bool fingerprint_key_changes_bits(const std::string& key) {
-  static const std::set<std::string> kBits{
-      "blas", "blas_core", "blas_threads", "compiler", "libc", "cpu_fma", "torch_version",
-      "aten_cpu_capability", "device", "deterministic_algorithms", "intra_op_threads",
-      "OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "ATEN_CPU_CAPABILITY", "DNNL_MAX_CPU_ISA",
-      "MKL_CBWR"};
+  static const std::set<std::string> kBits{"blas",
+                                           "blas_core",
+                                           "blas_threads",
+                                           "compiler",
+                                           "libc",
+                                           "cpu_fma",
+                                           "torch_version",
+                                           "aten_cpu_capability",
+                                           "device",
+                                           "deterministic_algorithms",
+                                           "intra_op_threads",
+                                           "OPENBLAS_CORETYPE",
+                                           "OPENBLAS_NUM_THREADS",
+                                           "ATEN_CPU_CAPABILITY",
+                                           "DNNL_MAX_CPU_ISA",
+                                           "MKL_CBWR"};
   return kBits.count(key) > 0;
 }
 
 const std::vector<std::string>& fingerprint_keys() {
   static const std::vector<std::string> keys = [] {
-    std::set<std::string> k{"torch_version", "aten_cpu_capability", "hdf5", "device",
-                            "deterministic_algorithms", "intra_op_threads"};
+    std::set<std::string> k{"torch_version", "aten_cpu_capability",      "hdf5",
+                            "device",        "deterministic_algorithms", "intra_op_threads"};
     for (const auto& [key, value] : environment_fingerprint()) k.insert(key);
     return std::vector<std::string>(k.begin(), k.end());
   }();

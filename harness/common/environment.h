@@ -10,10 +10,10 @@
 // (ATEN_CPU_CAPABILITY=avx2, read at the first dispatched kernel), oneDNN's ISA
 // (DNNL_MAX_CPU_ISA=AVX2) and, for LibTorch builds whose BLAS is MKL, MKL's strict conditional
 // numerical reproducibility (MKL_CBWR=AVX2,STRICT: GEMM bits independent of the operands'
-// alignment; read when MKL loads). Each is set only when unset and when the CPU has AVX2 and FMA (the
-// Haswell kernels need them); a value the user set is kept and recorded. What cannot be pinned:
-// the BLAS library and its version, LibTorch's version, the C library's libm (glibc picks FMA
-// variants of exp/log when the CPU has FMA), the compiler of this build; they are recorded.
+// alignment; read when MKL loads). Each is set only when unset and when the CPU has AVX2 and FMA
+// (the Haswell kernels need them); a value the user set is kept and recorded. What cannot be
+// pinned: the BLAS library and its version, LibTorch's version, the C library's libm (glibc picks
+// FMA variants of exp/log when the CPU has FMA), the compiler of this build; they are recorded.
 //
 // Example:
 //   int main(int argc, char** argv) { mtp::pin_cpu_dispatch(argc, argv); ... }

@@ -13,10 +13,10 @@ namespace mtp {
 
 /// Process exit codes of every mtp-harness subcommand.
 enum ExitCode : int {
-  kExitOk = 0,          ///< all expectations hold / records equal
-  kExitMismatch = 1,    ///< an expectation fails / records differ
-  kExitUsage = 2,       ///< bad input: CLI flag, scenario, layout string, HDF5 file
-  kExitInfra = 3,       ///< infrastructure: HDF5 I/O, transport timeout, torch error
+  kExitOk = 0,        ///< all expectations hold / records equal
+  kExitMismatch = 1,  ///< an expectation fails / records differ
+  kExitUsage = 2,     ///< bad input: CLI flag, scenario, layout string, HDF5 file
+  kExitInfra = 3,     ///< infrastructure: HDF5 I/O, transport timeout, torch error
 };
 
 /// Bad input from the user. what() is the complete message to print.
@@ -43,7 +43,7 @@ class InternalError : public std::logic_error {
 
 }  // namespace mtp
 
-#define MTP_INTERNAL_ASSERT(cond, msg)                                  \
-  do {                                                                  \
+#define MTP_INTERNAL_ASSERT(cond, msg)                                          \
+  do {                                                                          \
     if (!(cond)) ::mtp::internal_assert_fail(#cond, __FILE__, __LINE__, (msg)); \
   } while (0)

@@ -36,13 +36,15 @@ InputFile::InputFile(const std::string& path, const std::string& what, uint64_t 
   };
   if (!stat_ok) fail(fmt::format("cannot read {} '{}': {}", what_, shown_, std::strerror(err)));
   if (!S_ISREG(st.st_mode)) {
-    fail(fmt::format("{} '{}' is not a regular file (a directory, FIFO or device cannot be read "
-                     "as one)", what_, shown_));
+    fail(
+        fmt::format("{} '{}' is not a regular file (a directory, FIFO or device cannot be read "
+                    "as one)",
+                    what_, shown_));
   }
   size_ = static_cast<uint64_t>(st.st_size);
   if (size_ > max_bytes_) {
-    fail(fmt::format("{} '{}' has {} bytes, more than the {} bytes it may have here", what_,
-                     shown_, size_, max_bytes_));
+    fail(fmt::format("{} '{}' has {} bytes, more than the {} bytes it may have here", what_, shown_,
+                     size_, max_bytes_));
   }
 }
 
@@ -72,9 +74,9 @@ void InputFile::read_at(uint64_t offset, uint8_t* buf, size_t n) const {
     const ssize_t got = ::pread(fd_, buf + done, n - done, static_cast<off_t>(offset + done));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
-      throw InputError(fmt::format("cannot read {} '{}' at byte {}: {}", what_, shown_,
-                                   offset + done, got == 0 ? "the file shrank while it was read"
-                                                           : std::strerror(errno)));
+      throw InputError(
+          fmt::format("cannot read {} '{}' at byte {}: {}", what_, shown_, offset + done,
+                      got == 0 ? "the file shrank while it was read" : std::strerror(errno)));
     }
     done += static_cast<size_t>(got);
   }

@@ -51,8 +51,8 @@ TEST(InputFileTest, FifosDevicesDirectoriesAndLargeFilesAreRefusedWithoutBlockin
   EXPECT_THAT(message_of(dir.file("big"), 1000), HasSubstr("has 2000 bytes, more than the 1000"));
   // /proc files report size 0: the limit holds while reading.
   EXPECT_THAT(message_of("/proc/self/maps", 16), HasSubstr("more than the 16 bytes"));
-  EXPECT_THAT(message_of(dir.file("nope")), HasSubstr("benchmark JSON '" + dir.file("nope") +
-                                                      "' does not exist"));
+  EXPECT_THAT(message_of(dir.file("nope")),
+              HasSubstr("benchmark JSON '" + dir.file("nope") + "' does not exist"));
   std::filesystem::create_symlink(dir.file("loop"), dir.file("loop"));
   EXPECT_THAT(message_of(dir.file("loop")), HasSubstr("Too many levels of symbolic links"));
 }

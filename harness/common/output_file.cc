@@ -71,18 +71,20 @@ void check_output_file(const std::string& what, const std::string& path) {
   const size_t slash = path.find_last_of('/');
   const size_t name_bytes = path.size() - (slash == std::string::npos ? 0 : slash + 1);
   if (name_bytes + kTemporarySuffixBytes > kMaxNameBytes) {
-    throw InputError(fmt::format("{} {}: the name has {} bytes; with its temporary's suffix "
-                                 "(.tmp-<pid>-<random>, up to {} bytes) it would pass the file "
-                                 "system's {}", what, shown, name_bytes, kTemporarySuffixBytes,
-                                 kMaxNameBytes));
+    throw InputError(
+        fmt::format("{} {}: the name has {} bytes; with its temporary's suffix "
+                    "(.tmp-<pid>-<random>, up to {} bytes) it would pass the file "
+                    "system's {}",
+                    what, shown, name_bytes, kTemporarySuffixBytes, kMaxNameBytes));
   }
   // The kernel takes at most PATH_MAX − 1 bytes in one path (ENAMETOOLONG): checked now, not
   // when the report is written after the work.
   if (path.size() + kTemporarySuffixBytes >= PATH_MAX) {
-    throw InputError(fmt::format("{} {}...: the path has {} bytes; with its temporary's suffix "
-                                 "(up to {} bytes) it would pass the system's limit of {} bytes "
-                                 "(PATH_MAX)", what, printable(path.substr(0, 60)), path.size(),
-                                 kTemporarySuffixBytes, PATH_MAX - 1));
+    throw InputError(fmt::format(
+        "{} {}...: the path has {} bytes; with its temporary's suffix "
+        "(up to {} bytes) it would pass the system's limit of {} bytes "
+        "(PATH_MAX)",
+        what, printable(path.substr(0, 60)), path.size(), kTemporarySuffixBytes, PATH_MAX - 1));
   }
   check_can_create_in(what, shown, parent_directory(path));
 }
@@ -105,12 +107,14 @@ void check_not_same_file(const std::string& what, const std::string& path,
   if (path.empty() || other.empty()) return;
   struct stat a, b;
   const bool a_exists = ::stat(path.c_str(), &a) == 0, b_exists = ::stat(other.c_str(), &b) == 0;
-  const bool same = a_exists && b_exists ? a.st_dev == b.st_dev && a.st_ino == b.st_ino
-                                         : !a_exists && !b_exists && resolved(path) == resolved(other);
+  const bool same = a_exists && b_exists
+                        ? a.st_dev == b.st_dev && a.st_ino == b.st_ino
+                        : !a_exists && !b_exists && resolved(path) == resolved(other);
   if (same) {
-    throw InputError(fmt::format("{} {}: is {} {}: an output must not overwrite an input or "
-                                 "another output", what, printable(path), other_what,
-                                 printable(other)));
+    throw InputError(
+        fmt::format("{} {}: is {} {}: an output must not overwrite an input or "
+                    "another output",
+                    what, printable(path), other_what, printable(other)));
   }
 }
 

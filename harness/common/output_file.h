@@ -21,8 +21,8 @@ namespace mtp {
 /// not empty, not naming a directory or an existing file that is not a regular file (a device
 /// such as /dev/full, a FIFO, a socket), with a name short enough for its temporary
 /// (`<name>.tmp-<pid>-<random>` within the file system's 255 bytes), and in an existing
-/// directory where this process can create files (checked by creating and removing a temporary there, so permissions and
-/// read-only file systems are caught before any work is done).
+/// directory where this process can create files (checked by creating and removing a temporary
+/// there, so permissions and read-only file systems are caught before any work is done).
 void check_output_file(const std::string& what, const std::string& path);
 
 /// Throws InputError "<what> <path>: is <other_what> <other>: an output must not overwrite an
@@ -40,7 +40,8 @@ void check_not_same_file(const std::string& what, const std::string& path,
 ///   FileRoles files;
 ///   files.input("the scenario", scenario_path);
 ///   files.output("--json", json_path);
-///   files.output("--html (default: the --json path with .html)", html_path);  // throws on --json X.html
+///   files.output("--html (default: the --json path with .html)", html_path);  // throws on --json
+///   X.html
 class FileRoles {
  public:
   /// Records an input; throws InputError when an output registered earlier names the same

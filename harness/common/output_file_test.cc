@@ -129,10 +129,12 @@ TEST(OutputFileTest, AnOutputNamingAnInputOrAnotherOutputIsRefused) {
         << same;
   }
   // Two outputs that do not exist yet: the same resolved directory and name.
-  EXPECT_THROW(check_not_same_file("--json", dir.file("sub/../o.json"), "--out", dir.file("o.json")),
-               InputError);
+  EXPECT_THROW(
+      check_not_same_file("--json", dir.file("sub/../o.json"), "--out", dir.file("o.json")),
+      InputError);
   EXPECT_NO_THROW(check_not_same_file("--json", dir.file("o.json"), "--out", dir.file("p.json")));
-  EXPECT_NO_THROW(check_not_same_file("--json", dir.file("o.json"), "the record", dir.file("in.h5")));
+  EXPECT_NO_THROW(
+      check_not_same_file("--json", dir.file("o.json"), "the record", dir.file("in.h5")));
   EXPECT_NO_THROW(check_not_same_file("--json", dir.file("o.json"), "--out", ""));
 }
 

@@ -7,8 +7,8 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -286,8 +286,8 @@ TempDirectory::TempDirectory(const std::string& prefix) {
   const char* base = std::getenv("TMPDIR");
   std::string tmpl = fmt::format("{}/{}-XXXXXX", base && *base ? base : "/tmp", prefix);
   if (::mkdtemp(tmpl.data()) == nullptr) {
-    throw InfraError(fmt::format("cannot create a temporary directory {}: {}", tmpl,
-                                 std::strerror(errno)));
+    throw InfraError(
+        fmt::format("cannot create a temporary directory {}: {}", tmpl, std::strerror(errno)));
   }
   path_ = tmpl;
   slot_ = register_temp(path_, kDirectorySlot);  // a signal removes it with its content too

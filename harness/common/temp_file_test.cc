@@ -130,7 +130,7 @@ TEST(RemoveTreeTest, RemovesNestedContentButNeverFollowsLinks) {
   EXPECT_FALSE(std::filesystem::exists(tree));
   EXPECT_EQ(read_text(outside), "kept");  // the link's target survives
   EXPECT_THAT(dir.entries(), ElementsAre("outside.txt"));
-  remove_tree(tree);  // missing: nothing happens
+  remove_tree(tree);     // missing: nothing happens
   remove_tree(outside);  // a plain file
   EXPECT_THAT(dir.entries(), IsEmpty());
 }

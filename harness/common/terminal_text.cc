@@ -42,8 +42,8 @@ std::streamsize ControlEscapingStreambuf::xsputn(const char* s, std::streamsize 
   };
   for (std::streamsize i = 0; i < n; ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    const bool special = pending_c2_ || c == 0xC2 || (c < 0x20 && c != '\n' && c != '\t') ||
-                         c == 0x7F;
+    const bool special =
+        pending_c2_ || c == 0xC2 || (c < 0x20 && c != '\n' && c != '\t') || c == 0x7F;
     if (special) {
       flush_plain(i);
       put(c);

@@ -30,9 +30,10 @@ std::vector<std::string> selected_groups(const Selection& sel) {
   const std::vector<std::string>& all = record::record_groups();
   for (const std::string& g : sel.groups) {
     if (std::find(all.begin(), all.end(), g) == all.end()) {
-      throw InputError(fmt::format("unknown group '{}' in the comparison selection (expected "
-                                   "some of: {})",
-                                   g, fmt::join(all, ", ")));
+      throw InputError(
+          fmt::format("unknown group '{}' in the comparison selection (expected "
+                      "some of: {})",
+                      g, fmt::join(all, ", ")));
     }
   }
   std::vector<std::string> out;
@@ -51,8 +52,8 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 /// One comparison in progress: the readers, the class, the selection and the result so far.
 class Walk {
  public:
-  Walk(const RecordReader& a, const RecordReader& b, const CompareClass& cls,
-       const Selection& sel, const CompareOptions& options)
+  Walk(const RecordReader& a, const RecordReader& b, const CompareClass& cls, const Selection& sel,
+       const CompareOptions& options)
       : a_(a), b_(b), cls_(cls), sel_(sel), options_(options), groups_(selected_groups(sel)) {
     result_.cls = cls;
   }
@@ -141,8 +142,8 @@ void Walk::compare_tensor(int step, const std::string& group, const std::string&
                                    record::dtype_name(ib.dtype)));
   }
   if (ia.shape != ib.shape) {
-    problems.push_back(fmt::format("shape {} in A, {} in B", shape_string(ia.shape),
-                                   shape_string(ib.shape)));
+    problems.push_back(
+        fmt::format("shape {} in A, {} in B", shape_string(ia.shape), shape_string(ib.shape)));
   }
   if (!problems.empty()) {
     d.structural = fmt::format("{}", fmt::join(problems, "; "));
@@ -262,9 +263,10 @@ void Walk::compare_digests(int step, const std::string& group, const std::string
                            const record::TensorInfo& ia, const record::TensorInfo& ib,
                            TensorDiff& d) {
   if (!ia.digest || !ib.digest) {
-    d.structural = fmt::format("{} holds only digests and {} has none (a record of schema "
-                               "version 1): cannot be compared",
-                               ia.stored ? "B" : "A", ia.stored ? "A" : "B");
+    d.structural = fmt::format(
+        "{} holds only digests and {} has none (a record of schema "
+        "version 1): cannot be compared",
+        ia.stored ? "B" : "A", ia.stored ? "A" : "B");
     return;
   }
   const record::TensorDigest da = a_.block_digests(step, group, name);
@@ -364,8 +366,8 @@ CompareResult Walk::run() {
 
 }  // namespace
 
-CompareResult compare_records(const RecordReader& a, const RecordReader& b,
-                              const CompareClass& cls, const Selection& sel) {
+CompareResult compare_records(const RecordReader& a, const RecordReader& b, const CompareClass& cls,
+                              const Selection& sel) {
   const CompareOptions options;
   return Walk(a, b, cls, sel, options).run();
 }

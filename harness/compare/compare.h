@@ -54,8 +54,8 @@ struct CompareClass {
 /// Which part of the records to compare.
 struct Selection {
   std::vector<std::string> groups{"loss", "grad", "weight"};  ///< subset of record_groups()
-  std::vector<std::string> include{"*"};  ///< glob patterns on the dataset name
-  std::vector<std::string> exclude;       ///< glob patterns on the dataset name
+  std::vector<std::string> include{"*"};                      ///< glob patterns on the dataset name
+  std::vector<std::string> exclude;                           ///< glob patterns on the dataset name
   /// Steps to compare; empty = every step present in either record.
   std::set<int> steps;
 };
@@ -65,18 +65,19 @@ struct TensorDiff {
   int step = 0;
   std::string group;
   std::string name;
-  std::string structural;   ///< non-empty: why the tensor could not be compared (missing, dtype, shape)
+  std::string
+      structural;  ///< non-empty: why the tensor could not be compared (missing, dtype, shape)
   int64_t numel = 0;
-  int64_t mismatches = 0;   ///< elements outside the class (bitwise: bit patterns differ)
+  int64_t mismatches = 0;      ///< elements outside the class (bitwise: bit patterns differ)
   int64_t bit_mismatches = 0;  ///< elements whose bits differ (regardless of the class)
-  uint64_t max_ulp = 0;     ///< max ULP distance (UINT64_MAX: NaN vs number; ints: |a − b|)
-  double max_abs = 0.0;     ///< max |a − b| over finite pairs
-  double max_rel = 0.0;     ///< max |a − b| / |b| over finite pairs with |b| > 1e-6
-  int64_t first_index = -1;          ///< flat index of the first element outside the class (−1: none)
+  uint64_t max_ulp = 0;        ///< max ULP distance (UINT64_MAX: NaN vs number; ints: |a − b|)
+  double max_abs = 0.0;        ///< max |a − b| over finite pairs
+  double max_rel = 0.0;        ///< max |a − b| / |b| over finite pairs with |b| > 1e-6
+  int64_t first_index = -1;    ///< flat index of the first element outside the class (−1: none)
   std::vector<int64_t> first_coord;  ///< the same as a multi-index
   std::string a_value, b_value;      ///< first element, 17 significant digits
   std::string a_bits, b_bits;        ///< first element's bit pattern, "0x3f800000"
-  bool by_digest = false;    ///< decided from digests alone (equal, or digest-only and differing)
+  bool by_digest = false;  ///< decided from digests alone (equal, or digest-only and differing)
   /// Digest-only difference (a record holds no values): the tensor's blocks of
   /// kDigestBlockElements elements, how many differ, the first that does (−1: none).
   int64_t blocks = 0;
@@ -97,10 +98,11 @@ struct TensorDiff {
 
 struct CompareResult {
   CompareClass cls;
-  std::vector<std::string> structural;  ///< record-level structural differences (missing steps/groups)
-  std::vector<TensorDiff> tensors;      ///< every compared tensor, canonical order
-  int64_t tensors_compared = 0;  ///< tensors compared, by value or by digests (structural not)
-  int64_t tensors_by_digest = 0;  ///< of those, decided by digests without reading values
+  std::vector<std::string>
+      structural;                   ///< record-level structural differences (missing steps/groups)
+  std::vector<TensorDiff> tensors;  ///< every compared tensor, canonical order
+  int64_t tensors_compared = 0;     ///< tensors compared, by value or by digests (structural not)
+  int64_t tensors_by_digest = 0;    ///< of those, decided by digests without reading values
   /// Tensors whose digests differ in a record that holds no values, under a class that needs
   /// them (TensorDiff::undecided): while any is left and nothing failed, there is no verdict.
   int64_t tensors_undecided = 0;

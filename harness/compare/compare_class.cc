@@ -19,9 +19,7 @@ constexpr const char* kAcceptedForms =
                                kAcceptedForms));
 }
 
-bool starts_with(const std::string& s, const char* prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 /// Parses all of `s` as a non-negative finite double (no sign, no spaces).
 bool parse_tolerance(const std::string& s, double& out) {

@@ -28,10 +28,26 @@ TEST(CompareClassTest, ParsesTheFourForms) {
 }
 
 TEST(CompareClassTest, RejectsMalformedTextNamingTheAcceptedForms) {
-  for (const char* bad : {"ulp:", "ulp:-1", "tol:1e-3", "tol:a,b", "bits", "", "Bitwise",
-                          "ulp:1.5", "ulp:+1", "ulp: 1", "ulp:99999999999999999999", "tol:-1,0",
-                          "tol:1,-0.5", "tol:inf,0", "tol:nan,0", "tol:1,2,3", "tol:,1", "tol:1,",
-                          "differ ", "ulp"}) {
+  for (const char* bad : {"ulp:",
+                          "ulp:-1",
+                          "tol:1e-3",
+                          "tol:a,b",
+                          "bits",
+                          "",
+                          "Bitwise",
+                          "ulp:1.5",
+                          "ulp:+1",
+                          "ulp: 1",
+                          "ulp:99999999999999999999",
+                          "tol:-1,0",
+                          "tol:1,-0.5",
+                          "tol:inf,0",
+                          "tol:nan,0",
+                          "tol:1,2,3",
+                          "tol:,1",
+                          "tol:1,",
+                          "differ ",
+                          "ulp"}) {
     SCOPED_TRACE(bad);
     try {
       CompareClass::parse(bad);

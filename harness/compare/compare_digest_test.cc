@@ -13,12 +13,12 @@
 namespace mtp::compare {
 namespace {
 
-using ::testing::HasSubstr;
 using record::RecordReader;
 using record::RecordWriter;
 using record::Storage;
 using record::TensorData;
 using record::testing_util::ScratchDir;
+using ::testing::HasSubstr;
 
 constexpr int64_t kBlock = record::kDigestBlockElements;
 
@@ -201,8 +201,8 @@ TEST(CompareDigestTest, ValuesAreComparedAcrossChunkBoundaries) {
   ASSERT_TRUE(r.first_divergence);
   const TensorDiff& d = *r.first_divergence;
   EXPECT_EQ(d.first_index, second_chunk);
-  EXPECT_EQ(d.first_coord, (std::vector<int64_t>{second_chunk / (kBlock / 2),
-                                                 second_chunk % (kBlock / 2)}));
+  EXPECT_EQ(d.first_coord,
+            (std::vector<int64_t>{second_chunk / (kBlock / 2), second_chunk % (kBlock / 2)}));
   EXPECT_EQ(d.mismatches, 2);
   EXPECT_EQ(d.max_ulp, 1u);
   EXPECT_EQ(compare(dir.file("a.h5"), dir.file("b.h5"), "ulp:1").equal, true);

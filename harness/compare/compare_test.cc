@@ -14,12 +14,12 @@
 namespace mtp::compare {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
 using record::RecordReader;
 using record::RecordWriter;
 using record::TensorData;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
 namespace h5 = record::h5;
 using record::testing_util::ScratchDir;
 
@@ -45,8 +45,8 @@ void write_record(const std::string& path, const Edit& edit = nullptr) {
     }
   };
   auto weights = [&](int step, const std::string& group, float scale) {
-    put(step, group, TensorData::from_f32("w_zeta", {2, 2}, {1 * scale, 2 * scale, 3 * scale,
-                                                               4 * scale}));
+    put(step, group,
+        TensorData::from_f32("w_zeta", {2, 2}, {1 * scale, 2 * scale, 3 * scale, 4 * scale}));
     put(step, group, TensorData::from_f32("w_alpha", {3}, {0.5f * scale, -1 * scale, 0}));
   };
   weights(0, "weight", 1.0f);
@@ -227,8 +227,7 @@ TEST_F(CompareTest, ShapeChangeIsStructural) {
     EXPECT_FALSE(r.equal);
     ASSERT_TRUE(r.first_divergence);
     EXPECT_EQ(r.first_divergence->structural, "shape [2, 2] in A, [4] in B");
-    EXPECT_EQ(r.first_divergence->describe(),
-              "step 1 weight/w_zeta: shape [2, 2] in A, [4] in B");
+    EXPECT_EQ(r.first_divergence->describe(), "step 1 weight/w_zeta: shape [2, 2] in A, [4] in B");
     EXPECT_EQ(r.tensors_compared, 13);
   }
   EXPECT_TRUE(compare("differ").holds());

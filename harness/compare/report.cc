@@ -37,12 +37,12 @@ std::string TensorDiff::describe() const {
     return fmt::format("{}: {}", loc, structural);
   }
   if (first_block >= 0) {
-    return fmt::format("{}: digests differ in {} of {} blocks of {} elements, first in block {} "
-                       "(from element [{}], flat {}); the values are not in the record (compare "
-                       "--localize re-runs both variants to find the element)",
-                       loc, differing_blocks, blocks, record::kDigestBlockElements, first_block,
-                       fmt::join(first_block_coord, ", "),
-                       first_block * record::kDigestBlockElements);
+    return fmt::format(
+        "{}: digests differ in {} of {} blocks of {} elements, first in block {} "
+        "(from element [{}], flat {}); the values are not in the record (compare "
+        "--localize re-runs both variants to find the element)",
+        loc, differing_blocks, blocks, record::kDigestBlockElements, first_block,
+        fmt::join(first_block_coord, ", "), first_block * record::kDigestBlockElements);
   }
   if (first_index < 0) {
     if (bit_mismatches == 0) {
@@ -77,19 +77,20 @@ std::string verdict_text(const CompareResult& r) {
     for (const TensorDiff& d : r.tensors) {
       if (d.undecided && u == nullptr) u = &d;
     }
-    return fmt::format("UNDECIDED {}: the digests of {} of {} tensors differ and their values are "
-                       "not in the records, so the class cannot be applied (first {}); re-run "
-                       "with their steps in full (check does; compare --localize re-trains them)",
-                       cls, r.tensors_undecided, n,
-                       u ? fmt::format("step {} {}/{} block {}", u->step, u->group, u->name,
-                                       u->first_block)
-                         : "?");
+    return fmt::format(
+        "UNDECIDED {}: the digests of {} of {} tensors differ and their values are "
+        "not in the records, so the class cannot be applied (first {}); re-run "
+        "with their steps in full (check does; compare --localize re-trains them)",
+        cls, r.tensors_undecided, n,
+        u ? fmt::format("step {} {}/{} block {}", u->step, u->group, u->name, u->first_block)
+          : "?");
   }
   if (differ) {
     if (!r.holds()) {
-      return fmt::format("FAILS differ: the records are bitwise equal ({} tensors, {} of them by "
-                         "digest)",
-                         r.tensors_compared, r.tensors_by_digest);
+      return fmt::format(
+          "FAILS differ: the records are bitwise equal ({} tensors, {} of them by "
+          "digest)",
+          r.tensors_compared, r.tensors_by_digest);
     }
     if (!r.structural.empty()) return "differ as expected, in structure: " + r.structural.front();
     std::string s = fmt::format("differ as expected: {} of {} tensors differ in bits, first {}",
@@ -109,17 +110,20 @@ std::string verdict_text(const CompareResult& r) {
     return fmt::format("bitwise equal ({} tensors, {} of them by digest)", r.tensors_compared,
                        r.tensors_by_digest);
   }
-  return fmt::format("within {} ({} tensors): {} elements differ in bits, max |diff| {:.3g}, max "
-                     "|diff|/|b| {:.3g}, max ULP {}; {:.3g}% of the limit used (headroom "
-                     "{:.3g}%)",
-                     cls, r.tensors_compared, bits, max_abs, max_rel, ulp_string(max_ulp),
-                     100.0 * used, 100.0 * (1.0 - used));
+  return fmt::format(
+      "within {} ({} tensors): {} elements differ in bits, max |diff| {:.3g}, max "
+      "|diff|/|b| {:.3g}, max ULP {}; {:.3g}% of the limit used (headroom "
+      "{:.3g}%)",
+      cls, r.tensors_compared, bits, max_abs, max_rel, ulp_string(max_ulp), 100.0 * used,
+      100.0 * (1.0 - used));
 }
 
 std::string format_report(const CompareResult& r, const std::string& a_label,
                           const std::string& b_label, int max_rows) {
   std::string out = fmt::format("{} ({}): A = {}, B = {}\n",
-                                r.undecided() ? "UNDECIDED" : r.equal ? "EQUAL" : "DIFFERENT",
+                                r.undecided() ? "UNDECIDED"
+                                : r.equal     ? "EQUAL"
+                                              : "DIFFERENT",
                                 r.cls.to_string(), a_label, b_label);
   out += "verdict: " + verdict_text(r) + "\n";
   std::vector<const TensorDiff*> failing;
@@ -129,14 +133,16 @@ std::string format_report(const CompareResult& r, const std::string& a_label,
     }
   }
   const bool differ = r.cls.kind == CompareClass::Kind::kDiffer;
-  out += fmt::format("{} tensors checked, {} compared by value; {} {} tensors; {} step/group "
-                     "differences\n",
-                     r.tensors.size(), r.tensors_compared - r.tensors_by_digest, failing.size(),
-                     differ ? "differing" : "failing", r.structural.size());
+  out += fmt::format(
+      "{} tensors checked, {} compared by value; {} {} tensors; {} step/group "
+      "differences\n",
+      r.tensors.size(), r.tensors_compared - r.tensors_by_digest, failing.size(),
+      differ ? "differing" : "failing", r.structural.size());
   if (r.tensors_by_digest > 0) {
-    out += fmt::format("digests: {} of them decided by digests alone (equal digests, or "
-                       "digest-only tensors), their values not read\n",
-                       r.tensors_by_digest);
+    out += fmt::format(
+        "digests: {} of them decided by digests alone (equal digests, or "
+        "digest-only tensors), their values not read\n",
+        r.tensors_by_digest);
   }
   if (!differ && failing.empty()) {
     // How close a passing comparison came: the largest error over every compared tensor.
@@ -149,9 +155,10 @@ std::string format_report(const CompareResult& r, const std::string& a_label,
       max_rel = std::max(max_rel, d.max_rel);
       bits += d.bit_mismatches;
     }
-    out += fmt::format("observed: {} elements differ in bits, max ULP {}, max |diff| {:.6g}, max "
-                       "|diff|/|b| {:.6g} (|b| > 1e-6)\n",
-                       bits, ulp_string(max_ulp), max_abs, max_rel);
+    out += fmt::format(
+        "observed: {} elements differ in bits, max ULP {}, max |diff| {:.6g}, max "
+        "|diff|/|b| {:.6g} (|b| > 1e-6)\n",
+        bits, ulp_string(max_ulp), max_abs, max_rel);
   }
   if (r.cls.kind == CompareClass::Kind::kDiffer) {
     out += r.holds() ? "negative control holds: the records differ\n"
@@ -161,9 +168,8 @@ std::string format_report(const CompareResult& r, const std::string& a_label,
     out += fmt::format("first divergence: {}\n", r.first_divergence->describe());
     const TensorDiff& f = *r.first_divergence;
     if (f.structural.empty() && f.mismatches > 0) {
-      out += fmt::format("  {} of {} elements {}, max ULP {}, max |diff| {:.6g}\n",
-                         f.mismatches, f.numel,
-                         differ ? "differ" : "outside " + r.cls.to_string(),
+      out += fmt::format("  {} of {} elements {}, max ULP {}, max |diff| {:.6g}\n", f.mismatches,
+                         f.numel, differ ? "differ" : "outside " + r.cls.to_string(),
                          ulp_string(f.max_ulp), f.max_abs);
     }
   }
@@ -196,9 +202,9 @@ std::string format_report(const CompareResult& r, const std::string& a_label,
                          fmt::format("{}/{} blocks", d.differing_blocks, d.blocks), d.first_block);
       continue;
     }
-    out += fmt::format("{}  {:>18}  {:>10}  {:>12.6g}\n", head,
-                       fmt::format("{}/{}", d.mismatches, d.numel), ulp_string(d.max_ulp),
-                       d.max_abs);
+    out +=
+        fmt::format("{}  {:>18}  {:>10}  {:>12.6g}\n", head,
+                    fmt::format("{}/{}", d.mismatches, d.numel), ulp_string(d.max_ulp), d.max_abs);
   }
   if (failing.size() > rows) {
     out += fmt::format("  ... {} more failing tensors\n", failing.size() - rows);

@@ -10,9 +10,9 @@
 namespace mtp::compare {
 namespace {
 
-using ::testing::ElementsAre;
 using record::DType;
 using record::TensorData;
+using ::testing::ElementsAre;
 
 constexpr uint64_t kNaNvsNumber = std::numeric_limits<uint64_t>::max();
 

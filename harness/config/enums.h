@@ -82,9 +82,8 @@ struct EnumTable<Implementation> {
 template <>
 struct EnumTable<DType> {
   static constexpr const char* kWhat = "dtype";
-  static constexpr std::pair<DType, std::string_view> kValues[] = {{DType::kFloat32, "float32"},
-                                                                   {DType::kFloat64, "float64"},
-                                                                   {DType::kBFloat16, "bfloat16"}};
+  static constexpr std::pair<DType, std::string_view> kValues[] = {
+      {DType::kFloat32, "float32"}, {DType::kFloat64, "float64"}, {DType::kBFloat16, "bfloat16"}};
 };
 template <>
 struct EnumTable<Device> {
@@ -95,8 +94,8 @@ struct EnumTable<Device> {
 template <>
 struct EnumTable<Kernels> {
   static constexpr const char* kWhat = "kernels";
-  static constexpr std::pair<Kernels, std::string_view> kValues[] = {{Kernels::kTorch, "torch"},
-                                                                     {Kernels::kHarness, "harness"}};
+  static constexpr std::pair<Kernels, std::string_view> kValues[] = {
+      {Kernels::kTorch, "torch"}, {Kernels::kHarness, "harness"}};
 };
 template <>
 struct EnumTable<AttentionBackend> {
@@ -132,8 +131,8 @@ std::string enum_name(E value) {
   for (const auto& [v, name] : EnumTable<E>::kValues) {
     if (v == value) return std::string(name);
   }
-  throw InternalError(fmt::format("{}: value {} has no name", EnumTable<E>::kWhat,
-                                  static_cast<int>(value)));
+  throw InternalError(
+      fmt::format("{}: value {} has no name", EnumTable<E>::kWhat, static_cast<int>(value)));
 }
 
 /// Every accepted spelling, in table order: {"adam", "distributed_adam"} (e.g. for a command-line

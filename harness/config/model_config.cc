@@ -10,9 +10,9 @@
 namespace mtp::config {
 
 bool ModelConfig::is_moe_layer(int64_t layer) const {
-  MTP_INTERNAL_ASSERT(layer >= 0 && layer < num_layers,
-                      fmt::format("is_moe_layer({}) outside 0..num_layers-1 = {}", layer,
-                                  num_layers - 1));
+  MTP_INTERNAL_ASSERT(
+      layer >= 0 && layer < num_layers,
+      fmt::format("is_moe_layer({}) outside 0..num_layers-1 = {}", layer, num_layers - 1));
   if (num_moe_experts == 0) return false;
   if (moe_layer_freq.empty()) return true;
   MTP_INTERNAL_ASSERT(static_cast<int64_t>(moe_layer_freq.size()) == num_layers,
@@ -32,8 +32,10 @@ void validate_moe(const ModelConfig& c) {
                      c.moe_ffn_hidden_size));
   }
   if (c.moe_shared_expert_intermediate_size < 0) {
-    fail(fmt::format("moe_shared_expert_intermediate_size = {} must be >= 0 (0 = no shared "
-                     "expert)", c.moe_shared_expert_intermediate_size));
+    fail(
+        fmt::format("moe_shared_expert_intermediate_size = {} must be >= 0 (0 = no shared "
+                    "expert)",
+                    c.moe_shared_expert_intermediate_size));
   }
   if (!std::isfinite(c.moe_router_topk_scaling_factor) || !(c.moe_router_topk_scaling_factor > 0)) {
     fail(fmt::format("moe_router_topk_scaling_factor = {} must be finite and > 0",
@@ -46,8 +48,10 @@ void validate_moe(const ModelConfig& c) {
     }
   }
   if (!c.moe_layer_freq.empty() && static_cast<int64_t>(c.moe_layer_freq.size()) != c.num_layers) {
-    fail(fmt::format("moe_layer_freq has {} entries; it needs one per decoder layer "
-                     "(num_layers = {})", c.moe_layer_freq.size(), c.num_layers));
+    fail(
+        fmt::format("moe_layer_freq has {} entries; it needs one per decoder layer "
+                    "(num_layers = {})",
+                    c.moe_layer_freq.size(), c.num_layers));
   }
   for (size_t e = 0; e < c.moe_router_expert_bias.size(); ++e) {
     if (!std::isfinite(c.moe_router_expert_bias[e])) {
@@ -74,9 +78,10 @@ void validate_moe(const ModelConfig& c) {
   }
   if (!c.moe_router_expert_bias.empty() &&
       static_cast<int64_t>(c.moe_router_expert_bias.size()) != c.num_moe_experts) {
-    fail(fmt::format("moe_router_expert_bias has {} entries; it needs one per expert "
-                     "(num_moe_experts = {})", c.moe_router_expert_bias.size(),
-                     c.num_moe_experts));
+    fail(
+        fmt::format("moe_router_expert_bias has {} entries; it needs one per expert "
+                    "(num_moe_experts = {})",
+                    c.moe_router_expert_bias.size(), c.num_moe_experts));
   }
 }
 
@@ -88,8 +93,8 @@ void ModelConfig::validate() const {
   };
   auto at_most = [](const char* name, int64_t v, int64_t limit) {
     if (v > limit) {
-      throw InputError(fmt::format("model: {} = {} is larger than the harness supports ({})", name,
-                                   v, limit));
+      throw InputError(
+          fmt::format("model: {} = {} is larger than the harness supports ({})", name, v, limit));
     }
   };
   at_most("num_layers", num_layers, 1024);
@@ -112,14 +117,18 @@ void ModelConfig::validate() const {
     const double params = 2 * static_cast<double>(vocab_size) * H +
                           (num_layers + std::max<int64_t>(mtp_num_layers, 0)) * per_layer;
     if (params > 5e9) {
-      throw InputError(fmt::format("model: about {:.3g} parameters; the harness keeps weights, "
-                                   "grads and Adam state of every stage in memory and accepts at "
-                                   "most 5e9", params));
+      throw InputError(
+          fmt::format("model: about {:.3g} parameters; the harness keeps weights, "
+                      "grads and Adam state of every stage in memory and accepts at "
+                      "most 5e9",
+                      params));
     }
     const double logits = static_cast<double>(seq_length) * micro_batch_size * vocab_size;
     if (logits > 4.0e9) {
-      throw InputError(fmt::format("model: seq_length · micro_batch_size · vocab_size = {:.3g} "
-                                   "logits per microbatch; at most 4e9", logits));
+      throw InputError(
+          fmt::format("model: seq_length · micro_batch_size · vocab_size = {:.3g} "
+                      "logits per microbatch; at most 4e9",
+                      logits));
     }
   }
   positive("num_layers", num_layers);
@@ -139,16 +148,22 @@ void ModelConfig::validate() const {
         mtp_num_layers, seq_length));
   }
   if (hidden_size % num_attention_heads != 0) {
-    throw InputError(fmt::format("model: hidden_size = {} must be divisible by "
-                                 "num_attention_heads = {}", hidden_size, num_attention_heads));
+    throw InputError(
+        fmt::format("model: hidden_size = {} must be divisible by "
+                    "num_attention_heads = {}",
+                    hidden_size, num_attention_heads));
   }
   if (num_attention_heads % num_query_groups != 0) {
-    throw InputError(fmt::format("model: num_attention_heads = {} must be divisible by "
-                                 "num_query_groups = {}", num_attention_heads, num_query_groups));
+    throw InputError(
+        fmt::format("model: num_attention_heads = {} must be divisible by "
+                    "num_query_groups = {}",
+                    num_attention_heads, num_query_groups));
   }
   if (kv_channels() % 2 != 0) {
-    throw InputError(fmt::format("model: kv_channels = hidden_size / num_attention_heads = {} "
-                                 "must be even for rotate-half RoPE", kv_channels()));
+    throw InputError(
+        fmt::format("model: kv_channels = hidden_size / num_attention_heads = {} "
+                    "must be even for rotate-half RoPE",
+                    kv_channels()));
   }
   if (!std::isfinite(mtp_loss_scaling_factor) || mtp_loss_scaling_factor < 0) {
     throw InputError(fmt::format("model: mtp_loss_scaling_factor = {} must be finite and >= 0",

@@ -15,19 +15,19 @@ namespace mtp::config {
 
 /// Model hyperparameters. Names follow Megatron-LM's TransformerConfig / arguments.
 struct ModelConfig {
-  int64_t num_layers = 8;            ///< N, decoder layers of the trunk
-  int64_t hidden_size = 64;          ///< H
-  int64_t ffn_hidden_size = 128;     ///< F (SwiGLU: fc1 has 2F rows)
-  int64_t num_attention_heads = 4;   ///< nh
-  int64_t num_query_groups = 4;      ///< ng (GQA); = nh for plain multi-head attention
-  int64_t vocab_size = 256;          ///< V (byte-level tokens need ≥ 256)
-  int64_t seq_length = 32;           ///< s
-  int64_t micro_batch_size = 2;      ///< b
-  int64_t mtp_num_layers = 2;        ///< D, MTP depths (0 = no MTP)
+  int64_t num_layers = 8;                ///< N, decoder layers of the trunk
+  int64_t hidden_size = 64;              ///< H
+  int64_t ffn_hidden_size = 128;         ///< F (SwiGLU: fc1 has 2F rows)
+  int64_t num_attention_heads = 4;       ///< nh
+  int64_t num_query_groups = 4;          ///< ng (GQA); = nh for plain multi-head attention
+  int64_t vocab_size = 256;              ///< V (byte-level tokens need ≥ 256)
+  int64_t seq_length = 32;               ///< s
+  int64_t micro_batch_size = 2;          ///< b
+  int64_t mtp_num_layers = 2;            ///< D, MTP depths (0 = no MTP)
   double mtp_loss_scaling_factor = 0.1;  ///< λ
   double rotary_base = 10000.0;
   double norm_epsilon = 1e-5;
-  bool untie_embeddings = true;      ///< false: output head uses the word-embedding table
+  bool untie_embeddings = true;  ///< false: output head uses the word-embedding table
   /// Kernels for RMSNorm, the word-embedding lookup and cross entropy: LibTorch ops with
   /// deterministic algorithms, or kernels/ops.h (fixed-order reductions, no atomics).
   Kernels kernels = Kernels::kTorch;
@@ -36,9 +36,9 @@ struct ModelConfig {
 
   // Mixture of Experts (DeepSeek-V3 style: sigmoid router, top-k, optional shared expert).
   // Megatron-LM TransformerConfig / --moe-* arguments; the defaults leave the model dense.
-  int64_t num_moe_experts = 0;       ///< E routed experts; 0 = dense MLP in every layer
-  int64_t moe_router_topk = 2;       ///< k experts per token
-  int64_t moe_ffn_hidden_size = 0;   ///< F_moe per routed expert; 0 = ffn_hidden_size (Megatron)
+  int64_t num_moe_experts = 0;      ///< E routed experts; 0 = dense MLP in every layer
+  int64_t moe_router_topk = 2;      ///< k experts per token
+  int64_t moe_ffn_hidden_size = 0;  ///< F_moe per routed expert; 0 = ffn_hidden_size (Megatron)
   int64_t moe_shared_expert_intermediate_size = 0;  ///< F_sh of the shared expert; 0 = none
   /// Per decoder layer 1 = MoE, 0 = dense (Megatron --moe-layer-freq as a list). Empty: every
   /// layer is MoE when num_moe_experts > 0.
@@ -46,7 +46,7 @@ struct ModelConfig {
   /// Add moe_router_expert_bias to the scores for selection only (DeepSeek-V3 auxiliary-loss-free
   /// balancing). The bias is fixed here (Megatron updates it between steps).
   bool moe_router_enable_expert_bias = false;
-  std::vector<double> moe_router_expert_bias;  ///< [E]; empty = zeros
+  std::vector<double> moe_router_expert_bias;   ///< [E]; empty = zeros
   double moe_router_topk_scaling_factor = 1.0;  ///< gates × this after normalisation
 
   int64_t kv_channels() const { return hidden_size / num_attention_heads; }  ///< hn

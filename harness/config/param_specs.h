@@ -22,9 +22,9 @@ namespace mtp::config {
 
 /// One parameter of the full model.
 struct ParamSpec {
-  std::string name;            ///< global name, e.g. "decoder.layers.3.mlp.linear_fc1.weight"
+  std::string name;  ///< global name, e.g. "decoder.layers.3.mlp.linear_fc1.weight"
   std::vector<int64_t> shape;
-  double init_std = 0.0;       ///< 0 ⇒ initialised to ones (norm weights)
+  double init_std = 0.0;  ///< 0 ⇒ initialised to ones (norm weights)
 };
 
 /// Names of one transformer layer's parameters under `prefix` ("decoder.layers.3." or
@@ -44,9 +44,9 @@ std::vector<ParamSpec> layer_param_specs(const std::string& prefix, const ModelC
 /// these names are spelled (the specs, the chunks' name lists, the layer nodes and the reference
 /// MTP forward read them here).
 struct MtpLayerNames {
-  std::string enorm;              ///< "mtp.layers.<k>.enorm.weight": RMSNorm of the embedding [H]
-  std::string hnorm;              ///< "mtp.layers.<k>.hnorm.weight": RMSNorm of the hidden state [H]
-  std::string eh_proj;            ///< "mtp.layers.<k>.eh_proj.weight": [H, 2H], no bias
+  std::string enorm;    ///< "mtp.layers.<k>.enorm.weight": RMSNorm of the embedding [H]
+  std::string hnorm;    ///< "mtp.layers.<k>.hnorm.weight": RMSNorm of the hidden state [H]
+  std::string eh_proj;  ///< "mtp.layers.<k>.eh_proj.weight": [H, 2H], no bias
   std::string transformer_layer;  ///< "mtp.layers.<k>.transformer_layer.": a prefix
   std::string final_layernorm;    ///< "mtp.layers.<k>.final_layernorm.weight": [H]
 };

@@ -18,13 +18,15 @@ RecordRef parse_record_ref(const std::string& text, int64_t default_step) {
     ref.path = text.substr(0, colon);
     const std::string step = text.substr(colon + 1);
     if (step.empty()) {
-      throw InputError(fmt::format("\"{}\": the step after ':' is empty (expected {})", text,
-                                   form));
+      throw InputError(
+          fmt::format("\"{}\": the step after ':' is empty (expected {})", text, form));
     }
     if (step.size() > 7 || step.find_first_not_of("0123456789") != std::string::npos ||
         std::stoll(step) > 1000000) {
-      throw InputError(fmt::format("\"{}\": step \"{}\" must be an integer in [0, 1000000] "
-                                   "(expected {})", text, step, form));
+      throw InputError(
+          fmt::format("\"{}\": step \"{}\" must be an integer in [0, 1000000] "
+                      "(expected {})",
+                      text, step, form));
     }
     ref.step = std::stoll(step);
   }

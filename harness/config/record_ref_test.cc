@@ -39,12 +39,15 @@ TEST(RecordRefTest, AColonInsideThePathIsNotAStep) {
 }
 
 TEST(RecordRefTest, BadStepsAndPathsNameTheRule) {
-  EXPECT_EQ(error_of("rec.h5:", 0), "\"rec.h5:\": the step after ':' is empty (expected "
-                                    "REC.h5[:STEP])");
-  EXPECT_EQ(error_of("rec.h5:-1", 0), "\"rec.h5:-1\": step \"-1\" must be an integer in "
-                                      "[0, 1000000] (expected REC.h5[:STEP])");
-  EXPECT_EQ(error_of("rec.h5:x", -1), "\"rec.h5:x\": step \"x\" must be an integer in "
-                                      "[0, 1000000] (expected REC.h5:STEP)");
+  EXPECT_EQ(error_of("rec.h5:", 0),
+            "\"rec.h5:\": the step after ':' is empty (expected "
+            "REC.h5[:STEP])");
+  EXPECT_EQ(error_of("rec.h5:-1", 0),
+            "\"rec.h5:-1\": step \"-1\" must be an integer in "
+            "[0, 1000000] (expected REC.h5[:STEP])");
+  EXPECT_EQ(error_of("rec.h5:x", -1),
+            "\"rec.h5:x\": step \"x\" must be an integer in "
+            "[0, 1000000] (expected REC.h5:STEP)");
   EXPECT_NE(error_of("rec.h5:1000001", 0).find("must be an integer in [0, 1000000]"),
             std::string::npos);
   EXPECT_EQ(error_of(":3", 0), "\":3\": the record path is empty (expected REC.h5[:STEP])");

@@ -17,8 +17,8 @@ int64_t variant_num_microbatches(const TrainingConfig& training, const ModelConf
                                  const VariantSpec& variant) {
   if (!training.global_batch_size) {
     if (training.num_microbatches < 1) {
-      throw InputError(fmt::format("training: num_microbatches = {} must be >= 1",
-                                   training.num_microbatches));
+      throw InputError(
+          fmt::format("training: num_microbatches = {} must be >= 1", training.num_microbatches));
     }
     return training.num_microbatches;
   }
@@ -27,8 +27,8 @@ int64_t variant_num_microbatches(const TrainingConfig& training, const ModelConf
   if (gbs < 1 || per_step < 1 || gbs % per_step != 0) {
     throw InputError(fmt::format(
         "variant \"{}\": global_batch_size = {} is not divisible by micro_batch_size ({}) times "
-        "data-parallel size ({}) (Megatron's rule)", variant.name, gbs, model.micro_batch_size,
-        variant.data_parallel_size));
+        "data-parallel size ({}) (Megatron's rule)",
+        variant.name, gbs, model.micro_batch_size, variant.data_parallel_size));
   }
   return gbs / per_step;
 }

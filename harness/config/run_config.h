@@ -20,21 +20,21 @@ namespace mtp::config {
 
 /// Training settings shared by every variant of a scenario (Megatron-LM argument names).
 struct TrainingConfig {
-  int64_t steps = 3;             ///< optimizer steps
+  int64_t steps = 3;  ///< optimizer steps
   /// M: microbatches per step and data-parallel rank. Ignored when global_batch_size is set.
   int64_t num_microbatches = 8;
   /// Megatron's --global-batch-size in samples: when set, each variant trains
   /// M = global_batch_size / (micro_batch_size · DP) microbatches per data-parallel rank, so
   /// variants of different DP see the same global batch.
   std::optional<int64_t> global_batch_size;
-  uint64_t seed = 1234;          ///< initial weights (per-parameter generators)
-  double lr = 1e-3;              ///< Adam learning rate (constant)
+  uint64_t seed = 1234;  ///< initial weights (per-parameter generators)
+  double lr = 1e-3;      ///< Adam learning rate (constant)
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.95;
   double adam_eps = 1e-8;
-  double weight_decay = 0.0;     ///< decoupled (AdamW), as Megatron's Adam
-  double clip_grad = 0.0;        ///< max global grad norm; 0 = clipping off (the default)
-  DType dtype = DType::kFloat32; ///< parameters, activations and main grads
+  double weight_decay = 0.0;      ///< decoupled (AdamW), as Megatron's Adam
+  double clip_grad = 0.0;         ///< max global grad norm; 0 = clipping off (the default)
+  DType dtype = DType::kFloat32;  ///< parameters, activations and main grads
   Device device = Device::kCpu;
   /// Every initial weight from /steps/<step>/weight of a record, by name, instead of from `seed`
   /// ([training] init_from = "REC.h5[:STEP]", --init-from; engine/checkpoint.h).
@@ -60,27 +60,27 @@ inline constexpr uint64_t kAutoFullStepBytes = uint64_t{64} << 20;
 
 /// One variant of a scenario.
 struct VariantSpec {
-  std::string name;              ///< unique in the scenario, [A-Za-z0-9_.-]+
+  std::string name;  ///< unique in the scenario, [A-Za-z0-9_.-]+
   Implementation implementation = Implementation::kReference;
-  std::string layout;            ///< Megatron layout string; "" = default even split
-  int pipeline_size = 1;         ///< P
-  int virtual_size = 1;          ///< V when `layout` is empty (else derived from the layout)
+  std::string layout;     ///< Megatron layout string; "" = default even split
+  int pipeline_size = 1;  ///< P
+  int virtual_size = 1;   ///< V when `layout` is empty (else derived from the layout)
   /// DP: data-parallel replicas of the pipeline; each trains on its own M microbatches of the
   /// global batch (DP·M microbatches per step).
   int data_parallel_size = 1;
   /// Explicit schedule; empty = derived (P = 1: none, V = 1: 1f1b, else interleaved).
   std::optional<schedule::ScheduleKind> schedule;
-  int microbatch_group_size = 0; ///< N for interleaved; 0 = P
+  int microbatch_group_size = 0;                  ///< N for interleaved; 0 = P
   std::optional<double> clip_grad;                ///< overrides TrainingConfig::clip_grad
   std::optional<double> mtp_loss_scaling_factor;  ///< overrides the model's λ (negative controls)
-  int64_t transport_max_delay_us = 0;  ///< random message delays (in-process transport)
+  int64_t transport_max_delay_us = 0;             ///< random message delays (in-process transport)
   bool overlap_p2p = false;  ///< post receives one op ahead (Megatron overlap_p2p_comm)
   /// Run each microbatch as one replayed CUDA graph (engine/microbatch_graph.h): CUDA, bf16,
   /// one stage, harness kernels, dense, DP = 1. Changes no value (records bitwise equal).
   bool cuda_graphs = false;
-  std::optional<Kernels> kernels;  ///< overrides the model's kernels
+  std::optional<Kernels> kernels;                     ///< overrides the model's kernels
   std::optional<AttentionBackend> attention_backend;  ///< overrides the model's
-  std::optional<bool> untie_embeddings;  ///< overrides the model's untie_embeddings
+  std::optional<bool> untie_embeddings;               ///< overrides the model's untie_embeddings
   Optimizer optimizer = Optimizer::kAdam;
   /// How the word-embedding copies stay equal after the optimizer step.
   EmbeddingCopyUpdate embedding_copy_update = EmbeddingCopyUpdate::kReplicated;

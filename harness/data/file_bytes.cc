@@ -1,7 +1,7 @@
 #include "harness/data/file_bytes.h"
 
-#include <fmt/format.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

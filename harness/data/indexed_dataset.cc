@@ -29,13 +29,20 @@ struct TokenType {
 /// The integer token type of `code`; size 0 for a float or unknown code.
 TokenType token_type(IndexDType code) {
   switch (code) {
-    case IndexDType::kUint8: return {1, false};
-    case IndexDType::kInt8: return {1, true};
-    case IndexDType::kInt16: return {2, true};
-    case IndexDType::kInt32: return {4, true};
-    case IndexDType::kInt64: return {8, true};
-    case IndexDType::kUint16: return {2, false};
-    default: return {0, false};
+    case IndexDType::kUint8:
+      return {1, false};
+    case IndexDType::kInt8:
+      return {1, true};
+    case IndexDType::kInt16:
+      return {2, true};
+    case IndexDType::kInt32:
+      return {4, true};
+    case IndexDType::kInt64:
+      return {8, true};
+    case IndexDType::kUint16:
+      return {2, false};
+    default:
+      return {0, false};
   }
 }
 
@@ -70,13 +77,16 @@ void parse_index(const std::string& path, const std::vector<uint8_t>& idx, Index
     throw InputError(fmt::format("data: Megatron index '{}': {}", path, what));
   };
   if (idx.size() < kHeaderBytes) {
-    fail(fmt::format("truncated: {} bytes, but the header alone needs {} (magic 9, version 8, "
-                     "dtype code 1, sequence count 8, document count 8)", idx.size(),
-                     kHeaderBytes));
+    fail(
+        fmt::format("truncated: {} bytes, but the header alone needs {} (magic 9, version 8, "
+                    "dtype code 1, sequence count 8, document count 8)",
+                    idx.size(), kHeaderBytes));
   }
   if (std::memcmp(idx.data(), kMagic, sizeof kMagic) != 0) {
-    fail(fmt::format("magic at byte 0 is {}, expected 4d4d49444944580000 (\"MMIDIDX\\0\\0\", "
-                     "Megatron's MMIDIDX index)", hex_bytes(idx.data(), sizeof kMagic)));
+    fail(
+        fmt::format("magic at byte 0 is {}, expected 4d4d49444944580000 (\"MMIDIDX\\0\\0\", "
+                    "Megatron's MMIDIDX index)",
+                    hex_bytes(idx.data(), sizeof kMagic)));
   }
   const uint64_t version = load_le(idx.data() + 9, 8);
   if (version != kVersion) {
@@ -84,8 +94,10 @@ void parse_index(const std::string& path, const std::vector<uint8_t>& idx, Index
   }
   const int code = idx[17];
   if (index_dtype_name(code).empty()) {
-    fail(fmt::format("dtype code at byte 17 is {}, not one of Megatron's DType codes (1 uint8, "
-                     "2 int8, 3 int16, 4 int32, 5 int64, 6 float64, 7 float32, 8 uint16)", code));
+    fail(
+        fmt::format("dtype code at byte 17 is {}, not one of Megatron's DType codes (1 uint8, "
+                    "2 int8, 3 int16, 4 int32, 5 int64, 6 float64, 7 float32, 8 uint16)",
+                    code));
   }
   ds.dtype = static_cast<IndexDType>(code);
   if (token_type(ds.dtype).size == 0) {
@@ -98,16 +110,20 @@ void parse_index(const std::string& path, const std::vector<uint8_t>& idx, Index
   // that the products cannot overflow.
   const uint64_t body = idx.size() - kHeaderBytes;
   if (n > body / 12 || d > body / 8 || n * 12 + d * 8 > body) {
-    fail(fmt::format("truncated: sequence_count {} (byte 18) and document_count {} (byte 26) "
-                     "need {} + 12·{} + 8·{} bytes, the file has {}", n, d, kHeaderBytes, n, d,
-                     idx.size()));
+    fail(
+        fmt::format("truncated: sequence_count {} (byte 18) and document_count {} (byte 26) "
+                    "need {} + 12·{} + 8·{} bytes, the file has {}",
+                    n, d, kHeaderBytes, n, d, idx.size()));
   }
   const uint64_t need = kHeaderBytes + n * 12 + d * 8;
   if (idx.size() != need) {
-    fail(fmt::format("{} bytes after the document indices (the counts need {} bytes, the file "
-                     "has {}){}", idx.size() - need, need, idx.size(),
-                     idx.size() - need == n ? "; a multimodal index with sequence modes is not "
-                                              "supported" : ""));
+    fail(
+        fmt::format("{} bytes after the document indices (the counts need {} bytes, the file "
+                    "has {}){}",
+                    idx.size() - need, need, idx.size(),
+                    idx.size() - need == n ? "; a multimodal index with sequence modes is not "
+                                             "supported"
+                                           : ""));
   }
   if (d == 0) fail("document_count at byte 26 is 0; document_indices needs at least the entry 0");
   const size_t lengths_at = kHeaderBytes, pointers_at = lengths_at + 4 * n,
@@ -129,15 +145,18 @@ void parse_index(const std::string& path, const std::vector<uint8_t>& idx, Index
       fail(fmt::format("document_indices[0] at byte {} is {}, expected 0", at, v));
     }
     if (i > 0 && v < ds.document_indices[i - 1]) {
-      fail(fmt::format("document_indices[{}] at byte {} is {}, less than the entry before ({}); "
-                       "document starts must not decrease", i, at, v, ds.document_indices[i - 1]));
+      fail(
+          fmt::format("document_indices[{}] at byte {} is {}, less than the entry before ({}); "
+                      "document starts must not decrease",
+                      i, at, v, ds.document_indices[i - 1]));
     }
     ds.document_indices[i] = v;
   }
   if (ds.document_indices.back() != static_cast<int64_t>(n)) {
-    fail(fmt::format("document_indices[{}] at byte {} is {}, expected sequence_count {} (the last "
-                     "entry closes the last document)", d - 1, documents_at + 8 * (d - 1),
-                     ds.document_indices.back(), n));
+    fail(
+        fmt::format("document_indices[{}] at byte {} is {}, expected sequence_count {} (the last "
+                    "entry closes the last document)",
+                    d - 1, documents_at + 8 * (d - 1), ds.document_indices.back(), n));
   }
 }
 
@@ -159,8 +178,9 @@ void check_bounds(const std::string& idx_path, const std::string& bin_path, Inde
       throw InputError(fmt::format(
           "data: Megatron index '{}': sequence {} (sequence_pointers[{}] at byte {} = {}, "
           "sequence_lengths[{}] = {} tokens of {} bytes) spans bytes [{}, {}) of '{}', which has "
-          "{} bytes: a sequence must lie inside the data file", idx_path, i, i, pointers_at + 8 * i,
-          ptr, i, len, t.size, ptr, ptr + len * t.size, bin_path, ds.bin.size()));
+          "{} bytes: a sequence must lie inside the data file",
+          idx_path, i, i, pointers_at + 8 * i, ptr, i, len, t.size, ptr, ptr + len * t.size,
+          bin_path, ds.bin.size()));
     }
     // n < 2^28 sequences of < 2^31 tokens: no overflow.
     ds.sequence_starts[i + 1] = ds.sequence_starts[i] + len;
@@ -243,9 +263,10 @@ std::vector<std::vector<Span>> covered_slots(const IndexedDataset& ds, int size)
       const size_t at = static_cast<size_t>(ptr) + static_cast<size_t>(k) * t.size;
       const int64_t id = load_token(ds.bin.data() + at, t);
       if (!valid_id(id)) {
-        throw InputError(fmt::format("data: Megatron data file '{}': token {} of sequence {} at "
-                                     "byte {} is {}; token ids must be in [0, 2^31 − 1]",
-                                     bin_path, k, i, at, id));
+        throw InputError(
+            fmt::format("data: Megatron data file '{}': token {} of sequence {} at "
+                        "byte {} is {}; token ids must be in [0, 2^31 − 1]",
+                        bin_path, k, i, at, id));
       }
     }
   }
@@ -279,29 +300,38 @@ void check_tokens(const std::string& bin_path, IndexedDataset& ds) {
 
 std::string index_dtype_name(int code) {
   switch (code) {
-    case 1: return "uint8";
-    case 2: return "int8";
-    case 3: return "int16";
-    case 4: return "int32";
-    case 5: return "int64";
-    case 6: return "float64";
-    case 7: return "float32";
-    case 8: return "uint16";
-    default: return "";
+    case 1:
+      return "uint8";
+    case 2:
+      return "int8";
+    case 3:
+      return "int16";
+    case 4:
+      return "int32";
+    case 5:
+      return "int64";
+    case 6:
+      return "float64";
+    case 7:
+      return "float32";
+    case 8:
+      return "uint16";
+    default:
+      return "";
   }
 }
 
 void IndexedDataset::read_tokens(int64_t offset, int64_t count, int32_t* out) const {
-  MTP_INTERNAL_ASSERT(offset >= 0 && count >= 0 && offset <= num_tokens() - count,
-                      fmt::format("read [{}, {}) outside {} tokens", offset, offset + count,
-                                  num_tokens()));
+  MTP_INTERNAL_ASSERT(
+      offset >= 0 && count >= 0 && offset <= num_tokens() - count,
+      fmt::format("read [{}, {}) outside {} tokens", offset, offset + count, num_tokens()));
   if (count == 0) return;
   const TokenType t = token_type(dtype);
   // The sequence holding stream position `offset`: the last start at or before it (empty
   // sequences share their start with the next one and are skipped).
-  size_t i = static_cast<size_t>(
-      std::upper_bound(sequence_starts.begin(), sequence_starts.end(), offset) -
-      sequence_starts.begin() - 1);
+  size_t i =
+      static_cast<size_t>(std::upper_bound(sequence_starts.begin(), sequence_starts.end(), offset) -
+                          sequence_starts.begin() - 1);
   for (int64_t done = 0; done < count; ++i) {
     const int64_t k = offset + done - sequence_starts[i];
     const int64_t take = std::min<int64_t>(count - done, sequence_lengths[i] - k);
@@ -332,15 +362,15 @@ IndexedDataset read_indexed_dataset(const std::string& prefix) {
   constexpr uint64_t kMaxExpansion = 4;  // stream bytes per .bin byte decoded into a vector
   const uint64_t bound = kMaxExpansion * ds.bin.size();
   if (static_cast<uint64_t>(ds.num_tokens()) * size > bound) {
-    const size_t i = static_cast<size_t>(
-        std::upper_bound(ds.sequence_starts.begin(), ds.sequence_starts.end(),
-                         static_cast<int64_t>(bound / size)) -
-        ds.sequence_starts.begin() - 1);
+    const size_t i =
+        static_cast<size_t>(std::upper_bound(ds.sequence_starts.begin(), ds.sequence_starts.end(),
+                                             static_cast<int64_t>(bound / size)) -
+                            ds.sequence_starts.begin() - 1);
     throw InputError(fmt::format(
         "data: Megatron index '{}.idx': sequences 0 to {} declare {} tokens ({} bytes of {}), more "
         "than {} times the {} bytes of '{}.bin': its sequences overlap; the stream is not decoded "
-        "into memory (a training run reads it as it goes)", prefix, i,
-        ds.sequence_starts[i + 1], ds.sequence_starts[i + 1] * size,
+        "into memory (a training run reads it as it goes)",
+        prefix, i, ds.sequence_starts[i + 1], ds.sequence_starts[i + 1] * size,
         index_dtype_name(static_cast<int>(ds.dtype)), kMaxExpansion, ds.bin.size(), prefix));
   }
   ds.tokens.resize(static_cast<size_t>(ds.num_tokens()));
@@ -387,9 +417,10 @@ void write_indexed_dataset(const std::string& prefix,
     const auto& doc = documents[i];
     for (size_t k = 0; k < doc.size(); ++k) {
       if (doc[k] < 0 || doc[k] > max_id) {
-        throw InputError(fmt::format("data: token {} of document {} is {}, outside the range of "
-                                     "{} (0..{})", k, i, doc[k],
-                                     index_dtype_name(static_cast<int>(dtype)), max_id));
+        throw InputError(
+            fmt::format("data: token {} of document {} is {}, outside the range of "
+                        "{} (0..{})",
+                        k, i, doc[k], index_dtype_name(static_cast<int>(dtype)), max_id));
       }
       store_le(static_cast<uint64_t>(doc[k]), t.size, bin);
     }

@@ -29,7 +29,13 @@ namespace mtp::data {
 
 /// Megatron's DType codes (indexed_dataset.py DType).
 enum class IndexDType : uint8_t {
-  kUint8 = 1, kInt8 = 2, kInt16 = 3, kInt32 = 4, kInt64 = 5, kFloat64 = 6, kFloat32 = 7,
+  kUint8 = 1,
+  kInt8 = 2,
+  kInt16 = 3,
+  kInt32 = 4,
+  kInt64 = 5,
+  kFloat64 = 6,
+  kFloat32 = 7,
   kUint16 = 8,
 };
 
@@ -43,19 +49,19 @@ std::string index_dtype_name(int code);
 /// part of it from the .bin bytes on demand, so what a reader allocates is bounded by the files
 /// and by what it reads, never by what the index declares.
 struct IndexedDataset {
-  std::string prefix;                       ///< path prefix as given
-  IndexDType dtype = IndexDType::kUint16;   ///< token type of .bin
-  std::vector<int32_t> sequence_lengths;    ///< [n] tokens per sequence
-  std::vector<int64_t> sequence_pointers;   ///< [n] byte offsets into .bin
-  std::vector<int64_t> document_indices;    ///< [d] sequence index where each document starts
+  std::string prefix;                      ///< path prefix as given
+  IndexDType dtype = IndexDType::kUint16;  ///< token type of .bin
+  std::vector<int32_t> sequence_lengths;   ///< [n] tokens per sequence
+  std::vector<int64_t> sequence_pointers;  ///< [n] byte offsets into .bin
+  std::vector<int64_t> document_indices;   ///< [d] sequence index where each document starts
   /// [n + 1] the stream position of each sequence's first token; back() = num_tokens().
   std::vector<int64_t> sequence_starts;
-  std::vector<uint8_t> bin;                 ///< the .bin bytes
-  int32_t max_token = 0;                    ///< the largest id of the stream
+  std::vector<uint8_t> bin;  ///< the .bin bytes
+  int32_t max_token = 0;     ///< the largest id of the stream
   /// The whole stream as int32 ids ≥ 0: filled by read_indexed_dataset only (empty after
   /// open_indexed_dataset).
   std::vector<int32_t> tokens;
-  std::string sha256;                       ///< SHA-256 of the .idx bytes, then the .bin bytes
+  std::string sha256;  ///< SHA-256 of the .idx bytes, then the .bin bytes
 
   /// Tokens in the stream (the sum of sequence_lengths).
   int64_t num_tokens() const { return sequence_starts.empty() ? 0 : sequence_starts.back(); }

@@ -51,8 +51,7 @@ struct InputFiles {
 };
 
 /// Reads [offset, offset + count) of `src` (clamped to its size).
-std::vector<int32_t> read_range(const mtp::data::TokenSource& src, int64_t offset,
-                                int64_t count) {
+std::vector<int32_t> read_range(const mtp::data::TokenSource& src, int64_t offset, int64_t count) {
   offset = std::clamp<int64_t>(offset, 0, src.size());
   count = std::min(count, src.size() - offset);
   std::vector<int32_t> out(static_cast<size_t>(count));
@@ -100,11 +99,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const mtp::InputError&) {
       // Refused only for a stream of more than 4 bytes per .bin byte (overlapping sequences).
       const auto code = src.dataset().dtype;
-      const int64_t item = code == mtp::data::IndexDType::kUint8 ||
-                                   code == mtp::data::IndexDType::kInt8 ? 1
-                           : code == mtp::data::IndexDType::kInt16 ||
-                                   code == mtp::data::IndexDType::kUint16 ? 2
-                           : code == mtp::data::IndexDType::kInt32 ? 4 : 8;
+      const int64_t item =
+          code == mtp::data::IndexDType::kUint8 || code == mtp::data::IndexDType::kInt8     ? 1
+          : code == mtp::data::IndexDType::kInt16 || code == mtp::data::IndexDType::kUint16 ? 2
+          : code == mtp::data::IndexDType::kInt32                                           ? 4
+                                                                                            : 8;
       if (total * item <= 4 * static_cast<int64_t>(size - 4 - n)) std::abort();
     }
   } catch (const mtp::InputError& e) {

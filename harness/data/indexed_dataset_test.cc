@@ -49,10 +49,10 @@ TEST(IndexedDatasetTest, WritesMegatronBytesExactly) {
   const std::string prefix = temp_prefix("exact");
   write_indexed_dataset(prefix, kDocs, IndexDType::kUint16);
   std::vector<uint8_t> want = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0,  // magic
-                               1, 0, 0, 0, 0, 0, 0, 0,                   // version 1
+                               1,   0,   0,   0,   0,   0,   0,   0,     // version 1
                                8,                                        // dtype uint16
-                               3, 0, 0, 0, 0, 0, 0, 0,                   // sequence_count
-                               4, 0, 0, 0, 0, 0, 0, 0};                  // document_count
+                               3,   0,   0,   0,   0,   0,   0,   0,     // sequence_count
+                               4,   0,   0,   0,   0,   0,   0,   0};    // document_count
   for (int len : {4, 4, 4}) want.insert(want.end(), {static_cast<uint8_t>(len), 0, 0, 0});
   for (int ptr : {0, 8, 16}) {
     want.insert(want.end(), {static_cast<uint8_t>(ptr), 0, 0, 0, 0, 0, 0, 0});
@@ -62,8 +62,8 @@ TEST(IndexedDatasetTest, WritesMegatronBytesExactly) {
   }
   EXPECT_EQ(read_all(prefix + ".idx"), want);
   EXPECT_EQ(read_all(prefix + ".bin"),
-            (std::vector<uint8_t>{'a', 0, 'b', 0, '\n', 0, 0, 0, 'c', 0, 'd', 0, '\n', 0, 0, 0,
-                                  'e', 0, 'f', 0, 'g', 0, 0, 0}));
+            (std::vector<uint8_t>{'a',  0, 'b', 0, '\n', 0, 0,   0, 'c', 0, 'd', 0,
+                                  '\n', 0, 0,   0, 'e',  0, 'f', 0, 'g', 0, 0,   0}));
 }
 
 TEST(IndexedDatasetTest, ReadsBackEveryIntegerDtype) {
@@ -73,8 +73,8 @@ TEST(IndexedDatasetTest, ReadsBackEveryIntegerDtype) {
     write_indexed_dataset(prefix, kDocs, t);
     IndexedDataset ds = read_indexed_dataset(prefix);
     EXPECT_EQ(ds.dtype, t);
-    EXPECT_EQ(ds.tokens, (std::vector<int32_t>{'a', 'b', '\n', 0, 'c', 'd', '\n', 0, 'e', 'f', 'g',
-                                               0}));
+    EXPECT_EQ(ds.tokens,
+              (std::vector<int32_t>{'a', 'b', '\n', 0, 'c', 'd', '\n', 0, 'e', 'f', 'g', 0}));
     EXPECT_EQ(ds.sequence_lengths, (std::vector<int32_t>{4, 4, 4}));
     EXPECT_EQ(ds.document_indices, (std::vector<int64_t>{0, 1, 2, 3}));
     EXPECT_EQ(ds.sha256.size(), 64u);
@@ -117,10 +117,10 @@ TEST(IndexedDatasetTest, SamplesCrossDocumentAndEpochBoundaries) {
 }
 
 // Writes a valid dataset, lets `corrupt` change its .idx / .bin bytes, and returns the error.
-std::string error_after(const std::string& name,
-                        const std::function<void(std::vector<uint8_t>&, std::vector<uint8_t>&)>&
-                            corrupt,
-                        IndexDType dtype = IndexDType::kUint16) {
+std::string error_after(
+    const std::string& name,
+    const std::function<void(std::vector<uint8_t>&, std::vector<uint8_t>&)>& corrupt,
+    IndexDType dtype = IndexDType::kUint16) {
   const std::string prefix = temp_prefix(name);
   write_indexed_dataset(prefix, kDocs, dtype);
   auto idx = read_all(prefix + ".idx"), bin = read_all(prefix + ".bin");
@@ -150,10 +150,13 @@ TEST(IndexedDatasetTest, RejectsCorruptedIndexNamingFieldAndRule) {
   EXPECT_THAT(error_after("cut", [](Bytes& idx, Bytes&) { idx.resize(idx.size() - 8); }),
               AllOf(HasSubstr("cut.idx"), HasSubstr("truncated: sequence_count 3 (byte 18)"),
                     HasSubstr("the file has 94")));
-  EXPECT_THAT(error_after("huge", [](Bytes& idx, Bytes&) { put_le(idx, 18, ~0ull, 8); }),
-              AllOf(HasSubstr("huge.idx"),
-                    HasSubstr("truncated: sequence_count 18446744073709551615")));
-  EXPECT_THAT(error_after("trail", [](Bytes& idx, Bytes&) { idx.insert(idx.end(), {1, 1, 1}); }),
+  EXPECT_THAT(
+      error_after("huge", [](Bytes& idx, Bytes&) { put_le(idx, 18, ~0ull, 8); }),
+      AllOf(HasSubstr("huge.idx"), HasSubstr("truncated: sequence_count 18446744073709551615")));
+  EXPECT_THAT(error_after("trail",
+                          [](Bytes& idx, Bytes&) {
+                            idx.insert(idx.end(), {1, 1, 1});
+                          }),
               AllOf(HasSubstr("trail.idx"), HasSubstr("3 bytes after the document indices"),
                     HasSubstr("multimodal")));
   EXPECT_THAT(error_after("version", [](Bytes& idx, Bytes&) { idx[9] = 2; }),
@@ -178,23 +181,24 @@ TEST(IndexedDatasetTest, RejectsCorruptedIndexNamingFieldAndRule) {
 
 TEST(IndexedDatasetTest, RejectsSequencesPastTheEndAndBadTokens) {
   // Sequence 2 claims 100 tokens: bytes [16, 216) of a 24-byte .bin.
-  EXPECT_THAT(error_after("long", [](Bytes& idx, Bytes&) { put_le(idx, 42, 100, 4); }),
-              AllOf(HasSubstr("long.idx"), HasSubstr("sequence 2"),
-                    HasSubstr("sequence_pointers[2] at byte 62 = 16"),
-                    HasSubstr("spans bytes [16, 216)"), HasSubstr("long.bin"),
-                    HasSubstr("must lie inside the data file")));
+  EXPECT_THAT(
+      error_after("long", [](Bytes& idx, Bytes&) { put_le(idx, 42, 100, 4); }),
+      AllOf(HasSubstr("long.idx"), HasSubstr("sequence 2"),
+            HasSubstr("sequence_pointers[2] at byte 62 = 16"), HasSubstr("spans bytes [16, 216)"),
+            HasSubstr("long.bin"), HasSubstr("must lie inside the data file")));
   EXPECT_THAT(error_after("binshort", [](Bytes&, Bytes& bin) { bin.resize(22); }),
               AllOf(HasSubstr("sequence 2"), HasSubstr("spans bytes [16, 24)"),
                     HasSubstr("which has 22 bytes")));
   EXPECT_THAT(error_after("negptr", [](Bytes& idx, Bytes&) { put_le(idx, 54, ~0ull, 8); }),
               HasSubstr("sequence_pointers[1] at byte 54 = -1"));
   // int16 0xffff = −1 as the first token of sequence 1 (byte 8 of the .bin).
-  EXPECT_THAT(error_after("negtok", [](Bytes&, Bytes& bin) { bin[8] = bin[9] = 0xff; },
-                          IndexDType::kInt16),
+  EXPECT_THAT(error_after(
+                  "negtok", [](Bytes&, Bytes& bin) { bin[8] = bin[9] = 0xff; }, IndexDType::kInt16),
               AllOf(HasSubstr("negtok.bin"), HasSubstr("token 0 of sequence 1 at byte 8 is -1")));
-  EXPECT_THAT(error_after("empty", [](Bytes& idx, Bytes&) {
-                for (size_t at : {34, 38, 42}) put_le(idx, at, 0, 4);
-              }),
+  EXPECT_THAT(error_after("empty",
+                          [](Bytes& idx, Bytes&) {
+                            for (size_t at : {34, 38, 42}) put_le(idx, at, 0, 4);
+                          }),
               HasSubstr("holds no tokens"));
 }
 
@@ -275,7 +279,7 @@ TEST(IndexedDatasetTest, InvalidTokensOfOverlappingSequencesAreNamedInStreamOrde
     }
   };
   EXPECT_EQ(stream_of({1, 1, 1}, {0, 4, 0}), "1 2 1 (vocab 3)");  // the -1 is never read
-  EXPECT_EQ(stream_of({1, 1}, {0, 3}), "1 767 (vocab 768)");       // a misaligned sequence
+  EXPECT_EQ(stream_of({1, 1}, {0, 3}), "1 767 (vocab 768)");      // a misaligned sequence
   EXPECT_THAT(stream_of({1}, {1}), HasSubstr("token 0 of sequence 0 at byte 1 is -256"));
   EXPECT_THAT(stream_of({1, 3, 2}, {4, 0, 2}), HasSubstr("token 1 of sequence 1 at byte 2 is -1"));
 }

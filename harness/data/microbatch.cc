@@ -14,16 +14,22 @@ EdgeBatch parse_edge_batch(const std::string& name) {
   if (name == "last_label_only") return EdgeBatch::kLastLabelOnly;
   if (name == "all_masked") return EdgeBatch::kAllMasked;
   if (name == "repeated_token") return EdgeBatch::kRepeatedToken;
-  throw InputError(fmt::format("edge batch \"{}\" is unknown (accepted: \"data\", "
-                               "\"first_label_only\", \"last_label_only\", \"all_masked\", "
-                               "\"repeated_token\")", name));
+  throw InputError(
+      fmt::format("edge batch \"{}\" is unknown (accepted: \"data\", "
+                  "\"first_label_only\", \"last_label_only\", \"all_masked\", "
+                  "\"repeated_token\")",
+                  name));
 }
 
 MicrobatchBuilder::MicrobatchBuilder(const TokenSource& source, const DataConfig& cfg,
                                      int64_t micro_batch_size, int64_t seq_length,
                                      int64_t vocab_size)
-    : source_(source), b_(micro_batch_size), s_(seq_length), mask_token_(cfg.mask_token),
-      eod_token_(cfg.eod_token), eod_mask_loss_(cfg.eod_mask_loss) {
+    : source_(source),
+      b_(micro_batch_size),
+      s_(seq_length),
+      mask_token_(cfg.mask_token),
+      eod_token_(cfg.eod_token),
+      eod_mask_loss_(cfg.eod_mask_loss) {
   if (source.size() < s_ + 1) {
     throw InputError(fmt::format("data: {} has {} tokens, fewer than seq_length + 1 = {}",
                                  source.describe(), source.size(), s_ + 1));
@@ -37,13 +43,14 @@ MicrobatchBuilder::MicrobatchBuilder(const TokenSource& source, const DataConfig
 
 MicrobatchBuilder::MicrobatchBuilder(const TokenSource& source, int64_t micro_batch_size,
                                      int64_t seq_length, int64_t vocab_size, int64_t mask_token)
-    : MicrobatchBuilder(source,
-                        [mask_token] {
-                          DataConfig cfg;
-                          cfg.mask_token = mask_token;
-                          return cfg;
-                        }(),
-                        micro_batch_size, seq_length, vocab_size) {}
+    : MicrobatchBuilder(
+          source,
+          [mask_token] {
+            DataConfig cfg;
+            cfg.mask_token = mask_token;
+            return cfg;
+          }(),
+          micro_batch_size, seq_length, vocab_size) {}
 
 void MicrobatchBuilder::read_sample(int64_t j, int32_t* out) const {
   const int64_t size = source_.size();

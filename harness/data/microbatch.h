@@ -14,9 +14,9 @@ namespace mtp::data {
 
 /// One microbatch, row-major [b, s].
 struct Microbatch {
-  std::vector<int32_t> tokens;       ///< [b, s] input ids t[i]
-  std::vector<int32_t> labels;       ///< [b, s] next-token ids t[i+1]
-  std::vector<uint8_t> loss_mask;    ///< [b, s] 1 = counts in the loss
+  std::vector<int32_t> tokens;     ///< [b, s] input ids t[i]
+  std::vector<int32_t> labels;     ///< [b, s] next-token ids t[i+1]
+  std::vector<uint8_t> loss_mask;  ///< [b, s] 1 = counts in the loss
   /// [b, s] 0..s−1 in every row: Megatron's GPTDataset with reset_position_ids = False (its
   /// default; resetting per document is not supported). The model's RoPE uses these positions
   /// in the trunk and in every MTP depth (megatron_conventions.md 3).
@@ -40,14 +40,14 @@ class MicrobatchSource {
 /// Edge-case microbatches that real data produces (short documents, heavy masking). Each keeps
 /// the data's tokens and labels unless it says otherwise.
 enum class EdgeBatch {
-  kData,            ///< "data": as the data gives it
+  kData,  ///< "data": as the data gives it
   /// "first_label_only": loss_mask 1 at position 0 of every row, 0 elsewhere. MTP depth k rolls
   /// the mask left k times (zero fill), so no depth has a valid token: every MTP term is 0.
   kFirstLabelOnly,
   /// "last_label_only": loss_mask 1 at position s−1 of every row, 0 elsewhere. The roll moves
   /// it to position s−1−k, so depth k (< s) keeps exactly one valid token per row.
   kLastLabelOnly,
-  kAllMasked,       ///< "all_masked": loss_mask 0 everywhere (the main and every MTP count is 0)
+  kAllMasked,  ///< "all_masked": loss_mask 0 everywhere (the main and every MTP count is 0)
   /// "repeated_token": every token and label of a row is the row's first data token; loss_mask 1
   /// everywhere.
   kRepeatedToken,

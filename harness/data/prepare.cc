@@ -21,8 +21,10 @@ namespace mtp::data {
 DocumentSplit parse_document_split(const std::string& name) {
   if (name == "file") return DocumentSplit::kFile;
   if (name == "blank-lines") return DocumentSplit::kBlankLines;
-  throw InputError(fmt::format("data prepare: --split \"{}\" (accepted: \"file\", "
-                               "\"blank-lines\")", name));
+  throw InputError(
+      fmt::format("data prepare: --split \"{}\" (accepted: \"file\", "
+                  "\"blank-lines\")",
+                  name));
 }
 
 namespace {
@@ -87,10 +89,10 @@ void stream_documents(const std::string& path, DocumentSplit split, BinWriter& b
                       std::vector<int64_t>& lengths) {
   InputFile in(path, "data: text file", kMaxDataFileBytes);
   std::vector<uint8_t> buf(size_t{1} << 20);
-  uint64_t offset = 0;          // of buf[0] in the file
-  int64_t doc = 0;              // tokens of the open document so far
-  bool line_blank = true;       // the current line holds only ' ', '\t', '\r' so far
-  uint64_t pending_from = 0;    // kBlankLines: the current line's held-back blank prefix
+  uint64_t offset = 0;        // of buf[0] in the file
+  int64_t doc = 0;            // tokens of the open document so far
+  bool line_blank = true;     // the current line holds only ' ', '\t', '\r' so far
+  uint64_t pending_from = 0;  // kBlankLines: the current line's held-back blank prefix
   auto close_doc = [&]() {
     if (doc == 0) return;
     bin.eod();
@@ -113,9 +115,10 @@ void stream_documents(const std::string& path, DocumentSplit split, BinWriter& b
     for (size_t i = 0; i < n; ++i) {
       const uint8_t c = buf[i];
       if (c == kByteLevelEod) {
-        throw InputError(fmt::format("data prepare: '{}' has a 0 byte at offset {}; byte-level "
-                                     "datasets use 0 as the end-of-document token", path,
-                                     offset + i));
+        throw InputError(
+            fmt::format("data prepare: '{}' has a 0 byte at offset {}; byte-level "
+                        "datasets use 0 as the end-of-document token",
+                        path, offset + i));
       }
       if (split == DocumentSplit::kFile) continue;
       if (line_blank) {
@@ -158,8 +161,10 @@ PrepareSummary prepare_byte_dataset(const std::vector<std::string>& text_paths,
                                     const std::string& out_prefix, DocumentSplit split) {
   // The outputs first, before any text is read: a bad prefix is bad input (InputError).
   if (out_prefix.empty() || out_prefix.back() == '/') {
-    throw InputError(fmt::format("OUT_PREFIX '{}': names no dataset file (give a name, e.g. "
-                                 "{}corpus)", out_prefix, out_prefix));
+    throw InputError(
+        fmt::format("OUT_PREFIX '{}': names no dataset file (give a name, e.g. "
+                    "{}corpus)",
+                    out_prefix, out_prefix));
   }
   FileRoles files;
   for (const auto& path : text_paths) files.input("TEXT", path);

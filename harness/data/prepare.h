@@ -18,7 +18,7 @@ inline constexpr int32_t kByteLevelEod = 0;
 
 /// How a text file is cut into documents.
 enum class DocumentSplit {
-  kFile,        ///< "file": the whole file is one document
+  kFile,  ///< "file": the whole file is one document
   /// "blank-lines": every maximal run of non-blank lines is one document, each line with its
   /// '\n'; a blank line holds only ' ', '\t' and '\r' (or nothing) and belongs to no document.
   kBlankLines,

@@ -40,9 +40,7 @@ class Sha256 {
 
 }  // namespace
 
-std::string sha256_hex(const uint8_t* data, size_t size) {
-  return sha256_hex({{data, size}});
-}
+std::string sha256_hex(const uint8_t* data, size_t size) { return sha256_hex({{data, size}}); }
 
 std::string sha256_hex(const std::vector<std::pair<const uint8_t*, size_t>>& parts) {
   Sha256 sha;
@@ -70,8 +68,9 @@ TextFileSource::TextFileSource(const std::string& path)
 }
 
 void TextFileSource::read(int64_t offset, int64_t count, int32_t* out) const {
-  MTP_INTERNAL_ASSERT(offset >= 0 && count >= 0 && offset + count <= size(),
-                      fmt::format("read [{}, {}) outside {} tokens", offset, offset + count, size()));
+  MTP_INTERNAL_ASSERT(
+      offset >= 0 && count >= 0 && offset + count <= size(),
+      fmt::format("read [{}, {}) outside {} tokens", offset, offset + count, size()));
   for (int64_t i = 0; i < count; ++i) out[i] = bytes_[offset + i];
 }
 
@@ -88,21 +87,22 @@ void MegatronSource::read(int64_t offset, int64_t count, int32_t* out) const {
 
 std::string MegatronSource::describe() const {
   return fmt::format("megatron:{} ({} documents, {} sequences, {} tokens, {})", ds_.prefix,
-                     ds_.document_indices.size() - 1, ds_.sequence_lengths.size(),
-                     ds_.num_tokens(), index_dtype_name(static_cast<int>(ds_.dtype)));
+                     ds_.document_indices.size() - 1, ds_.sequence_lengths.size(), ds_.num_tokens(),
+                     index_dtype_name(static_cast<int>(ds_.dtype)));
 }
 
 std::unique_ptr<TokenSource> open_token_source(const DataConfig& cfg) {
   if (cfg.kind == "text") return std::make_unique<TextFileSource>(cfg.path);
   if (cfg.kind == "megatron") {
     if (cfg.path_prefix.empty()) {
-      throw InputError("data: kind \"megatron\" needs path_prefix (PREFIX of PREFIX.idx and "
-                       "PREFIX.bin)");
+      throw InputError(
+          "data: kind \"megatron\" needs path_prefix (PREFIX of PREFIX.idx and "
+          "PREFIX.bin)");
     }
     return std::make_unique<MegatronSource>(cfg.path_prefix);
   }
-  throw InputError(fmt::format("data: unknown kind '{}' (accepted: \"text\", \"megatron\")",
-                               cfg.kind));
+  throw InputError(
+      fmt::format("data: unknown kind '{}' (accepted: \"text\", \"megatron\")", cfg.kind));
 }
 
 }  // namespace mtp::data

@@ -47,9 +47,9 @@ class TokenSource {
 
 /// What the scenario's [data] table says (scenarios/README.md).
 struct DataConfig {
-  std::string kind = "text";   ///< "text" (byte-level) | "megatron" (indexed dataset)
-  std::string path = "/usr/share/common-licenses/GPL-3";   ///< text: base-files, on every Debian
-  std::string path_prefix;     ///< megatron: PREFIX of PREFIX.idx and PREFIX.bin
+  std::string kind = "text";  ///< "text" (byte-level) | "megatron" (indexed dataset)
+  std::string path = "/usr/share/common-licenses/GPL-3";  ///< text: base-files, on every Debian
+  std::string path_prefix;  ///< megatron: PREFIX of PREFIX.idx and PREFIX.bin
   /// Positions whose *label* is this token get loss_mask 0; −1 = none. Not Megatron's
   /// eod_mask_loss, which masks positions whose *input* is the EOD token (eod_mask_loss below).
   int64_t mask_token = -1;

@@ -13,7 +13,8 @@ namespace {
 int64_t pad_to(int64_t n, int64_t divisor) { return (n + divisor - 1) / divisor * divisor; }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string without(const std::string& s, const std::string& suffix) {

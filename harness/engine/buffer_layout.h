@@ -2,7 +2,8 @@
 //
 // Megatron-LM's contiguous parameter-and-gradient buffer of one model chunk, as laid out by
 // _ParamAndGradBuffer.__init__ (megatron/core/distributed/param_and_grad_buffer.py, read at
-// commit d98e8a64dd) for the chunk's DistributedDataParallel wrapper (distributed_data_parallel.py):
+// commit d98e8a64dd) for the chunk's DistributedDataParallel wrapper
+// (distributed_data_parallel.py):
 //
 //  - Parameters enter in reverse registration order (`params[::-1]`, "roughly backprop order");
 //    registration order is the chunk's named_parameters() order (megatron_registration_order).
@@ -51,8 +52,8 @@ struct BufferParamRange {
 };
 
 struct BufferBucket {
-  int64_t start = 0, end = 0;  ///< [start, end) in the buffer, end padded
-  int64_t numel_unpadded = 0;  ///< last parameter's end − start
+  int64_t start = 0, end = 0;       ///< [start, end) in the buffer, end padded
+  int64_t numel_unpadded = 0;       ///< last parameter's end − start
   std::vector<std::string> params;  ///< buffer order
 };
 

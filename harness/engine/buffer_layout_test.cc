@@ -73,8 +73,10 @@ TEST(BufferLayoutTest, BucketSizeClosesBucketsAndPadsTheirEnds) {
 
 TEST(BufferLayoutTest, RegistrationOrderPutsLinearProjBeforeLinearQkv) {
   const std::vector<std::string> canonical{
-      "decoder.layers.0.input_layernorm.weight", "decoder.layers.0.self_attention.linear_qkv.weight",
-      "decoder.layers.0.self_attention.linear_proj.weight", "decoder.layers.0.pre_mlp_layernorm.weight",
+      "decoder.layers.0.input_layernorm.weight",
+      "decoder.layers.0.self_attention.linear_qkv.weight",
+      "decoder.layers.0.self_attention.linear_proj.weight",
+      "decoder.layers.0.pre_mlp_layernorm.weight",
       "mtp.layers.0.transformer_layer.self_attention.linear_qkv.weight",
       "mtp.layers.0.transformer_layer.self_attention.linear_proj.weight"};
   EXPECT_EQ(megatron_registration_order(canonical),
@@ -110,21 +112,21 @@ TEST(BufferLayoutTest, MtpStageOfATinyModelMatchesTheHandDerivedMegatronLayout) 
   const std::string d7 = "decoder.layers.7.";
   std::vector<std::string> names;
   std::vector<Expected> want = {
-      {"", 0, 16, 0},       {"", 64, 448, 0},     {"", 448, 1216, 0},   {"", 1216, 1232, 0},
-      {"", 1280, 2048, 0},  {"", 2048, 2304, 0},  {"", 2304, 2320, 0},  {"", 2368, 2880, 0},
-      {"", 2880, 2896, 0},  {"", 2944, 2960, 0},  {"", 3008, 3024, 0},  {"", 3072, 3456, 0},
-      {"", 3456, 4224, 0},  {"", 4224, 4240, 0},  {"", 4288, 5056, 0},  {"", 5056, 5312, 0},
-      {"", 5312, 5328, 0},  {"", 5376, 5888, 0},  {"", 5888, 5904, 0},  {"", 5952, 5968, 0},
-      {"", 6016, 6032, 0},  {"", 6080, 6464, 0},  {"", 6464, 7232, 0},  {"", 7232, 7248, 0},
-      {"", 7296, 8064, 0},  {"", 8064, 8320, 0},  {"", 8320, 8336, 0},  {"", 8448, 12544, 1}};
+      {"", 0, 16, 0},      {"", 64, 448, 0},    {"", 448, 1216, 0},  {"", 1216, 1232, 0},
+      {"", 1280, 2048, 0}, {"", 2048, 2304, 0}, {"", 2304, 2320, 0}, {"", 2368, 2880, 0},
+      {"", 2880, 2896, 0}, {"", 2944, 2960, 0}, {"", 3008, 3024, 0}, {"", 3072, 3456, 0},
+      {"", 3456, 4224, 0}, {"", 4224, 4240, 0}, {"", 4288, 5056, 0}, {"", 5056, 5312, 0},
+      {"", 5312, 5328, 0}, {"", 5376, 5888, 0}, {"", 5888, 5904, 0}, {"", 5952, 5968, 0},
+      {"", 6016, 6032, 0}, {"", 6080, 6464, 0}, {"", 6464, 7232, 0}, {"", 7232, 7248, 0},
+      {"", 7296, 8064, 0}, {"", 8064, 8320, 0}, {"", 8320, 8336, 0}, {"", 8448, 12544, 1}};
   for (const std::string& m : {m1, m0}) {
-    for (const char* n : {"final_layernorm.weight", "transformer_layer.mlp.linear_fc2.weight",
-                          "transformer_layer.mlp.linear_fc1.weight",
-                          "transformer_layer.pre_mlp_layernorm.weight",
-                          "transformer_layer.self_attention.linear_qkv.weight",
-                          "transformer_layer.self_attention.linear_proj.weight",
-                          "transformer_layer.input_layernorm.weight", "eh_proj.weight",
-                          "hnorm.weight", "enorm.weight"}) {
+    for (const char* n :
+         {"final_layernorm.weight", "transformer_layer.mlp.linear_fc2.weight",
+          "transformer_layer.mlp.linear_fc1.weight", "transformer_layer.pre_mlp_layernorm.weight",
+          "transformer_layer.self_attention.linear_qkv.weight",
+          "transformer_layer.self_attention.linear_proj.weight",
+          "transformer_layer.input_layernorm.weight", "eh_proj.weight", "hnorm.weight",
+          "enorm.weight"}) {
       names.push_back(m + n);
     }
   }

@@ -18,7 +18,6 @@ record::DType record_dtype(at::ScalarType t) {
   return t == at::kDouble ? record::DType::kF64 : record::DType::kF32;
 }
 
-
 std::string where(const record::RecordReader& rec, int step, const std::string& group) {
   return fmt::format("{}: steps/{}/{}", rec.path(), record::step_group_name(step), group);
 }
@@ -47,8 +46,9 @@ void require_weight_dtype(const record::RecordReader& rec, int step, const Initi
     if (d != record_dtype(dtype)) {
       throw record::RecordError(fmt::format(
           "{}/{}: dtype {}, but the run trains in {}: resuming must continue the same numbers "
-          "(use init_from to start a new run from these weights)", where(rec, step, "weight"),
-          s.name, record::dtype_name(d), record::dtype_name(record_dtype(dtype))));
+          "(use init_from to start a new run from these weights)",
+          where(rec, step, "weight"), s.name, record::dtype_name(d),
+          record::dtype_name(record_dtype(dtype))));
     }
   }
 }
@@ -64,15 +64,13 @@ void require_valid_state(const at::Tensor& t, const std::string& where, const st
   if (!bad.any().item<bool>()) return;
   const int64_t i = bad.to(at::kByte).argmax().item<int64_t>();
   const int64_t count = bad.sum().item<int64_t>();
-  throw record::RecordError(fmt::format("{}/{}: element {} is {} ({} of {} elements {}): {}",
-                                        where, name, i,
-                                        t.reshape({-1})[i].to(at::kDouble).item<double>(), count,
-                                        t.numel(), non_negative ? "not finite or negative"
-                                                                : "not finite", why));
+  throw record::RecordError(
+      fmt::format("{}/{}: element {} is {} ({} of {} elements {}): {}", where, name, i,
+                  t.reshape({-1})[i].to(at::kDouble).item<double>(), count, t.numel(),
+                  non_negative ? "not finite or negative" : "not finite", why));
 }
 
 }  // namespace
-
 
 size_t OptimizerCheckpoint::index_of(const std::string& name) const {
   const auto it = std::find(names.begin(), names.end(), name);
@@ -93,9 +91,10 @@ OptimizerCheckpoint read_optimizer_state(const record::RecordReader& rec, int st
       record::read_named_tensors(rec, step, kOptimizerGroup, expected);
   const double count = tensor_from_record(t[0]).to(at::kDouble).item<double>();
   if (count != static_cast<double>(step)) {
-    throw record::RecordError(fmt::format("{}/{}: {} Adam updates recorded at step {} (expected "
-                                          "{})", where(rec, step, kOptimizerGroup),
-                                          kOptimizerStepName, count, step, step));
+    throw record::RecordError(
+        fmt::format("{}/{}: {} Adam updates recorded at step {} (expected "
+                    "{})",
+                    where(rec, step, kOptimizerGroup), kOptimizerStepName, count, step, step));
   }
   OptimizerCheckpoint ck;
   ck.step = step;
@@ -104,8 +103,9 @@ OptimizerCheckpoint read_optimizer_state(const record::RecordReader& rec, int st
       if (d->dtype != record_dtype(dtype)) {
         throw record::RecordError(fmt::format(
             "{}/{}: dtype {}, but the run trains in {}: the optimizer state must be restored "
-            "without rounding", where(rec, step, kOptimizerGroup), d->name,
-            record::dtype_name(d->dtype), record::dtype_name(record_dtype(dtype))));
+            "without rounding",
+            where(rec, step, kOptimizerGroup), d->name, record::dtype_name(d->dtype),
+            record::dtype_name(record_dtype(dtype))));
       }
     }
     ck.names.push_back(specs[i].name);

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "harness/layout/layout.h"
 #include "harness/config/enums.h"
 #include "harness/config/model_config.h"
+#include "harness/layout/layout.h"
 #include "harness/model/param_table.h"
 #include "harness/model/params.h"
 #include "harness/model/program.h"
@@ -22,18 +22,19 @@ namespace mtp::engine {
 
 /// One microbatch as tensors, [b, s] each; identical on every stage that reads it.
 struct MicrobatchTensors {
-  at::Tensor tokens;     ///< int64
-  at::Tensor labels;     ///< int64
-  at::Tensor loss_mask;  ///< model dtype, 0/1
+  at::Tensor tokens;             ///< int64
+  at::Tensor labels;             ///< int64
+  at::Tensor loss_mask;          ///< model dtype, 0/1
   int64_t num_microbatches = 1;  ///< M of the step (the loss is divided by it)
 };
 
 /// What a chunk's forward produced.
 struct ChunkOutput {
-  at::Tensor activation;   ///< sent downstream ([s,b,H] or [(1+D)s,b,H]); undefined on the loss stage
-  at::Tensor objective;    ///< loss stage only: the scalar to call backward() on
-  double lm = 0.0;         ///< loss stage only: this microbatch's lm loss
-  std::vector<double> mtp; ///< loss stage only: this microbatch's mtp_k losses (unscaled)
+  at::Tensor
+      activation;        ///< sent downstream ([s,b,H] or [(1+D)s,b,H]); undefined on the loss stage
+  at::Tensor objective;  ///< loss stage only: the scalar to call backward() on
+  double lm = 0.0;       ///< loss stage only: this microbatch's lm loss
+  std::vector<double> mtp;  ///< loss stage only: this microbatch's mtp_k losses (unscaled)
 };
 
 /// The modules of one (pipeline rank, virtual stage).
@@ -64,7 +65,7 @@ class ModelChunk {
 /// Initial values of every parameter by global name (float64, exact generator output).
 struct InitialWeights {
   std::vector<config::ParamSpec> specs;  ///< canonical order
-  std::vector<at::Tensor> values;       ///< same order, float64
+  std::vector<at::Tensor> values;        ///< same order, float64
   /// The value of `name`; throws InternalError when absent.
   const at::Tensor& get(const std::string& name) const;
 };

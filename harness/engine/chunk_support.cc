@@ -19,8 +19,9 @@ std::vector<std::string> decoder_param_names(const std::vector<int>& layers,
                                              const config::ModelConfig& cfg) {
   std::vector<std::string> names;
   for (int i : layers) {
-    for (auto& n : config::layer_param_names(fmt::format("decoder.layers.{}.", i), cfg,
-                                                  cfg.is_moe_layer(i))) names.push_back(n);
+    for (auto& n :
+         config::layer_param_names(fmt::format("decoder.layers.{}.", i), cfg, cfg.is_moe_layer(i)))
+      names.push_back(n);
   }
   return names;
 }
@@ -59,8 +60,8 @@ void add_pre_process_node(model::ChunkProgram& prog, bool first_stage,
   const config::ModelConfig* c = &cfg;
   at::Tensor tokens = mb.tokens;
   prog.add("pre_process", -1, [first_stage, table, c, tokens](model::ChunkProgram& p) {
-    p.hidden = first_stage ? model::embed(tokens, table->get(config::kWordEmbeddingName), *c)
-                           : p.input;
+    p.hidden =
+        first_stage ? model::embed(tokens, table->get(config::kWordEmbeddingName), *c) : p.input;
   });
 }
 

@@ -21,8 +21,10 @@ void require_env(const char* name, const char* value) {
   if (cur == nullptr) {
     setenv(name, value, 1);
   } else if (std::string(cur) != value) {
-    throw InputError(fmt::format("environment: {}={} conflicts with the deterministic setting {}={}"
-                                 " (unset it or set it to that value)", name, cur, name, value));
+    throw InputError(
+        fmt::format("environment: {}={} conflicts with the deterministic setting {}={}"
+                    " (unset it or set it to that value)",
+                    name, cur, name, value));
   }
 }
 

@@ -4,9 +4,12 @@ namespace mtp::engine {
 
 at::ScalarType scalar_type(config::DType d) {
   switch (d) {
-    case config::DType::kFloat64: return at::kDouble;
-    case config::DType::kBFloat16: return at::kBFloat16;
-    case config::DType::kFloat32: break;
+    case config::DType::kFloat64:
+      return at::kDouble;
+    case config::DType::kBFloat16:
+      return at::kBFloat16;
+    case config::DType::kFloat32:
+      break;
   }
   return at::kFloat;
 }

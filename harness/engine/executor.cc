@@ -26,10 +26,16 @@ class RankExecutor {
                const schedule::ScheduleConfig& schedule,
                const std::vector<MicrobatchTensors>& microbatches, transport::Transport& tr,
                const ExecutionOptions& options, StepLosses& losses)
-      : rank_(rank.pipeline_rank), chunks_(rank.chunks), peers_(rank.transport_ranks),
-        layout_(layout), ops_(schedule::rank_ops(schedule, rank.pipeline_rank)),
+      : rank_(rank.pipeline_rank),
+        chunks_(rank.chunks),
+        peers_(rank.transport_ranks),
+        layout_(layout),
+        ops_(schedule::rank_ops(schedule, rank.pipeline_rank)),
         split_(schedule.kind == schedule::ScheduleKind::kCombined1F1B),
-        microbatches_(microbatches), tr_(tr), options_(options), losses_(losses),
+        microbatches_(microbatches),
+        tr_(tr),
+        options_(options),
+        losses_(losses),
         stored_(layout.virtual_size) {}
 
   void run() {
@@ -130,11 +136,15 @@ class RankExecutor {
     const int s = stage(op);
     if (op.type == OpType::kForward) {
       if (s == 0) return false;
-      r = {me(), rank_of(s - 1), {Kind::kActivation, s - 1, op.microbatch},
+      r = {me(),
+           rank_of(s - 1),
+           {Kind::kActivation, s - 1, op.microbatch},
            chunks_[s]->input_shape()};
     } else {
       if (s == last_stage()) return false;
-      r = {me(), rank_of(s + 1), {Kind::kGradient, s + 1, op.microbatch},
+      r = {me(),
+           rank_of(s + 1),
+           {Kind::kGradient, s + 1, op.microbatch},
            chunks_[s]->output_shape()};
     }
     return true;
@@ -161,7 +171,7 @@ class RankExecutor {
   std::unique_ptr<model::ChunkProgram> begin_forward(size_t j) {
     const Op& op = ops_[j];
     tr_.note(me(), fmt::format("forward chunk {} (stage {}) microbatch {}", op.chunk, stage(op),
-                                op.microbatch));
+                               op.microbatch));
     at::Tensor input = fetch(j);
     if (input.defined()) input.requires_grad_(true);
     return chunks_[stage(op)]->program(input, microbatches_[op.microbatch], split_);
@@ -180,7 +190,7 @@ class RankExecutor {
   Backward begin_backward(size_t j) {
     const Op& op = ops_[j];
     tr_.note(me(), fmt::format("backward chunk {} (stage {}) microbatch {}", op.chunk, stage(op),
-                                op.microbatch));
+                               op.microbatch));
     auto& q = stored_[op.chunk];
     MTP_INTERNAL_ASSERT(!q.empty() && q.front().microbatch == op.microbatch,
                         fmt::format("rank {}: backward of chunk {} microbatch {} is not FIFO",
@@ -224,9 +234,9 @@ class RankExecutor {
   void combined(size_t jf, size_t jb) {
     auto fprog = begin_forward(jf);
     Backward b = begin_backward(jb);
-    tr_.note(me(), fmt::format("combined step: forward chunk {} mb {} | backward chunk {} mb {}",
-                                ops_[jf].chunk, ops_[jf].microbatch, ops_[jb].chunk,
-                                ops_[jb].microbatch));
+    tr_.note(me(),
+             fmt::format("combined step: forward chunk {} mb {} | backward chunk {} mb {}",
+                         ops_[jf].chunk, ops_[jf].microbatch, ops_[jb].chunk, ops_[jb].microbatch));
     model::ChunkProgram& f = *fprog;
     model::ChunkProgram& bp = *b.prog;
     const auto fg = groups(f);
@@ -237,9 +247,8 @@ class RankExecutor {
       backward_done(ops_[jb]);
     };
     static const std::vector<std::pair<char, std::string>> kOrder = {
-        {'B', "mtp_post"}, {'B', "combine"},  {'F', "attn"}, {'B', "mlp"},
-        {'F', "dispatch"}, {'B', "dispatch"}, {'F', "mlp"},  {'F', "combine"},
-        {'B', "attn"},     {'F', "mtp_post"}};
+        {'B', "mtp_post"}, {'B', "combine"}, {'F', "attn"},    {'B', "mlp"},  {'F', "dispatch"},
+        {'B', "dispatch"}, {'F', "mlp"},     {'F', "combine"}, {'B', "attn"}, {'F', "mtp_post"}};
     const size_t steps = std::max(fg.size(), bg.size());
     for (size_t t = 0; t < steps; ++t) {
       const std::vector<size_t>* F = t < fg.size() ? &fg[t] : nullptr;
@@ -359,8 +368,8 @@ StepLosses run_pipeline_step(const std::vector<std::unique_ptr<ModelChunk>>& chu
       P,
       [&](int p) {
         pin_thread_determinism();
-        losses[p] = run_rank_step({p, all, peers}, layout, schedule, microbatches, transport,
-                                  options);
+        losses[p] =
+            run_rank_step({p, all, peers}, layout, schedule, microbatches, transport, options);
       },
       [&](int p, const std::string& why) {
         transport.abort(fmt::format("rank {} failed: {}", p, why));

@@ -70,8 +70,7 @@ StepLosses run_pipeline_step(const std::vector<std::unique_ptr<ModelChunk>>& chu
                              const layout::PipelineLayout& layout,
                              const schedule::ScheduleConfig& schedule,
                              const std::vector<MicrobatchTensors>& microbatches,
-                             transport::Transport& transport,
-                             const ExecutionOptions& options = {});
+                             transport::Transport& transport, const ExecutionOptions& options = {});
 
 /// Runs body(i) for i in [0, n) on n threads (inline when n == 1). When body(i) throws, calls
 /// on_error(i, what) (to abort the transport and wake the others), joins every thread and

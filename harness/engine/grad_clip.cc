@@ -7,10 +7,10 @@
 
 namespace mtp::engine {
 
-double clip_grads_by_global_norm(double max_norm, int64_t step, const std::vector<at::Tensor>& grads,
-                                 LocalModel& model, collectives::Communicator& comm,
-                                 const collectives::Group& world, const at::Device& device,
-                                 StepRecorder* recorder) {
+double clip_grads_by_global_norm(double max_norm, int64_t step,
+                                 const std::vector<at::Tensor>& grads, LocalModel& model,
+                                 collectives::Communicator& comm, const collectives::Group& world,
+                                 const at::Device& device, StepRecorder* recorder) {
   if (!(max_norm > 0.0)) return 1.0;
   at::Tensor coeff = at::ones({1}, at::TensorOptions().dtype(at::kDouble).device(device));
   if (comm.rank() == 0) {

@@ -23,9 +23,9 @@ namespace mtp::engine {
 /// Rank 0 records grad_norm and clip_coeff as attributes of step `step` when `recorder` is not
 /// null. Collective over `world` (every rank must call it); max_norm ≤ 0 (off) returns at once on
 /// every rank without communicating. Returns c (1 when off).
-double clip_grads_by_global_norm(double max_norm, int64_t step, const std::vector<at::Tensor>& grads,
-                                 LocalModel& model, collectives::Communicator& comm,
-                                 const collectives::Group& world, const at::Device& device,
-                                 StepRecorder* recorder);
+double clip_grads_by_global_norm(double max_norm, int64_t step,
+                                 const std::vector<at::Tensor>& grads, LocalModel& model,
+                                 collectives::Communicator& comm, const collectives::Group& world,
+                                 const at::Device& device, StepRecorder* recorder);
 
 }  // namespace mtp::engine

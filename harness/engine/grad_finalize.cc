@@ -45,7 +45,8 @@ void finalize_model_grads(LocalModel& model, const ParamPlacement& placement,
     LocalParam* copy = nullptr;
     for (int stage : placement.embedding_group) {
       if (LocalParam* p = model.find(index, stage)) {
-        MTP_INTERNAL_ASSERT(copy == nullptr, fmt::format("rank {} holds two embedding copies", rank));
+        MTP_INTERNAL_ASSERT(copy == nullptr,
+                            fmt::format("rank {} holds two embedding copies", rank));
         copy = p;
       }
     }
@@ -72,8 +73,8 @@ void gather_main_grads_to_first_rank(LocalModel& model, const Topology& topology
       auto parts = comm.gather(dp, root, buf.grad_data.slice(0, s, e));
       const BufferBucket& bucket = buf.layout.buckets[b];
       for (size_t d = 0; d < parts.size(); ++d) {
-        const auto [rs, re] = collectives::shard_range(bucket.end - bucket.start,
-                                                       dp.size(), static_cast<int>(d));
+        const auto [rs, re] =
+            collectives::shard_range(bucket.end - bucket.start, dp.size(), static_cast<int>(d));
         buf.grad_data.slice(0, bucket.start + rs, bucket.start + re).copy_(parts[d]);
       }
     }

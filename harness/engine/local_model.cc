@@ -28,11 +28,12 @@ LocalModel::LocalModel(const RunPlan& plan, const Implementation& impl, const In
     for (const auto& [name, t] : chunks.back()->params().entries()) names.push_back(name);
     MTP_INTERNAL_ASSERT(names == impl.stage_param_names(layout, stage, plan.model),
                         fmt::format("stage {}: the chunk's parameters differ from "
-                                    "stage_param_names", stage));
+                                    "stage_param_names",
+                                    stage));
     // language_module.py setup_embeddings_and_output_layer: with P > 1 every copy of a shared
     // word embedding (tied head or MTP) is marked shared_embedding.
-    const bool shared = layout.pipeline_size > 1 &&
-                        (!plan.model.untie_embeddings || plan.model.mtp_num_layers > 0);
+    const bool shared =
+        layout.pipeline_size > 1 && (!plan.model.untie_embeddings || plan.model.mtp_num_layers > 0);
     std::vector<BufferParamSpec> specs;
     for (const auto& name : megatron_registration_order(names)) {
       specs.push_back({name, chunks.back()->params().get(name).numel(),

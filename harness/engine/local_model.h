@@ -65,7 +65,7 @@ class LocalModel {
   std::vector<std::unique_ptr<ModelChunk>> chunks;  ///< by virtual stage
   std::vector<const ModelChunk*> chunks_by_stage;   ///< every stage index; null where not local
   std::vector<LocalParam> params;
-  std::vector<ChunkBuffer> buffers;                 ///< one per local chunk, virtual stage order
+  std::vector<ChunkBuffer> buffers;  ///< one per local chunk, virtual stage order
 
   /// Whether main grads are accumulated after every backward pass (bf16 parameters with fp32
   /// main grads: Megatron's DDP backward hook, gradient-accumulation fusion off, adds

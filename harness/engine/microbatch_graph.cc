@@ -22,8 +22,7 @@ void MicrobatchGraph::body(const ModelChunk& chunk, const MicrobatchTensors& mb,
   if (after_backward) after_backward();
 }
 
-MicrobatchGraph::Losses MicrobatchGraph::run(const ModelChunk& chunk,
-                                             const MicrobatchTensors& mb,
+MicrobatchGraph::Losses MicrobatchGraph::run(const ModelChunk& chunk, const MicrobatchTensors& mb,
                                              const std::function<void()>& after_backward) {
   MTP_INTERNAL_ASSERT(chunk.plan().has_loss && chunk.input_shape().empty(),
                       "a microbatch graph needs a chunk that is stage 0 and the loss stage");
@@ -36,16 +35,15 @@ MicrobatchGraph::Losses MicrobatchGraph::run(const ModelChunk& chunk,
   } else {
     if (!graph_->captured()) {
       // Static inputs outside the graph's pool, filled below like every replay's.
-      static_ = {at::empty_like(mb.tokens), at::empty_like(mb.labels),
-                 at::empty_like(mb.loss_mask), mb.num_microbatches};
+      static_ = {at::empty_like(mb.tokens), at::empty_like(mb.labels), at::empty_like(mb.loss_mask),
+                 mb.num_microbatches};
     }
     MTP_INTERNAL_ASSERT(mb.tokens.sizes() == static_.tokens.sizes() &&
                             mb.labels.sizes() == static_.labels.sizes() &&
                             mb.loss_mask.sizes() == static_.loss_mask.sizes() &&
                             mb.num_microbatches == static_.num_microbatches,
                         fmt::format("a microbatch graph captured for tokens {} replayed for {}",
-                                    c10::str(static_.tokens.sizes()),
-                                    c10::str(mb.tokens.sizes())));
+                                    c10::str(static_.tokens.sizes()), c10::str(mb.tokens.sizes())));
     static_.tokens.copy_(mb.tokens);
     static_.labels.copy_(mb.labels);
     static_.loss_mask.copy_(mb.loss_mask);

@@ -68,8 +68,7 @@ TEST_F(CudaGraphsPlanTest, EveryBrokenPreconditionIsNamed) {
   // One precondition broken at a time (from the plannable variant of SetUp), and the text that
   // must name it.
   const std::pair<std::function<void()>, std::string> cases[] = {
-      {[&] { training_.device = config::Device::kCpu; },
-       "needs device = \"cuda\" (this run: cpu)"},
+      {[&] { training_.device = config::Device::kCpu; }, "needs device = \"cuda\" (this run: cpu)"},
       {[&] { training_.dtype = config::DType::kFloat32; },
        "needs dtype = \"bfloat16\" (this run: float32)"},
       {[&] { variant_.pipeline_size = 4; },
@@ -136,8 +135,8 @@ TEST(MicrobatchGraphCudaTest, GraphedStepsEqualEagerStepsBitwise_CUDA) {
     auto labels = at::roll(tokens, -1, 1);
     auto mask = at::ones({m.micro_batch_size, m.seq_length}, at::kFloat);
     mask[0][3] = 0;
-    mbs.push_back({tokens.to(device), labels.to(device), mask.to(device),
-                   training.num_microbatches});
+    mbs.push_back(
+        {tokens.to(device), labels.to(device), mask.to(device), training.num_microbatches});
   }
   auto transport = transport::make_in_process_transport(1, {});
   ExecutionOptions exec;

@@ -122,7 +122,8 @@ class DistributedAdam final : public Optimizer {
           }
         }
         MTP_INTERNAL_ASSERT(in == 0 || out == 0, fmt::format("stage {} bucket {} mixes updated "
-                                                             "and broadcast copies", buf.stage, b));
+                                                             "and broadcast copies",
+                                                             buf.stage, b));
         c.update.push_back(in > 0);
       }
       chunks_.push_back(std::move(c));
@@ -165,8 +166,8 @@ class DistributedAdam final : public Optimizer {
         auto parts = comm_.gather(dp_, root, chunks_[i].main_param.slice(0, s, e));
         const BufferBucket& bucket = buf.layout.buckets[b];
         for (size_t d = 0; d < parts.size(); ++d) {
-          const auto [rs, re] = collectives::shard_range(bucket.end - bucket.start, dp_.size(),
-                                                         static_cast<int>(d));
+          const auto [rs, re] =
+              collectives::shard_range(bucket.end - bucket.start, dp_.size(), static_cast<int>(d));
           chunks_[i].main_param.slice(0, bucket.start + rs, bucket.start + re).copy_(parts[d]);
         }
       }
@@ -226,8 +227,8 @@ class DistributedAdam final : public Optimizer {
 
  private:
   struct Chunk {
-    at::Tensor main_param;   // masters (main-grad dtype), flat like the grad buffer
-    at::Tensor param_data;   // the parameters' type, for the all-gather
+    at::Tensor main_param;  // masters (main-grad dtype), flat like the grad buffer
+    at::Tensor param_data;  // the parameters' type, for the all-gather
     at::ScalarType dtype = at::kFloat;
     std::vector<at::Tensor> exp_avg, exp_avg_sq;  // per bucket, shard-sized
     std::vector<bool> update;                     // per bucket

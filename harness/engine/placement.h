@@ -18,9 +18,9 @@ namespace mtp::engine {
 
 /// One parameter of the model and the stages holding a copy of it.
 struct PlacedParam {
-  std::string name;             ///< global name
+  std::string name;  ///< global name
   std::vector<int64_t> shape;
-  std::vector<int> stages;      ///< ascending; stages[0] owns it (its copy is recorded)
+  std::vector<int> stages;  ///< ascending; stages[0] owns it (its copy is recorded)
 };
 
 struct ParamPlacement {

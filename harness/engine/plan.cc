@@ -28,25 +28,32 @@ void check_cuda_graphs(const RunPlan& plan) {
                        config::enum_name(plan.training.device)));
   }
   if (plan.training.dtype != config::DType::kBFloat16) {
-    refuse(fmt::format("needs dtype = \"bfloat16\" (this run: {}): only then is every grad "
-                       "moved into its main grad inside the captured microbatch",
-                       config::enum_name(plan.training.dtype)));
+    refuse(
+        fmt::format("needs dtype = \"bfloat16\" (this run: {}): only then is every grad "
+                    "moved into its main grad inside the captured microbatch",
+                    config::enum_name(plan.training.dtype)));
   }
   if (plan.layout.num_stages() != 1) {
-    refuse(fmt::format("needs a layout of one stage, the whole model on pipeline rank 0 "
-                       "(this layout has {} stages)", plan.layout.num_stages()));
+    refuse(
+        fmt::format("needs a layout of one stage, the whole model on pipeline rank 0 "
+                    "(this layout has {} stages)",
+                    plan.layout.num_stages()));
   }
   if (plan.schedule.kind == ScheduleKind::kCombined1F1B) {
-    refuse("needs a plain schedule, not combined_1f1b (its node-wise backward is not one "
-           "microbatch call)");
+    refuse(
+        "needs a plain schedule, not combined_1f1b (its node-wise backward is not one "
+        "microbatch call)");
   }
   if (v.data_parallel_size != 1) {
-    refuse(fmt::format("needs dp = 1 (this variant: {}): a capture is process-wide and the "
-                       "other ranks' threads would run during it", v.data_parallel_size));
+    refuse(
+        fmt::format("needs dp = 1 (this variant: {}): a capture is process-wide and the "
+                    "other ranks' threads would run during it",
+                    v.data_parallel_size));
   }
   if (plan.model.kernels != config::Kernels::kHarness) {
-    refuse("needs kernels = \"harness\": LibTorch's CUDA embedding backward reads a count back "
-           "to the host, which a capture forbids");
+    refuse(
+        "needs kernels = \"harness\": LibTorch's CUDA embedding backward reads a count back "
+        "to the host, which a capture forbids");
   }
   if (plan.model.num_moe_experts > 0) {
     refuse("needs a dense model (num_moe_experts = 0): MoE permutes tokens on the host");
@@ -74,7 +81,7 @@ schedule::ScheduleConfig variant_schedule(const config::VariantSpec& v,
   if (v.schedule) {
     s.kind = *v.schedule;
   } else {
-    s.kind = l.pipeline_size == 1 ? ScheduleKind::kNoPipelining
+    s.kind = l.pipeline_size == 1  ? ScheduleKind::kNoPipelining
              : l.virtual_size == 1 ? ScheduleKind::kOneFOneB
                                    : ScheduleKind::kInterleaved;
   }
@@ -84,13 +91,16 @@ schedule::ScheduleConfig variant_schedule(const config::VariantSpec& v,
   s.microbatch_group_size = v.microbatch_group_size;
   schedule::validate(s);
   if (v.microbatch_group_size != 0 && !uses_group_size(s.kind)) {
-    throw InputError(fmt::format("variant \"{}\": microbatch_group_size applies to interleaved "
-                                 "schedules, not {}", v.name, schedule::schedule_kind_name(s.kind)));
+    throw InputError(
+        fmt::format("variant \"{}\": microbatch_group_size applies to interleaved "
+                    "schedules, not {}",
+                    v.name, schedule::schedule_kind_name(s.kind)));
   }
   if (v.overlap_p2p && !uses_group_size(s.kind)) {
-    throw InputError(fmt::format("variant \"{}\": overlap_p2p needs the interleaved or combined_1f1b "
-                                 "schedule (Megatron overlap_p2p_comm), not {}", v.name,
-                                 schedule::schedule_kind_name(s.kind)));
+    throw InputError(
+        fmt::format("variant \"{}\": overlap_p2p needs the interleaved or combined_1f1b "
+                    "schedule (Megatron overlap_p2p_comm), not {}",
+                    v.name, schedule::schedule_kind_name(s.kind)));
   }
   return s;
 }
@@ -106,31 +116,35 @@ RunPlan plan_variant(const config::ModelConfig& model, const config::TrainingCon
     throw InputError(fmt::format("training: steps = {} must be >= 1", training.steps));
   }
   if (training.init_from && training.resume_from) {
-    throw InputError(fmt::format("training: init_from = \"{}\" and resume_from = \"{}\" "
-                                 "exclude each other (a resumed run takes the resumed step's "
-                                 "weights)", training.init_from->text(),
-                                 training.resume_from->text()));
+    throw InputError(
+        fmt::format("training: init_from = \"{}\" and resume_from = \"{}\" "
+                    "exclude each other (a resumed run takes the resumed step's "
+                    "weights)",
+                    training.init_from->text(), training.resume_from->text()));
   }
   if (training.resume_from && training.resume_from->step >= training.steps) {
-    throw InputError(fmt::format("training: resume_from step {} is not before steps = {} "
-                                 "(nothing left to run)", training.resume_from->step,
-                                 training.steps));
+    throw InputError(
+        fmt::format("training: resume_from step {} is not before steps = {} "
+                    "(nothing left to run)",
+                    training.resume_from->step, training.steps));
   }
   if (variant.data_parallel_size < 1) {
     throw InputError(fmt::format("variant \"{}\": dp = {} must be >= 1", variant.name,
                                  variant.data_parallel_size));
   }
   if (variant.ddp_bucket_size < 0) {
-    throw InputError(fmt::format("variant \"{}\": ddp_bucket_size = {} must be >= 0 (0 = one "
-                                 "bucket)", variant.name, variant.ddp_bucket_size));
+    throw InputError(
+        fmt::format("variant \"{}\": ddp_bucket_size = {} must be >= 0 (0 = one "
+                    "bucket)",
+                    variant.name, variant.ddp_bucket_size));
   }
   if (plan.model.attention_backend == config::AttentionBackend::kFlash &&
       (training.dtype != config::DType::kBFloat16 || training.device != config::Device::kCuda ||
        !kernels::flash_attention_available())) {
     throw InputError(fmt::format(
         "variant \"{}\": attention_backend = \"flash\" needs dtype = \"bfloat16\", device = "
-        "\"cuda\" and a CUDA LibTorch >= 2.0 (this run: {}, {}{})", variant.name,
-        config::enum_name(training.dtype), config::enum_name(training.device),
+        "\"cuda\" and a CUDA LibTorch >= 2.0 (this run: {}, {}{})",
+        variant.name, config::enum_name(training.dtype), config::enum_name(training.device),
         kernels::flash_attention_available() ? "" : ", no flash attention in this build"));
   }
   plan.clip_grad = variant.clip_grad.value_or(training.clip_grad);
@@ -141,10 +155,10 @@ RunPlan plan_variant(const config::ModelConfig& model, const config::TrainingCon
   plan.schedule = variant_schedule(variant, plan.layout, plan.num_microbatches);
   if (variant.cuda_graphs) check_cuda_graphs(plan);
   if (plan.schedule.kind == ScheduleKind::kCombined1F1B && plan.model.mtp_num_layers > 1) {
-    throw InputError(fmt::format(
-        "variant \"{}\": combined_1f1b supports mtp_num_layers <= 1 (Megatron "
-        "transformer_config.py precondition), the model has {}", variant.name,
-        plan.model.mtp_num_layers));
+    throw InputError(
+        fmt::format("variant \"{}\": combined_1f1b supports mtp_num_layers <= 1 (Megatron "
+                    "transformer_config.py precondition), the model has {}",
+                    variant.name, plan.model.mtp_num_layers));
   }
   return plan;
 }

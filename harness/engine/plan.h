@@ -22,13 +22,13 @@ namespace mtp::engine {
 class Implementation;
 
 struct RunPlan {
-  config::ModelConfig model;        ///< config::variant_model: the scenario's, with overrides
+  config::ModelConfig model;  ///< config::variant_model: the scenario's, with overrides
   config::TrainingConfig training;
   config::VariantSpec variant;
-  layout::PipelineLayout layout;    ///< validated, and accepted by the implementation
+  layout::PipelineLayout layout;  ///< validated, and accepted by the implementation
   schedule::ScheduleConfig schedule;
-  double clip_grad = 0.0;           ///< the variant's, else the training's; 0 = off
-  int64_t num_microbatches = 1;     ///< M per step and data-parallel rank
+  double clip_grad = 0.0;        ///< the variant's, else the training's; 0 = off
+  int64_t num_microbatches = 1;  ///< M per step and data-parallel rank
   config::RecordMode record_mode = config::RecordMode::kAuto;  ///< the variant's, else training's
 
   int pipeline_size() const { return layout.pipeline_size; }

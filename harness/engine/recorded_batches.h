@@ -27,8 +27,7 @@ class RecordedBatches final : public data::MicrobatchSource {
                   int64_t micro_batch_size, int64_t seq_length, int64_t vocab_size);
   /// Row `microbatch` of step `step`; position ids 0 … s − 1. Throws InputError when the step
   /// was not read or `num_microbatches` is not K.
-  data::Microbatch build(int64_t step, int64_t microbatch,
-                         int64_t num_microbatches) const override;
+  data::Microbatch build(int64_t step, int64_t microbatch, int64_t num_microbatches) const override;
   /// "record:PATH steps A-B (K microbatches of [b, s])".
   std::string describe() const override;
   /// SHA-256 of the record file.

@@ -42,8 +42,8 @@ std::string compare_replicas(int64_t step, const std::vector<at::Tensor>& digest
   }
   auto where = [&](const Copy& c) {
     const RankCoord rc = topo.coord(c.rank);
-    return fmt::format("data-parallel rank {}, pipeline rank {} (stage {})",
-                       rc.data_parallel_rank, rc.pipeline_rank, c.stage);
+    return fmt::format("data-parallel rank {}, pipeline rank {} (stage {})", rc.data_parallel_rank,
+                       rc.pipeline_rank, c.stage);
   };
   for (size_t i = 0; i < by_param.size(); ++i) {
     const PlacedParam& p = placement.params[i];
@@ -96,8 +96,10 @@ void check_replicas(int64_t step, const LocalModel& model, const ParamPlacement&
   comm.broadcast(world, 0, verdict);
   if (verdict.cpu().item<int64_t>() == 0) return;
   if (comm.rank() == 0) throw ReplicaDriftError(report);
-  throw ReplicaDriftError(fmt::format("rank {}: stopped at step {}: rank 0 found a parameter "
-                                      "copy that drifted", comm.rank(), step));
+  throw ReplicaDriftError(
+      fmt::format("rank {}: stopped at step {}: rank 0 found a parameter "
+                  "copy that drifted",
+                  comm.rank(), step));
 }
 
 }  // namespace mtp::engine

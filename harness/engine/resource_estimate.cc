@@ -15,9 +15,12 @@ namespace {
 
 uint64_t dtype_bytes(config::DType d) {
   switch (d) {
-    case config::DType::kFloat64: return 8;
-    case config::DType::kBFloat16: return 2;
-    case config::DType::kFloat32: break;
+    case config::DType::kFloat64:
+      return 8;
+    case config::DType::kBFloat16:
+      return 2;
+    case config::DType::kFloat32:
+      break;
   }
   return 4;
 }
@@ -103,12 +106,13 @@ std::string format_bytes(uint64_t bytes) {
 }
 
 std::string ResourceEstimate::describe() const {
-  return fmt::format("{} of memory (weights {}, grads {}, optimizer {}, activations {}, {}staging "
-                     "{}; {} parameters); record {}",
-                     format_bytes(memory_bytes()), format_bytes(weight_bytes),
-                     format_bytes(grad_bytes), format_bytes(optimizer_bytes),
-                     format_bytes(activation_bytes), staging_on_device ? "" : "host ",
-                     format_bytes(staging_bytes), parameters, format_bytes(record_bytes));
+  return fmt::format(
+      "{} of memory (weights {}, grads {}, optimizer {}, activations {}, {}staging "
+      "{}; {} parameters); record {}",
+      format_bytes(memory_bytes()), format_bytes(weight_bytes), format_bytes(grad_bytes),
+      format_bytes(optimizer_bytes), format_bytes(activation_bytes),
+      staging_on_device ? "" : "host ", format_bytes(staging_bytes), parameters,
+      format_bytes(record_bytes));
 }
 
 ResourceEstimate estimate_resources(const RunPlan& plan, const Implementation& impl) {
@@ -146,7 +150,7 @@ ResourceEstimate estimate_resources(const RunPlan& plan, const Implementation& i
     if (distributed) {
       optimizer += copies * (me + e);  // full flat masters and the parameters' all-gather buffer
     } else if (bf16) {
-      optimizer += copies * me;        // masters
+      optimizer += copies * me;  // masters
     }
     const uint64_t activations = peak_activation_bytes(plan, p);
     for (int d = 0; d < DP; ++d) {
@@ -177,8 +181,9 @@ ResourceEstimate estimate_resources(const RunPlan& plan, const Implementation& i
   auto kept = [&](int64_t step, uint64_t bytes, uint64_t elements) {
     return step_storage(plan, step, default_storage) == record::Storage::kFull
                ? bytes
-               : 16 * ((elements + record::kDigestBlockElements - 1) /
-                       record::kDigestBlockElements + tensors);
+               : 16 *
+                     ((elements + record::kDigestBlockElements - 1) / record::kDigestBlockElements +
+                      tensors);
   };
   const uint64_t weights_once =
       kept(0, est.parameters * (me + (bf16 ? e : 0)), est.parameters * weight_sets) +
@@ -191,9 +196,9 @@ ResourceEstimate estimate_resources(const RunPlan& plan, const Implementation& i
       tensor_bytes += 2 * est.parameters * me;
       datasets += 2 * tensors + 1;
     }
-    est.record_bytes += tokens * 3 * 8 + kept(step, tensor_bytes, tensor_bytes / me) +
-                        (3 + static_cast<uint64_t>(m.mtp_num_layers) + 2 + datasets) *
-                            kDatasetOverheadBytes;
+    est.record_bytes +=
+        tokens * 3 * 8 + kept(step, tensor_bytes, tensor_bytes / me) +
+        (3 + static_cast<uint64_t>(m.mtp_num_layers) + 2 + datasets) * kDatasetOverheadBytes;
   }
   return est;
 }
@@ -227,12 +232,11 @@ uint64_t step_tensor_bytes(const RunPlan& plan) {
 }
 
 void require_resources(const ResourceEstimate& estimate, bool all_ranks_share_memory,
-                       uint64_t memory_limit, const std::string& memory_name,
-                       uint64_t disk_free, const std::string& where) {
-  const uint64_t need =
-      all_ranks_share_memory
-          ? estimate.memory_bytes()
-          : *std::max_element(estimate.per_rank_bytes.begin(), estimate.per_rank_bytes.end());
+                       uint64_t memory_limit, const std::string& memory_name, uint64_t disk_free,
+                       const std::string& where) {
+  const uint64_t need = all_ranks_share_memory ? estimate.memory_bytes()
+                                               : *std::max_element(estimate.per_rank_bytes.begin(),
+                                                                   estimate.per_rank_bytes.end());
   if (memory_limit > 0 && need > memory_limit) {
     throw InputError(fmt::format(
         "{}: needs about {} of memory{} but {} is {}: estimate {} (reduce hidden_size, "
@@ -241,10 +245,10 @@ void require_resources(const ResourceEstimate& estimate, bool all_ranks_share_me
         memory_name, format_bytes(memory_limit), estimate.describe()));
   }
   if (disk_free > 0 && estimate.record_bytes > disk_free) {
-    throw InputError(fmt::format("{}: its record needs about {} but the output directory has {} "
-                                 "free: estimate {}",
-                                 where, format_bytes(estimate.record_bytes),
-                                 format_bytes(disk_free), estimate.describe()));
+    throw InputError(fmt::format(
+        "{}: its record needs about {} but the output directory has {} "
+        "free: estimate {}",
+        where, format_bytes(estimate.record_bytes), format_bytes(disk_free), estimate.describe()));
   }
 }
 

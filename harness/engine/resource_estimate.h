@@ -24,8 +24,8 @@ namespace mtp::engine {
 /// Bytes one variant needs. Memory terms are sums over every rank of the variant (P · DP ranks,
 /// which share one device when they run as threads); `per_rank_bytes` has each rank's share.
 struct ResourceEstimate {
-  uint64_t parameters = 0;        ///< unique parameters, MTP depths included
-  uint64_t weight_bytes = 0;      ///< every parameter copy of every rank, in the training dtype
+  uint64_t parameters = 0;    ///< unique parameters, MTP depths included
+  uint64_t weight_bytes = 0;  ///< every parameter copy of every rank, in the training dtype
   /// Main-grad buffers (fp32 for bf16, else the training dtype) plus autograd's .grad tensors
   /// (training dtype).
   uint64_t grad_bytes = 0;
@@ -40,7 +40,7 @@ struct ResourceEstimate {
   /// staging (the gathered grads and weights). Counted in memory_bytes() for CPU runs only.
   uint64_t staging_bytes = 0;
   bool staging_on_device = false;  ///< the plan runs on the CPU, so staging shares its memory
-  uint64_t record_bytes = 0;      ///< the record file after every step (HDF5 overhead excluded)
+  uint64_t record_bytes = 0;       ///< the record file after every step (HDF5 overhead excluded)
   std::vector<uint64_t> per_rank_bytes;  ///< memory of rank r = dp + DP·pp, same terms
 
   /// weight + grad + optimizer + activation bytes, plus staging_bytes on the CPU.
@@ -94,7 +94,7 @@ std::string format_bytes(uint64_t bytes);
 /// of cuda:0"), or its record exceeds `disk_free` bytes; the message gives the estimate and the
 /// limit. A limit of 0 is not checked.
 void require_resources(const ResourceEstimate& estimate, bool all_ranks_share_memory,
-                       uint64_t memory_limit, const std::string& memory_name,
-                       uint64_t disk_free, const std::string& where);
+                       uint64_t memory_limit, const std::string& memory_name, uint64_t disk_free,
+                       const std::string& where);
 
 }  // namespace mtp::engine

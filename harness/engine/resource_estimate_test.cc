@@ -52,9 +52,9 @@ TEST(ResourceEstimateTest, OneRankHoldsEveryParameterOnceWithAdamState) {
   const ResourceEstimate e = estimate_resources(plan_of("Et*8mmL", 1, 1, 2), *impl);
   const uint64_t n = parameter_count();
   EXPECT_EQ(e.parameters, n);
-  EXPECT_EQ(e.weight_bytes, 4 * n);      // fp32
-  EXPECT_EQ(e.grad_bytes, 8 * n);        // main grad + autograd .grad
-  EXPECT_EQ(e.optimizer_bytes, 8 * n);   // exp_avg + exp_avg_sq
+  EXPECT_EQ(e.weight_bytes, 4 * n);     // fp32
+  EXPECT_EQ(e.grad_bytes, 8 * n);       // main grad + autograd .grad
+  EXPECT_EQ(e.optimizer_bytes, 8 * n);  // exp_avg + exp_avg_sq
   EXPECT_GT(e.activation_bytes, 0u);
   ASSERT_EQ(e.per_rank_bytes.size(), 1u);
   EXPECT_EQ(e.per_rank_bytes[0], e.memory_bytes());
@@ -72,10 +72,10 @@ TEST(ResourceEstimateTest, OneFOneBHoldsPMinusRankMicrobatchesInFlight) {
   // warm-up forward and the steady-state forward) and rank 1 still 1.
   const ResourceEstimate one = estimate_resources(plan_of("Et*4|t*4mmL", 2, 1, 1), *impl);
   const ResourceEstimate four = estimate_resources(plan_of("Et*4|t*4mmL", 2, 1, 4), *impl);
-  const int64_t d0 = static_cast<int64_t>(four.per_rank_bytes[0]) -
-                     static_cast<int64_t>(one.per_rank_bytes[0]);
-  const int64_t d1 = static_cast<int64_t>(four.per_rank_bytes[1]) -
-                     static_cast<int64_t>(one.per_rank_bytes[1]);
+  const int64_t d0 =
+      static_cast<int64_t>(four.per_rank_bytes[0]) - static_cast<int64_t>(one.per_rank_bytes[0]);
+  const int64_t d1 =
+      static_cast<int64_t>(four.per_rank_bytes[1]) - static_cast<int64_t>(one.per_rank_bytes[1]);
   // Everything but activations is the same for M = 1 and M = 4, so with A0, A1 the chunks'
   // activations per microbatch: M = 1 holds A0 + A1, M = 4 holds 2·A0 + A1.
   EXPECT_EQ(d1, 0);
@@ -88,8 +88,8 @@ TEST(ResourceEstimateTest, DistributedAdamShardsTheMomentsOverDataParallelRanks)
   const auto impl = reference::make_reference();
   const uint64_t n = parameter_count();
   const ResourceEstimate plain = estimate_resources(plan_of("Et*8mmL", 1, 2, 2), *impl);
-  const ResourceEstimate dist = estimate_resources(
-      plan_of("Et*8mmL", 1, 2, 2, config::Optimizer::kDistributedAdam), *impl);
+  const ResourceEstimate dist =
+      estimate_resources(plan_of("Et*8mmL", 1, 2, 2, config::Optimizer::kDistributedAdam), *impl);
   EXPECT_EQ(plain.weight_bytes, 2 * 4 * n);  // two replicas
   EXPECT_EQ(plain.optimizer_bytes, 2 * 8 * n);
   // Per replica: moments / 2, plus the flat fp32 masters and the all-gather buffer.
@@ -111,7 +111,8 @@ TEST(ResourceEstimateTest, RequireResourcesRefusesWithTheEstimateAndTheLimit) {
   const ResourceEstimate e =
       estimate_resources(plan_of("Et*8mmL", 1, 1, 2), *reference::make_reference());
   try {
-    require_resources(e, true, e.memory_bytes() - 1, "--max-memory", 0, "s.toml:3:1: variant \"v\"");
+    require_resources(e, true, e.memory_bytes() - 1, "--max-memory", 0,
+                      "s.toml:3:1: variant \"v\"");
     FAIL() << "no error";
   } catch (const InputError& err) {
     EXPECT_THAT(err.what(), HasSubstr("s.toml:3:1: variant \"v\": needs about"));

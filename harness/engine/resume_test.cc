@@ -2,8 +2,9 @@
 // its own record gives, in every later step, the bits of the uninterrupted run — batch, losses,
 // every grad, every weight and the optimizer state — for the reference and the candidate, with
 // DP = 2 and both optimizers (the distributed one gathers its shards to save and takes its
-// shard to resume), in fp32 and in bf16 (fp32 masters and moments resumed as recorded). Also: the saved state of plain and distributed Adam is the same bits, and
-// the weights of a run started from a record (init_from) are those of the record's step.
+// shard to resume), in fp32 and in bf16 (fp32 masters and moments resumed as recorded). Also: the
+// saved state of plain and distributed Adam is the same bits, and the weights of a run started from
+// a record (init_from) are those of the record's step.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,16 +25,15 @@ namespace {
 /// Runs variants of the tiny model (N 8, D 2) on the default text and returns record paths.
 class Runs {
  protected:
-  explicit Runs(const std::string& dir)
-      : dir_(std::filesystem::path(testing::TempDir()) / dir) {
+  explicit Runs(const std::string& dir) : dir_(std::filesystem::path(testing::TempDir()) / dir) {
     std::filesystem::create_directories(dir_);
   }
   std::string run(const config::TrainingConfig& t, const config::VariantSpec& v,
                   const Implementation& impl, const std::string& file) {
     RunOptions ro;
     ro.record_path = (dir_ / file).string();
-    run_variant(plan_variant(config::testing::tiny_model(), t, v, impl), impl,
-                data::DataConfig{}, ro);
+    run_variant(plan_variant(config::testing::tiny_model(), t, v, impl), impl, data::DataConfig{},
+                ro);
     return ro.record_path;
   }
   std::filesystem::path dir_;
@@ -64,7 +64,7 @@ class ResumeTest : public ::testing::TestWithParam<Case>, public Runs {
     variant_.data_parallel_size = 2;
     variant_.optimizer = GetParam().optimizer;
     impl_ = GetParam().impl == config::Implementation::kReference ? reference::make_reference()
-                                                                   : candidate::make_candidate();
+                                                                  : candidate::make_candidate();
   }
   std::string run(const config::TrainingConfig& t, const std::string& file) {
     return Runs::run(t, variant_, *impl_, variant_.name + "_" + file);
@@ -99,10 +99,10 @@ TEST_P(ResumeTest, ResumedAtEachStepIsBitwiseTheUninterruptedRun) {
   const std::vector<std::string> start_groups =
       bf16 ? std::vector<std::string>{"weight", "model_weight", "optimizer"}
            : std::vector<std::string>{"weight", "optimizer"};
-  EXPECT_EQ(f.groups(2), bf16 ? (std::vector<std::string>{"batch", "loss", "grad", "weight",
-                                                         "model_weight", "optimizer"})
-                              : (std::vector<std::string>{"batch", "loss", "grad", "weight",
-                                                         "optimizer"}));
+  EXPECT_EQ(f.groups(2),
+            bf16 ? (std::vector<std::string>{"batch", "loss", "grad", "weight", "model_weight",
+                                             "optimizer"})
+                 : (std::vector<std::string>{"batch", "loss", "grad", "weight", "optimizer"}));
   for (int k : {1, 2}) {
     config::TrainingConfig t = training_;
     t.resume_from = config::RecordRef{full, k};
@@ -136,9 +136,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"ref_adam_bf16", config::Implementation::kReference,
                            "Et*2|t*2|t*2|t*2mmL", config::Optimizer::kAdam,
                            config::DType::kBFloat16},
-                      Case{"cand_dist_bf16", config::Implementation::kCandidate,
-                           "Et*3|t*3|t*2mm|L", config::Optimizer::kDistributedAdam,
-                           config::DType::kBFloat16}),
+                      Case{"cand_dist_bf16", config::Implementation::kCandidate, "Et*3|t*3|t*2mm|L",
+                           config::Optimizer::kDistributedAdam, config::DType::kBFloat16}),
     case_name);
 
 /// Runs of the reference at P = 2, DP = 2 for the start-state tests.
@@ -208,13 +207,16 @@ TEST_F(StartStateTest, ResumeErrorsNameTheRecordAndTheRule) {
     }
     return "(no error)";
   };
-  EXPECT_EQ(error_of(t), plain + ": steps/000001/optimizer: has no group 'optimizer' (resuming "
-                         "needs the optimizer state of the step: record the run with [training] "
-                         "save_optimizer_state = true or --save-optimizer-state; the step has: "
-                         "batch, loss, grad, weight)");
+  EXPECT_EQ(error_of(t),
+            plain +
+                ": steps/000001/optimizer: has no group 'optimizer' (resuming "
+                "needs the optimizer state of the step: record the run with [training] "
+                "save_optimizer_state = true or --save-optimizer-state; the step has: "
+                "batch, loss, grad, weight)");
   t.resume_from = config::RecordRef{plain, 2};
-  EXPECT_EQ(error_of(t), "training: resume_from step 2 is not before steps = 2 (nothing left to "
-                         "run)");
+  EXPECT_EQ(error_of(t),
+            "training: resume_from step 2 is not before steps = 2 (nothing left to "
+            "run)");
   t.resume_from = config::RecordRef{plain, 0};
   t.dtype = config::DType::kFloat64;
   EXPECT_NE(error_of(t).find("steps/000000/weight/embedding.word_embeddings.weight: dtype "

@@ -27,7 +27,6 @@
 namespace mtp::engine {
 namespace {
 
-
 void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
                       const data::MicrobatchSource& source, const RecordContext& ctx) {
   const config::ModelConfig& cfg = plan.model;
@@ -116,22 +115,32 @@ void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
 
 record::DType record_dtype(const std::string& name, at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return record::DType::kF32;
-    case at::kDouble: return record::DType::kF64;
-    case at::kInt: return record::DType::kI32;
-    case at::kByte: return record::DType::kU8;
-    case at::kLong: return record::DType::kI64;
-    case at::kBFloat16: return record::DType::kBF16;
-    default: throw InternalError(fmt::format("cannot record dtype of {}", name));
+    case at::kFloat:
+      return record::DType::kF32;
+    case at::kDouble:
+      return record::DType::kF64;
+    case at::kInt:
+      return record::DType::kI32;
+    case at::kByte:
+      return record::DType::kU8;
+    case at::kLong:
+      return record::DType::kI64;
+    case at::kBFloat16:
+      return record::DType::kBF16;
+    default:
+      throw InternalError(fmt::format("cannot record dtype of {}", name));
   }
 }
 
 /// Same-width integer type of a float dtype (for its bits).
 at::ScalarType bits_type(at::ScalarType t) {
   switch (c10::elementSize(t)) {
-    case 2: return at::kShort;
-    case 4: return at::kInt;
-    default: return at::kLong;
+    case 2:
+      return at::kShort;
+    case 4:
+      return at::kInt;
+    default:
+      return at::kLong;
   }
 }
 
@@ -155,8 +164,8 @@ struct StepRecorder::Writer {
   /// One queued write: a snapshot of a tensor (or nothing, for attributes) and what to do with
   /// it on the writer thread.
   struct Job {
-    at::Tensor snapshot;                  ///< contiguous; on the device it was recorded from
-    std::optional<c10::Event> ready;      ///< CUDA: recorded after the snapshot's clone
+    at::Tensor snapshot;              ///< contiguous; on the device it was recorded from
+    std::optional<c10::Event> ready;  ///< CUDA: recorded after the snapshot's clone
     uint64_t bytes = 0;
     std::function<void(record::RecordWriter&, const at::Tensor& host)> run;
   };
@@ -176,9 +185,8 @@ struct StepRecorder::Writer {
   void submit(Job job) {
     std::unique_lock<std::mutex> lock(mu);
     // Back-pressure: a job that alone exceeds the limit still goes when the queue is empty.
-    space.wait(lock, [&] {
-      return error || jobs.empty() || in_flight + job.bytes <= kMaxBytesInFlight;
-    });
+    space.wait(lock,
+               [&] { return error || jobs.empty() || in_flight + job.bytes <= kMaxBytesInFlight; });
     if (error) std::rethrow_exception(error);
     in_flight += job.bytes;
     jobs.push_back(std::move(job));
@@ -305,7 +313,8 @@ double StepRecorder::write_losses(int64_t step, const std::vector<double>& lm_pe
   // losses are computed in fp32) so that ulp:N counts units of that dtype.
   auto scalar = [this](double v) { return at::scalar_tensor(v, at::kDouble).to(loss_dtype_); };
   write_tensor(step, "loss", "lm", scalar(lm));
-  for (int k = 0; k < D; ++k) write_tensor(step, "loss", fmt::format("mtp_{}", k + 1), scalar(mtp[k]));
+  for (int k = 0; k < D; ++k)
+    write_tensor(step, "loss", fmt::format("mtp_{}", k + 1), scalar(mtp[k]));
   write_tensor(step, "loss", "total", scalar(total));
   return total;
 }
@@ -313,8 +322,8 @@ double StepRecorder::write_losses(int64_t step, const std::vector<double>& lm_pe
 void StepRecorder::write_tensor(int64_t step, const std::string& group, const std::string& name,
                                 const at::Tensor& t) {
   const bool always_full = group == "batch" || group == "loss";
-  const record::Storage storage = always_full ? record::Storage::kFull
-                                                : step_storage(plan_, step, default_storage_);
+  const record::Storage storage =
+      always_full ? record::Storage::kFull : step_storage(plan_, step, default_storage_);
   const record::DType dtype = record_dtype(name, t.scalar_type());
   const int s = static_cast<int>(step);
   // A digest-only tensor on a GPU is digested there (kernels::block_digests, on the current
@@ -361,9 +370,8 @@ void StepRecorder::write_tensor(int64_t step, const std::string& group, const st
   } else {
     job.run = [s, group, name, dtype, storage](record::RecordWriter& w, const at::Tensor& host) {
       record::TensorView v{name, dtype, host.sizes().vec(), host.data_ptr(), host.nbytes()};
-      const record::TensorDigest d =
-          record::digest_bytes(v.data, v.nbytes, record::dtype_size(dtype),
-                                record::default_digest_threads());
+      const record::TensorDigest d = record::digest_bytes(
+          v.data, v.nbytes, record::dtype_size(dtype), record::default_digest_threads());
       w.write(s, group, v, storage, &d);
     };
   }

@@ -13,16 +13,17 @@
 // kernels), digests them (harness/record/digest.h) and writes the HDF5 file in submission order,
 // so the file is the same as a synchronous writer's. A digest-only tensor on a GPU is digested
 // on the GPU instead (kernels::block_digests: the same XXH3-128 block digests, on the current
-// stream): its snapshot is 16 bytes per 64 Ki elements, not the tensor. At most kMaxBytesInFlight of snapshots wait
-// (write_* blocks beyond that). A write error is rethrown by the next write_* or by commit().
+// stream): its snapshot is 16 bytes per 64 Ki elements, not the tensor. At most kMaxBytesInFlight
+// of snapshots wait (write_* blocks beyond that). A write error is rethrown by the next write_* or
+// by commit().
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <memory>
-#include <utility>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/data/microbatch.h"
@@ -51,10 +52,10 @@ StepLossAverages average_losses(const RunPlan& plan, const std::vector<double>& 
 /// What the record says about where and how the variant ran.
 struct RecordContext {
   std::string scenario_name;
-  std::string implementation;           ///< "reference" | "candidate"
-  std::string execution;                ///< "4 rank thread(s) in one process", …
-  int device_index = 0;                 ///< CUDA device of the recording rank
-  std::vector<std::string> chunk_map;   ///< "stage i (pp p, vpp v): …" per stage
+  std::string implementation;          ///< "reference" | "candidate"
+  std::string execution;               ///< "4 rank thread(s) in one process", …
+  int device_index = 0;                ///< CUDA device of the recording rank
+  std::vector<std::string> chunk_map;  ///< "stage i (pp p, vpp v): …" per stage
   /// Where the initial weights came from (engine/checkpoint.h StartState::attrs()).
   record::AttrMap start_attrs;
   /// The dtype the losses are stored in; default the training dtype.

@@ -21,20 +21,20 @@ namespace {
 
 record::DType record_type(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return record::DType::kF32;
-    case at::kDouble: return record::DType::kF64;
-    default: return record::DType::kBF16;
+    case at::kFloat:
+      return record::DType::kF32;
+    case at::kDouble:
+      return record::DType::kF64;
+    default:
+      return record::DType::kBF16;
   }
 }
 
 TEST(NonFiniteScanTest, AgreesWithTheHostScanOfTheBytes) {
   const double inf = std::numeric_limits<double>::infinity();
   for (at::ScalarType type : {at::kFloat, at::kDouble, at::kBFloat16}) {
-    for (const std::vector<double>& values :
-         std::vector<std::vector<double>>{{1.0, 2.0, 3.0},
-                                          {1.0, -inf, NAN, inf},
-                                          {-NAN, 0.5},
-                                          {0.0, -0.0, 1e30, inf}}) {
+    for (const std::vector<double>& values : std::vector<std::vector<double>>{
+             {1.0, 2.0, 3.0}, {1.0, -inf, NAN, inf}, {-NAN, 0.5}, {0.0, -0.0, 1e30, inf}}) {
       const at::Tensor t =
           at::tensor(values, at::TensorOptions().dtype(at::kDouble)).to(type).view({-1, 1});
       const at::Tensor scan = nonfinite_scan(t);
@@ -91,7 +91,8 @@ TEST(GitRevisionTest, IsTheSourceTreesHeadWhenBuilt) {
   const std::string revision = git_revision();
   const std::regex form("[0-9a-f]{12}(-dirty)?|unknown");
   ASSERT_TRUE(std::regex_match(revision, form)) << revision;
-  std::FILE* git = ::popen("git -C '" MTP_SOURCE_DIR "' rev-parse --short=12 HEAD 2>/dev/null", "r");
+  std::FILE* git =
+      ::popen("git -C '" MTP_SOURCE_DIR "' rev-parse --short=12 HEAD 2>/dev/null", "r");
   ASSERT_NE(git, nullptr);
   char head[64] = {0};
   const bool read = std::fgets(head, sizeof head, git) != nullptr;

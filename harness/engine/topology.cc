@@ -15,11 +15,11 @@ Topology::Topology(int pipeline_size, int data_parallel_size)
 }
 
 int Topology::rank(int pipeline_rank, int data_parallel_rank) const {
-  MTP_INTERNAL_ASSERT(pipeline_rank >= 0 && pipeline_rank < pipeline_size_ &&
-                          data_parallel_rank >= 0 && data_parallel_rank < data_parallel_size_,
-                      fmt::format("coordinate (pp {}, dp {}) outside P = {}, DP = {}",
-                                  pipeline_rank, data_parallel_rank, pipeline_size_,
-                                  data_parallel_size_));
+  MTP_INTERNAL_ASSERT(
+      pipeline_rank >= 0 && pipeline_rank < pipeline_size_ && data_parallel_rank >= 0 &&
+          data_parallel_rank < data_parallel_size_,
+      fmt::format("coordinate (pp {}, dp {}) outside P = {}, DP = {}", pipeline_rank,
+                  data_parallel_rank, pipeline_size_, data_parallel_size_));
   return data_parallel_rank + data_parallel_size_ * pipeline_rank;
 }
 

@@ -14,7 +14,8 @@ TEST(TopologyTest, RankOrderIsDataParallelFastest) {
   EXPECT_EQ(t.rank(3, 0), 6);
   EXPECT_EQ(t.coord(5).pipeline_rank, 2);
   EXPECT_EQ(t.coord(5).data_parallel_rank, 1);
-  for (int r = 0; r < 8; ++r) EXPECT_EQ(t.rank(t.coord(r).pipeline_rank, t.coord(r).data_parallel_rank), r);
+  for (int r = 0; r < 8; ++r)
+    EXPECT_EQ(t.rank(t.coord(r).pipeline_rank, t.coord(r).data_parallel_rank), r);
   EXPECT_THROW(t.rank(4, 0), InternalError);
   EXPECT_THROW(t.coord(8), InternalError);
 }

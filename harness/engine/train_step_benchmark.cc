@@ -64,8 +64,8 @@
 //   wall_s, first_step_end_s, record_MB_per_step  (BM_TrainStep) the run's wall time, the end
 //                       of its step 1, and the record's growth per extra step
 #include <ATen/ATen.h>
-#include <c10/core/GradMode.h>
 #include <benchmark/benchmark.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -83,6 +83,7 @@
 #include <vector>
 
 #include "candidate/candidate.h"
+#include "harness/common/temp_file.h"
 #include "harness/config/model_config.h"
 #include "harness/data/microbatch.h"
 #include "harness/data/token_source.h"
@@ -90,7 +91,6 @@
 #include "harness/engine/determinism.h"
 #include "harness/engine/executor.h"
 #include "harness/engine/plan.h"
-#include "harness/common/temp_file.h"
 #include "harness/engine/trainer.h"
 #include "harness/perf/model_flops.h"
 #include "harness/transport/transport.h"
@@ -152,16 +152,15 @@ const char* dtype_name(mtp::config::DType d) {
 std::string layout_for(Placement placement, Pipeline pipeline, int64_t depths) {
   const std::string m(static_cast<size_t>(depths), 'm');
   if (pipeline != Pipeline::kP4V2) return "Et*8" + m + "L";  // both placements (rule R8)
-  return placement == Placement::kReference ? "E|t*3|(t|)*5" + m + "L"
-                                            : "E|t*3|(t|)*4t" + m + "|L";
+  return placement == Placement::kReference ? "E|t*3|(t|)*5" + m + "L" : "E|t*3|(t|)*4t" + m + "|L";
 }
 
 /// The benchmark name's axes: "<size>/<pipeline>/<dtype>/<attention>/<placement>/<kernels>/<dev>".
 std::string setting_name(const Setting& s) {
   return std::string(s.size.name) + "/" + pipeline_name(s.pipeline) + "/" + dtype_name(s.dtype) +
          "/" + std::string(mtp::config::enum_name(s.attention)) + "/" +
-         placement_name(s.placement) + "/" + std::string(mtp::config::enum_name(s.kernels)) +
-         "/" + dev_name(s.dev);
+         placement_name(s.placement) + "/" + std::string(mtp::config::enum_name(s.kernels)) + "/" +
+         dev_name(s.dev);
 }
 
 std::unique_ptr<mtp::engine::Implementation> make_implementation(Placement p) {
@@ -190,9 +189,8 @@ mtp::config::ModelConfig model_config(const Setting& s) {
 mtp::config::VariantSpec variant_spec(const Setting& s) {
   mtp::config::VariantSpec v;
   v.name = std::string(placement_name(s.placement)) + "_" + pipeline_name(s.pipeline);
-  v.implementation = s.placement == Placement::kReference
-                         ? mtp::config::Implementation::kReference
-                         : mtp::config::Implementation::kCandidate;
+  v.implementation = s.placement == Placement::kReference ? mtp::config::Implementation::kReference
+                                                          : mtp::config::Implementation::kCandidate;
   v.layout = layout_for(s.placement, s.pipeline, s.size.mtp_depths);
   v.pipeline_size = s.pipeline == Pipeline::kP4V2 ? 4 : 1;
   v.cuda_graphs = s.pipeline == Pipeline::kP1Graphs;
@@ -356,8 +354,7 @@ void set_throughput_counters(benchmark::State& state, const Setting& s,
   const double flops_per_second = flops * steps / seconds;
   state.counters["model_TFLOPs"] = flops_per_second / 1e12;
   if (s.dev == Dev::kCuda) {
-    const double peak =
-        s.dtype == mtp::config::DType::kBFloat16 ? kH200PeakBf16 : kH200PeakFp32;
+    const double peak = s.dtype == mtp::config::DType::kBFloat16 ? kH200PeakBf16 : kH200PeakFp32;
     state.counters["MFU"] = flops_per_second / peak;
   }
 }
@@ -374,16 +371,15 @@ void BM_PipelineStep(benchmark::State& state, Setting setting) {
     warm_device(device);
     const mtp::config::ModelConfig cfg = model_config(setting);
     auto impl = make_implementation(setting.placement);
-    const mtp::engine::RunPlan plan = mtp::engine::plan_variant(
-        cfg, training_config(setting), variant_spec(setting), *impl);
+    const mtp::engine::RunPlan plan =
+        mtp::engine::plan_variant(cfg, training_config(setting), variant_spec(setting), *impl);
     const mtp::layout::PipelineLayout& layout = plan.layout;
     auto source = mtp::data::open_token_source(bench_data(tmp.path()));
     mtp::data::MicrobatchBuilder builder(*source, cfg.micro_batch_size, cfg.seq_length,
                                          cfg.vocab_size, /*mask_token=*/-1);
     const mtp::engine::InitialWeights& init = initial_weights(cfg, setting.size);
     const bool bf16 = setting.dtype == mtp::config::DType::kBFloat16;
-    auto chunks =
-        impl->build_chunks(layout, cfg, init, bf16 ? at::kBFloat16 : at::kFloat, device);
+    auto chunks = impl->build_chunks(layout, cfg, init, bf16 ? at::kBFloat16 : at::kFloat, device);
     const auto mbs = microbatches(builder, cfg, setting.size.microbatches, device);
     mtp::transport::InProcessOptions topt;
     topt.timeout = std::chrono::milliseconds(600000);
@@ -417,8 +413,7 @@ void BM_PipelineStep(benchmark::State& state, Setting setting) {
       seconds += t;
       reset_grads();
     }
-    set_throughput_counters(state, setting, cfg, static_cast<double>(state.iterations()),
-                            seconds);
+    set_throughput_counters(state, setting, cfg, static_cast<double>(state.iterations()), seconds);
     if (const std::string path = trace_path("BM_PipelineStep/" + setting_name(setting));
         !path.empty()) {
       mtp::bench::TraceRegion trace;
@@ -473,9 +468,8 @@ void BM_TrainStep(benchmark::State& state, Setting setting, RecordChoice record)
       const mtp::engine::RunResult r = mtp::engine::run_variant(
           mtp::engine::plan_variant(cfg, training, variant, *impl), *impl, data, options);
       *wall = r.wall_seconds;
-      *record_bytes = options.write_record
-                          ? static_cast<double>(fs::file_size(options.record_path))
-                          : 0.0;
+      *record_bytes =
+          options.write_record ? static_cast<double>(fs::file_size(options.record_path)) : 0.0;
       if (options.write_record) fs::remove(options.record_path);
     };
     double wall = 0, first = 0, bytes = 0, seconds = 0, bytes_one = 0, unused = 0;
@@ -487,17 +481,15 @@ void BM_TrainStep(benchmark::State& state, Setting setting, RecordChoice record)
     }
     // The record's growth per step: a one-step run's record against the long run's.
     if (record != RecordChoice::kNone) run(1, &unused, &unused, &bytes_one);
-    set_throughput_counters(state, setting, cfg, static_cast<double>(state.iterations()),
-                            seconds);
-    if (const std::string path =
-            trace_path("BM_TrainStep/" + setting_name(setting) + "/record:" +
-                       record_choice_name(record));
+    set_throughput_counters(state, setting, cfg, static_cast<double>(state.iterations()), seconds);
+    if (const std::string path = trace_path("BM_TrainStep/" + setting_name(setting) +
+                                            "/record:" + record_choice_name(record));
         !path.empty()) {
       mtp::bench::TraceRegion trace;
       trace.start();
       run(2, &unused, &unused, &unused);
-      trace.stop_and_save(
-          at::zeros({1}, at::TensorOptions().device(bench_device(setting.dev))), path);
+      trace.stop_and_save(at::zeros({1}, at::TensorOptions().device(bench_device(setting.dev))),
+                          path);
     }
     state.counters["wall_s"] = wall;
     state.counters["first_step_end_s"] = first;
@@ -551,8 +543,8 @@ int64_t pipeline_iterations(const Setting& s) {
 void register_benchmarks() {
   for (Dev dev : {Dev::kCpu, Dev::kCuda}) {
     for (const Setting& s : settings_for(dev)) {
-      benchmark::RegisterBenchmark(("BM_PipelineStep/" + setting_name(s)).c_str(),
-                                   BM_PipelineStep, s)
+      benchmark::RegisterBenchmark(("BM_PipelineStep/" + setting_name(s)).c_str(), BM_PipelineStep,
+                                   s)
           ->Iterations(pipeline_iterations(s))
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);

@@ -27,8 +27,6 @@
 namespace mtp::engine {
 namespace {
 
-
-
 at::Device make_device(config::Device d, int index) {
   if (d == config::Device::kCpu) return at::Device(at::kCPU);
   if (!at::hasCUDA()) {
@@ -81,11 +79,15 @@ HostMicrobatch host_microbatch(const RunContext& ctx, int64_t step, int64_t mb, 
 class RankWorker {
  public:
   RankWorker(const RunContext& ctx, transport::Transport& tr, int rank)
-      : ctx_(ctx), plan_(ctx.plan), topo_(ctx.topology), placement_(ctx.placement), rank_(rank),
-        me_(topo_.coord(rank)), comm_(tr, rank),
+      : ctx_(ctx),
+        plan_(ctx.plan),
+        topo_(ctx.topology),
+        placement_(ctx.placement),
+        rank_(rank),
+        me_(topo_.coord(rank)),
+        comm_(tr, rank),
         model_(plan_, ctx.impl, ctx.start.weights, placement_, topo_, rank, ctx.dtype,
-               ctx.main_dtype, ctx.start.resumed,
-               ctx.device),
+               ctx.main_dtype, ctx.start.resumed, ctx.device),
         optimizer_(make_optimizer(plan_, model_, topo_, rank, comm_)) {}
 
   void run(RunResult& result) {
@@ -118,9 +120,8 @@ class RankWorker {
       const bool need_grads = ctx_.options.write_record || plan_.clip_grad > 0.0;
       if (need_grads) gather_main_grads_to_first_rank(model_, topo_, rank_, comm_);
       std::vector<at::Tensor> grads =
-          need_grads
-              ? gather_params(step, "grad", [](const LocalParam& p) { return p.main_grad; })
-              : std::vector<at::Tensor>{};
+          need_grads ? gather_params(step, "grad", [](const LocalParam& p) { return p.main_grad; })
+                     : std::vector<at::Tensor>{};
       clip_grads_by_global_norm(plan_.clip_grad, step, grads, model_, comm_, topo_.world(),
                                 ctx_.device, recorder_.get());
       grads.clear();
@@ -145,9 +146,9 @@ class RankWorker {
         if (plan_.training.save_optimizer_state) save_optimizer_state(step);
       }
       if (rank_ == 0 && ctx_.options.on_step) {
-        ctx_.options.on_step(step, steps, std::chrono::duration<double>(
-                                              std::chrono::steady_clock::now() - ctx_.t0)
-                                              .count());
+        ctx_.options.on_step(
+            step, steps,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx_.t0).count());
       }
     }
     if (recorder_) recorder_->commit();
@@ -176,7 +177,8 @@ class RankWorker {
     for (const auto& p : placement_.params) {
       const at::Tensor init = ctx_.start.weights.get(p.name);
       const at::Tensor w = init.to(ctx_.dtype);
-      const at::Tensor master = ctx_.start.resumed ? init.to(ctx_.main_dtype) : w.to(ctx_.main_dtype);
+      const at::Tensor master =
+          ctx_.start.resumed ? init.to(ctx_.main_dtype) : w.to(ctx_.main_dtype);
       recorder_->write_tensor(ctx_.start.step, "weight", p.name, master);
       if (bf16()) recorder_->write_tensor(ctx_.start.step, "model_weight", p.name, w);
     }
@@ -211,10 +213,11 @@ class RankWorker {
       recorder_->write_tensor(step, kOptimizerGroup, kOptimizerStepName,
                               at::scalar_tensor(static_cast<double>(step), at::kDouble));
     }
-    gather_params(step, kOptimizerGroup, [&](const LocalParam& p) { return local(p).exp_avg; },
-                  exp_avg_name);
-    gather_params(step, kOptimizerGroup,
-                  [&](const LocalParam& p) { return local(p).exp_avg_sq; }, exp_avg_sq_name);
+    gather_params(
+        step, kOptimizerGroup, [&](const LocalParam& p) { return local(p).exp_avg; }, exp_avg_name);
+    gather_params(
+        step, kOptimizerGroup, [&](const LocalParam& p) { return local(p).exp_avg_sq; },
+        exp_avg_sq_name);
   }
 
   std::vector<MicrobatchTensors> microbatches(int64_t step) const {
@@ -299,8 +302,9 @@ class RankWorker {
   std::vector<at::Tensor> gather_params(
       int64_t step, const std::string& group,
       const std::function<at::Tensor(const LocalParam&)>& of,
-      const std::function<std::string(const std::string&)>& name_of =
-          [](const std::string& n) { return n; }) {
+      const std::function<std::string(const std::string&)>& name_of = [](const std::string& n) {
+        return n;
+      }) {
     std::vector<at::Tensor> out;
     for (size_t i = 0; i < placement_.params.size(); ++i) {
       const PlacedParam& p = placement_.params[i];
@@ -308,8 +312,8 @@ class RankWorker {
       at::Tensor t;
       if (owner == rank_) {
         const LocalParam* lp = model_.find(i, p.stages.front());
-        MTP_INTERNAL_ASSERT(lp != nullptr, fmt::format("rank {} owns {} but holds no copy", rank_,
-                                                       p.name));
+        MTP_INTERNAL_ASSERT(lp != nullptr,
+                            fmt::format("rank {} owns {} but holds no copy", rank_, p.name));
         t = of(*lp);
         if (rank_ != 0) comm_.send(0, t);
       } else if (rank_ == 0) {
@@ -338,8 +342,8 @@ class RankWorker {
 
 }  // namespace
 
-RunResult run_variant(const RunPlan& plan, const Implementation& impl,
-                      const data::DataConfig& data, const RunOptions& options) {
+RunResult run_variant(const RunPlan& plan, const Implementation& impl, const data::DataConfig& data,
+                      const RunOptions& options) {
   apply_determinism();
   const auto t0 = std::chrono::steady_clock::now();
   RunContext ctx{plan,
@@ -357,9 +361,9 @@ RunResult run_variant(const RunPlan& plan, const Implementation& impl,
                  options.local_ranks.empty(),
                  t0};
   if (!ctx.batches) {
-    ctx.batches = std::make_shared<data::MicrobatchBuilder>(
-        *ctx.source, data, plan.model.micro_batch_size, plan.model.seq_length,
-        plan.model.vocab_size);
+    ctx.batches =
+        std::make_shared<data::MicrobatchBuilder>(*ctx.source, data, plan.model.micro_batch_size,
+                                                  plan.model.seq_length, plan.model.vocab_size);
   }
   for (int i = 0; i < plan.layout.num_stages(); ++i) {
     const auto& s = plan.layout.stages[i];

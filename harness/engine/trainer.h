@@ -42,15 +42,15 @@ struct RunOptions {
   /// rank 0 writes the record.
   std::vector<int> local_ranks;
   transport::Transport* transport = nullptr;  ///< null: an in-process transport for all ranks
-  int device_index = 0;         ///< CUDA device of this process's ranks (device = cuda)
-  std::string record_path;      ///< HDF5 record to write (atomically)
+  int device_index = 0;     ///< CUDA device of this process's ranks (device = cuda)
+  std::string record_path;  ///< HDF5 record to write (atomically)
   /// false: no record at all (benchmarks time the step without recording); the ranks then skip
   /// the gathers that only feed it (the main grads still reach rank 0 when clipping is on).
   bool write_record = true;
   std::string scenario_name;
-  std::string scenario_text;    ///< the scenario file's text, embedded in the record
+  std::string scenario_text;  ///< the scenario file's text, embedded in the record
   std::chrono::milliseconds recv_timeout{120000};
-  uint64_t delay_seed = 0;      ///< seed of random transport delays
+  uint64_t delay_seed = 0;  ///< seed of random transport delays
   /// Fault-injection seam (tests): called on every rank after its optimizer step, for each
   /// parameter copy it holds (global name, stage index, the weight), before the replica
   /// consistency check. Runs under NoGradGuard; may modify `weight` in place.
@@ -86,7 +86,7 @@ struct RunResult {
 /// Throws InputError for bad input found while running (data, records), InfraError for transport
 /// timeouts and I/O (TransportAborted only when nothing else failed), InternalError for harness
 /// bugs.
-RunResult run_variant(const RunPlan& plan, const Implementation& impl,
-                      const data::DataConfig& data, const RunOptions& options);
+RunResult run_variant(const RunPlan& plan, const Implementation& impl, const data::DataConfig& data,
+                      const RunOptions& options);
 
 }  // namespace mtp::engine

@@ -211,11 +211,15 @@ TEST_F(RunTest, DriftOfAReplicaOrAnEmbeddingCopyIsReported) {
   // P = 4, DP = 2: rank = dp + 2·pp. Rank 3 is (pp 1, dp 1), holding stage 1 (layers 0-2);
   // rank 4 is (pp 2, dp 0), holding stage 6, the MTP stage with its embedding copy.
   const std::vector<Case> cases = {
-      {"decoder.layers.1.mlp.linear_fc1.weight", 3, 1,
+      {"decoder.layers.1.mlp.linear_fc1.weight",
+       3,
+       1,
        {"step 2: weight decoder.layers.1.mlp.linear_fc1.weight",
         "data-parallel rank 1, pipeline rank 1 (stage 1)",
         "recorded copy on data-parallel rank 0, pipeline rank 1 (stage 1)"}},
-      {"embedding.word_embeddings.weight", 4, 6,
+      {"embedding.word_embeddings.weight",
+       4,
+       6,
        {"step 2: weight embedding.word_embeddings.weight",
         "data-parallel rank 0, pipeline rank 2 (stage 6)",
         "recorded copy on data-parallel rank 0, pipeline rank 0 (stage 0)"}}};
@@ -253,8 +257,7 @@ TEST_F(RunTest, ARunThatTurnsNaNRecordsItsFirstNonFiniteValue) {
     RunOptions ro;
     ro.record_path = (dir_ / "nan.h5").string();
     std::filesystem::remove(ro.record_path);
-    ro.after_optimizer_step = [](int64_t step, int, const std::string& name, int,
-                                 at::Tensor& w) {
+    ro.after_optimizer_step = [](int64_t step, int, const std::string& name, int, at::Tensor& w) {
       if (step == 1 && name == "decoder.layers.2.mlp.linear_fc2.weight") w.view({-1})[7] = NAN;
     };
     run_variant(plan(v), *candidate_, data::DataConfig{}, ro);
@@ -296,8 +299,8 @@ TEST_F(RunTest, TiedEmbeddingsRunInEveryLayoutWithDataParallelism) {
   training_.steps = 2;
   auto reference = reference::make_reference();
   for (const auto& l : layouts) {
-    for (auto update : {config::EmbeddingCopyUpdate::kReplicated,
-                        config::EmbeddingCopyUpdate::kBroadcast}) {
+    for (auto update :
+         {config::EmbeddingCopyUpdate::kReplicated, config::EmbeddingCopyUpdate::kBroadcast}) {
       config::VariantSpec v;
       v.name = "tied";
       v.implementation = l.impl;
@@ -310,8 +313,8 @@ TEST_F(RunTest, TiedEmbeddingsRunInEveryLayoutWithDataParallelism) {
           l.impl == config::Implementation::kReference ? *reference : *candidate_;
       RunOptions ro;
       ro.record_path = (dir_ / "tied.h5").string();
-      EXPECT_NO_THROW(run_variant(plan_variant(tiny(), training_, v, impl), impl,
-                                  data::DataConfig{}, ro))
+      EXPECT_NO_THROW(
+          run_variant(plan_variant(tiny(), training_, v, impl), impl, data::DataConfig{}, ro))
           << l.text;
       record::RecordReader r(ro.record_path);
       EXPECT_EQ(r.names(1, "grad").back(), "mtp.layers.1.final_layernorm.weight") << l.text;
@@ -363,10 +366,9 @@ TEST_F(RunTest, Bf16MainGradsAreFp32SumsOfPerMicrobatchBf16Grads) {
     auto ints = [](const std::vector<int32_t>& v) {
       return at::tensor(std::vector<int64_t>(v.begin(), v.end())).view({2, 8});
     };
-    MicrobatchTensors t{ints(m.tokens), ints(m.labels),
-                        at::tensor(std::vector<float>(m.loss_mask.begin(), m.loss_mask.end()))
-                            .view({2, 8}),
-                        2};
+    MicrobatchTensors t{
+        ints(m.tokens), ints(m.labels),
+        at::tensor(std::vector<float>(m.loss_mask.begin(), m.loss_mask.end())).view({2, 8}), 2};
     auto out = chunks[0]->forward({}, t);
     out.objective.backward();
     const at::Tensor& w = chunks[0]->params().get(fc2);
@@ -377,8 +379,9 @@ TEST_F(RunTest, Bf16MainGradsAreFp32SumsOfPerMicrobatchBf16Grads) {
     sum_bf16 = mb == 0 ? g : sum_bf16 + g;
   }
   auto recorded = r.read(1, "grad", fc2);
-  ASSERT_EQ(std::memcmp(sum_fp32.contiguous().data_ptr(), recorded.bytes.data(),
-                        recorded.bytes.size()), 0)
+  ASSERT_EQ(
+      std::memcmp(sum_fp32.contiguous().data_ptr(), recorded.bytes.data(), recorded.bytes.size()),
+      0)
       << "the main grad is not the fp32 sum of the microbatches' bf16 gradients";
   EXPECT_FALSE(at::equal(sum_bf16.to(at::kFloat), sum_fp32))
       << "bf16 accumulation would give the same bits: the test would not tell them apart";

@@ -13,18 +13,32 @@ namespace mtp::engine {
 at::Tensor tensor_from_record(const record::TensorData& t) {
   at::ScalarType type = at::kFloat;
   switch (t.dtype) {
-    case record::DType::kF32: type = at::kFloat; break;
-    case record::DType::kF64: type = at::kDouble; break;
-    case record::DType::kBF16: type = at::kBFloat16; break;
-    case record::DType::kF16: type = at::kHalf; break;
-    case record::DType::kI32: type = at::kInt; break;
-    case record::DType::kI64: type = at::kLong; break;
-    case record::DType::kU8: type = at::kByte; break;
+    case record::DType::kF32:
+      type = at::kFloat;
+      break;
+    case record::DType::kF64:
+      type = at::kDouble;
+      break;
+    case record::DType::kBF16:
+      type = at::kBFloat16;
+      break;
+    case record::DType::kF16:
+      type = at::kHalf;
+      break;
+    case record::DType::kI32:
+      type = at::kInt;
+      break;
+    case record::DType::kI64:
+      type = at::kLong;
+      break;
+    case record::DType::kU8:
+      type = at::kByte;
+      break;
   }
   at::Tensor out = at::empty(t.shape, at::TensorOptions().dtype(type));
-  MTP_INTERNAL_ASSERT(static_cast<size_t>(out.nbytes()) == t.bytes.size(),
-                      fmt::format("{}: {} bytes for {} elements", t.name, t.bytes.size(),
-                                  t.numel()));
+  MTP_INTERNAL_ASSERT(
+      static_cast<size_t>(out.nbytes()) == t.bytes.size(),
+      fmt::format("{}: {} bytes for {} elements", t.name, t.bytes.size(), t.numel()));
   if (!t.bytes.empty()) std::memcpy(out.data_ptr(), t.bytes.data(), t.bytes.size());
   return out;
 }

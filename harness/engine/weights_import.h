@@ -9,8 +9,8 @@
 
 #include <ATen/ATen.h>
 
-#include "harness/engine/chunk.h"
 #include "harness/config/model_config.h"
+#include "harness/engine/chunk.h"
 #include "harness/record/record.h"
 
 namespace mtp::engine {

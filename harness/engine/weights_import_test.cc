@@ -82,9 +82,9 @@ TEST(WeightsImportTest, MismatchesNameTheParameter) {
   EXPECT_THAT(error_of(path, tiny(/*untied=*/false)),
               AllOf(HasSubstr("untied.h5: steps/000000/weight/output_layer.weight: extra tensor"),
                     HasSubstr("not a parameter of this model")));
-  EXPECT_THAT(error_of(write_record("tied.h5", make_initial_weights(tiny(false), 11), at::kFloat),
-                       tiny()),
-              HasSubstr("parameter output_layer.weight is missing"));
+  EXPECT_THAT(
+      error_of(write_record("tied.h5", make_initial_weights(tiny(false), 11), at::kFloat), tiny()),
+      HasSubstr("parameter output_layer.weight is missing"));
   auto wider = tiny();
   wider.ffn_hidden_size = 32;
   EXPECT_THAT(error_of(path, wider),

@@ -48,8 +48,8 @@ double loss_value(const record::RecordReader& r, int step, const std::string& na
     std::memcpy(&v, t.bytes.data(), 8);
     return v;
   }
-  throw record::RecordError(fmt::format("{}: step {} loss/{} is not a float32 or float64 scalar",
-                                        r.path(), step, name));
+  throw record::RecordError(
+      fmt::format("{}: step {} loss/{} is not a float32 or float64 scalar", r.path(), step, name));
 }
 
 /// The golden form of a tensor digest: the high half of its XXH3-128, 16 hex digits.
@@ -120,9 +120,10 @@ GoldenFile golden_from_records(const std::string& scenario, const std::string& s
   for (const auto& [variant, path] : records) {
     auto r = std::make_unique<record::RecordReader>(path);
     if (const auto nf = r->first_nonfinite()) {
-      throw InputError(fmt::format("{}: holds a non-finite value ({}); goldens are made and "
-                                   "checked only from finite runs",
-                                   path, nf->describe()));
+      throw InputError(
+          fmt::format("{}: holds a non-finite value ({}); goldens are made and "
+                      "checked only from finite runs",
+                      path, nf->describe()));
     }
     const auto fp = record_fingerprint(r->attrs());
     if (g.fingerprint.empty()) {
@@ -130,9 +131,10 @@ GoldenFile golden_from_records(const std::string& scenario, const std::string& s
     } else if (fp != g.fingerprint) {
       for (const auto& [k, v] : fp) {
         if (g.fingerprint[k] != v) {
-          throw InputError(fmt::format("{}: fingerprint {} is \"{}\", but the scenario's first "
-                                       "record has \"{}\": goldens are made from one environment",
-                                       path, k, v, g.fingerprint[k]));
+          throw InputError(
+              fmt::format("{}: fingerprint {} is \"{}\", but the scenario's first "
+                          "record has \"{}\": goldens are made from one environment",
+                          path, k, v, g.fingerprint[k]));
         }
       }
     }
@@ -249,7 +251,7 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
   };
   std::vector<std::string>* pending = nullptr;  // names still to read
   size_t pending_count = 0;
-  std::map<std::string, int> pending_seen;      // the names read so far → their lines
+  std::map<std::string, int> pending_seen;  // the names read so far → their lines
   std::string pending_group;
   size_t text_lines = 0;  // scenario text lines still to read
   int version = 0, text_line = 0, digest_line = 0;
@@ -264,9 +266,9 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
   auto expect_words = [&](const std::vector<std::string>& w, size_t n, const char* form) {
     if (w.size() != n) {
       fail(fmt::format("expected \"{}\"{}", form,
-                       w.size() > n ? fmt::format(", then nothing (\"{}\" follows)",
-                                                  printable(w[n]))
-                                    : std::string()));
+                       w.size() > n
+                           ? fmt::format(", then nothing (\"{}\" follows)", printable(w[n]))
+                           : std::string()));
     }
   };
   while (std::getline(in, line)) {
@@ -275,9 +277,10 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
     // name lines hold what the records held, byte for byte, and are exempt.
     auto no_cr = [&] {
       if (const size_t cr = line.find('\r'); cr != std::string::npos) {
-        fail(fmt::format("a carriage return (\\r) at column {}{}: goldens are text with \\n line "
-                         "ends, as `mtp-harness golden update` writes them", cr + 1,
-                         cr + 1 == line.size() ? " (CRLF line ends?)" : ""));
+        fail(
+            fmt::format("a carriage return (\\r) at column {}{}: goldens are text with \\n line "
+                        "ends, as `mtp-harness golden update` writes them",
+                        cr + 1, cr + 1 == line.size() ? " (CRLF line ends?)" : ""));
       }
     };
     if (version == 0) {
@@ -307,8 +310,7 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
       }
       const std::string name = line.substr(2);
       if (const auto [it, fresh] = pending_seen.emplace(name, lineno); !fresh) {
-        twice(fmt::format("tensor \"{}\" of group {}", printable(name), pending_group),
-              it->second);
+        twice(fmt::format("tensor \"{}\" of group {}", printable(name), pending_group), it->second);
       }
       pending->push_back(name);
       continue;
@@ -319,8 +321,10 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
     if (w.empty()) fail("a line of only blanks");
     const std::string& kind = w[0];
     if ((kind == "scenario_text" || kind == "losses") && version == 1) {
-      fail(fmt::format("\"{}\" lines are of format 2, but the file's first line says format 1 "
-                       "(\"{}\")", kind, kMagicV1));
+      fail(
+          fmt::format("\"{}\" lines are of format 2, but the file's first line says format 1 "
+                      "(\"{}\")",
+                      kind, kMagicV1));
     }
     if (kind == "scenario") {
       expect_words(w, 2, "scenario <name>");
@@ -375,7 +379,8 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
       const auto step = w.size() >= 4 ? count_of(w[2], 999999) : std::nullopt;
       if (!step) fail("expected \"digests <variant> <step> <group> <digest>...\"");
       DigestRow r{w[1], static_cast<int>(*step), w[3], {}};
-      if (const auto [it, fresh] = rows_seen.emplace(std::tuple{r.variant, r.step, r.group}, lineno);
+      if (const auto [it, fresh] =
+              rows_seen.emplace(std::tuple{r.variant, r.step, r.group}, lineno);
           !fresh) {
         twice(fmt::format("digests of variant {} step {} group {}", printable(r.variant), r.step,
                           r.group),
@@ -437,10 +442,10 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
         expected.insert(fmt::format("mtp_{}", k));
       }
       if (names != expected) {
-        fail(fmt::format("the losses of variant {} step {} are {{{}}}: a row holds lm, mtp_1 .. "
-                         "mtp_D and total (a truncated or edited line?)",
-                         printable(r.variant), r.step,
-                         printable(fmt::format("{}", fmt::join(names, ", ")))));
+        fail(fmt::format(
+            "the losses of variant {} step {} are {{{}}}: a row holds lm, mtp_1 .. "
+            "mtp_D and total (a truncated or edited line?)",
+            printable(r.variant), r.step, printable(fmt::format("{}", fmt::join(names, ", ")))));
       }
       g.losses.push_back(std::move(r));
     } else {
@@ -451,7 +456,8 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
   if (pending != nullptr && pending->size() < pending_count) {
     fail(fmt::format("the file ends after {} of {} names", pending->size(), pending_count));
   }
-  if (text_lines > 0) fail(fmt::format("the file ends with {} scenario text lines to read", text_lines));
+  if (text_lines > 0)
+    fail(fmt::format("the file ends with {} scenario text lines to read", text_lines));
   if (g.scenario.empty()) fail("no \"scenario\" line");
   if (version == 2 && (digest_line == 0 || text_line == 0)) {
     fail(fmt::format("no \"{}\" line (format 2 files have the scenario text and its digest)",
@@ -466,10 +472,11 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
       g.scenario_text = without;
     } else if (scenario_text_digest(g.scenario_text) != g.scenario_digest) {
       lineno = text_line;
-      fail(fmt::format("the scenario text (this line and the next {}) has digest {}, but "
-                       "scenario_xxh3_128 (line {}) says {}: the text or the digest was edited",
-                       std::count(g.scenario_text.begin(), g.scenario_text.end(), '\n'),
-                       scenario_text_digest(g.scenario_text), digest_line, g.scenario_digest));
+      fail(
+          fmt::format("the scenario text (this line and the next {}) has digest {}, but "
+                      "scenario_xxh3_128 (line {}) says {}: the text or the digest was edited",
+                      std::count(g.scenario_text.begin(), g.scenario_text.end(), '\n'),
+                      scenario_text_digest(g.scenario_text), digest_line, g.scenario_digest));
     }
   }
   return g;
@@ -484,9 +491,10 @@ GoldenFile read_golden_file(const std::string& path, const std::string& expected
 
 void check_scenario(const GoldenFile& g, const std::string& scenario) {
   if (g.scenario != scenario) {
-    throw InputError(fmt::format("{}:{}: the goldens are of scenario \"{}\", not of scenario \"{}\" "
-                                 "that is being checked", g.source, g.scenario_line,
-                                 printable(g.scenario), printable(scenario)));
+    throw InputError(
+        fmt::format("{}:{}: the goldens are of scenario \"{}\", not of scenario \"{}\" "
+                    "that is being checked",
+                    g.source, g.scenario_line, printable(g.scenario), printable(scenario)));
   }
 }
 
@@ -582,7 +590,8 @@ GoldenDiff diff_goldens(const GoldenFile& golden, const GoldenFile& now) {
       std::set<std::string> names;
       for (const auto& [n, v] : r.values) {
         names.insert(n);
-        if (!same(v, value(other, n))) d.loss_changes.push_back({r.variant, r.step, n, v, value(other, n)});
+        if (!same(v, value(other, n)))
+          d.loss_changes.push_back({r.variant, r.step, n, v, value(other, n)});
       }
       for (const auto& [n, v] : other ? other->values : decltype(r.values){}) {
         if (!names.count(n)) d.loss_changes.push_back({r.variant, r.step, n, std::nullopt, v});
@@ -590,7 +599,8 @@ GoldenDiff diff_goldens(const GoldenFile& golden, const GoldenFile& now) {
     }
     for (const LossRow& r : now.losses) {
       if (golden_keys.count({r.variant, r.step})) continue;
-      for (const auto& [n, v] : r.values) d.loss_changes.push_back({r.variant, r.step, n, std::nullopt, v});
+      for (const auto& [n, v] : r.values)
+        d.loss_changes.push_back({r.variant, r.step, n, std::nullopt, v});
     }
   }
   // Every (variant, step, group) row of either file, the golden file's order first.

@@ -57,8 +57,8 @@ struct LossRow {
 };
 
 struct GoldenFile {
-  std::string source;           ///< the file it was parsed from ("" when made from records)
-  int scenario_line = 0;        ///< the line of its "scenario" line (0 when made from records)
+  std::string source;     ///< the file it was parsed from ("" when made from records)
+  int scenario_line = 0;  ///< the line of its "scenario" line (0 when made from records)
   std::string scenario;
   std::string scenario_digest;  ///< XXH3-128 of the scenario text (32 hex)
   std::string scenario_text;    ///< the text itself ("" in a version-1 file)
@@ -155,7 +155,7 @@ struct GoldenDiff {
   std::vector<TensorChange> changes;  ///< canonical order: variants, steps, groups, names
   /// The changes summed up by (variant, step, group), same order; only groups with a change.
   std::vector<ChangeGroup> changed_groups;
-  int64_t tensors = 0;                ///< tensors in either file
+  int64_t tensors = 0;  ///< tensors in either file
   bool equal() const { return changes.empty(); }
 };
 
@@ -167,6 +167,5 @@ GoldenDiff diff_goldens(const GoldenFile& golden, const GoldenFile& now);
 /// longest common subsequence, "- line" for a line only in a, "+ line" for one only in b, in text
 /// order. Texts of more than 5,000 lines are compared line by line at equal positions instead.
 std::vector<std::string> line_diff(const std::string& a, const std::string& b);
-
 
 }  // namespace mtp::golden

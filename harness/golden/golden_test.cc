@@ -17,15 +17,14 @@
 namespace mtp::golden {
 namespace {
 
+using record::TensorData;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using record::TensorData;
 using testing_util::ScratchDir;
 
 /// A record of steps 0–1: weights w1, w2 (and `extra` at step 1 when given), a loss, with the
 /// environment attributes of this machine (and blas overridden when `blas` is not empty).
-void write(const std::string& path, float w2, const std::string& blas = "",
-           bool extra = false) {
+void write(const std::string& path, float w2, const std::string& blas = "", bool extra = false) {
   record::RecordWriter w(path);
   for (const auto& [k, v] : environment_fingerprint()) w.set_attr(k, v);
   w.set_attr("torch_version", std::string("1.13.1"));
@@ -48,8 +47,8 @@ TEST(GoldenTest, DigestsEveryTensorOfEveryStepAndVariant) {
   ScratchDir dir;
   write(dir.file("a.h5"), 0.5f);
   write(dir.file("b.h5"), 0.5f, "", /*extra=*/true);
-  const GoldenFile g = golden_from_records(
-      "s", std::string(32, 'a'), {{"va", dir.file("a.h5")}, {"vb", dir.file("b.h5")}});
+  const GoldenFile g = golden_from_records("s", std::string(32, 'a'),
+                                           {{"va", dir.file("a.h5")}, {"vb", dir.file("b.h5")}});
   EXPECT_EQ(g.names.size(), 2u);
   EXPECT_THAT(g.names_of("loss"), ElementsAre("lm", "total"));
   EXPECT_THAT(g.names_of("weight"), ElementsAre("w1", "w2", "w3"));
@@ -69,8 +68,8 @@ TEST(GoldenTest, FormatAndParseRoundTrip) {
   const GoldenFile g = golden_from_records("s", std::string(32, 'b'), {{"va", dir.file("a.h5")}});
   const std::string text = format_golden(g);
   EXPECT_THAT(text, HasSubstr("\nnames weight 3\n  w1\n  w2\n  w3\n"));
-  EXPECT_THAT(text, HasSubstr("\ndigests va 0 weight " + hex16({1.0f, 2.0f}) + " " +
-                              hex16({0.5f}) + " -\n"));
+  EXPECT_THAT(text, HasSubstr("\ndigests va 0 weight " + hex16({1.0f, 2.0f}) + " " + hex16({0.5f}) +
+                              " -\n"));
   const GoldenFile back = parse_golden(text, "x.txt");
   EXPECT_EQ(back.scenario, "s");
   EXPECT_EQ(back.fingerprint, g.fingerprint);
@@ -88,12 +87,12 @@ TEST(GoldenTest, DiffNamesEveryChangedAddedAndRemovedTensor) {
   EXPECT_FALSE(d.equal());
   EXPECT_EQ(d.tensors, 7);  // w1 w2 (step 0), lm total w1 w2 w3 (step 1)
   ASSERT_EQ(d.changes.size(), 3u);
-  EXPECT_EQ(d.changes[0].describe(), "variant v step 0 weight/w2: golden " + hex16({0.5f}) +
-                                         " now " + hex16({0.75f}));
+  EXPECT_EQ(d.changes[0].describe(),
+            "variant v step 0 weight/w2: golden " + hex16({0.5f}) + " now " + hex16({0.75f}));
   EXPECT_EQ(d.changes[1].name, "w2");
   EXPECT_EQ(d.changes[1].step, 1);
-  EXPECT_EQ(d.changes[2].describe(), "variant v step 1 weight/w3: golden absent now " +
-                                         hex16({7.0f}));
+  EXPECT_EQ(d.changes[2].describe(),
+            "variant v step 1 weight/w3: golden absent now " + hex16({7.0f}));
   EXPECT_TRUE(d.fingerprint_bits.empty());
 }
 
@@ -180,8 +179,9 @@ TEST(GoldenTest, MalformedFilesNameTheLineAndTheRule) {
   expect_error("hello\n", "g.txt:1: not a goldens file");
   expect_error(head + "names weight 2\n  w1\n", "g.txt:4: the file ends after 1 of 2 names");
   expect_error(head + "names weight 1\nw1\n", "g.txt:4: expected a tensor name");
-  expect_error(head + "digests v 1 grad 0123456789abcdef\n", "g.txt:3: digests of group grad "
-                                                            "before its names");
+  expect_error(head + "digests v 1 grad 0123456789abcdef\n",
+               "g.txt:3: digests of group grad "
+               "before its names");
   expect_error(head + "names grad 1\n  g\ndigests v 1 grad 0123\n",
                "g.txt:5: digest \"0123\" is not 16 lower-case hex digits");
   expect_error(head + "names grad 1\n  g\ndigests v 1 grad - -\n",
@@ -240,15 +240,19 @@ TEST(GoldenTest, EveryKeyIsGivenOnceAndASecondCopyNamesBothLines) {
   ASSERT_EQ(golden_error(text), "(parsed)");
   // w2 listed twice; its first column holds a wrong digest that the old parser never compared.
   const std::string w2_0 = hex16({0.5f}), w2_1 = hex16({1.5f});
-  std::string dup = edited(text, "names weight 2\n  w1\n  w2\n", "names weight 3\n  w1\n  w2\n  w2\n");
+  std::string dup =
+      edited(text, "names weight 2\n  w1\n  w2\n", "names weight 3\n  w1\n  w2\n  w2\n");
   dup = edited(dup, "digests v 0 weight " + hex16({1.0f, 2.0f}) + " " + w2_0,
                "digests v 0 weight " + hex16({1.0f, 2.0f}) + " 0123456789abcdef " + w2_0);
   dup = edited(dup, "digests v 1 weight " + hex16({1.5f, 2.5f}) + " " + w2_1,
                "digests v 1 weight " + hex16({1.5f, 2.5f}) + " 0123456789abcdef " + w2_1);
-  const int names_line = static_cast<int>(std::count(text.begin(), text.begin() +
-                                                     static_cast<long>(text.find("names weight")), '\n')) + 1;
+  const int names_line =
+      static_cast<int>(std::count(
+          text.begin(), text.begin() + static_cast<long>(text.find("names weight")), '\n')) +
+      1;
   EXPECT_EQ(golden_error(dup), fmt::format("g.txt:{}: tensor \"w2\" of group weight given twice "
-                                           "(first on line {})", names_line + 3, names_line + 2));
+                                           "(first on line {})",
+                                           names_line + 3, names_line + 2));
   const std::string blas = "\nfingerprint blas ";
   const size_t at = text.find(blas);
   ASSERT_NE(at, std::string::npos);
@@ -271,8 +275,9 @@ TEST(GoldenTest, TheFilesScenarioMustBeTheScenarioChecked) {
     read_golden_file(dir.file("s.txt"), "other");
     ADD_FAILURE() << "goldens of another scenario accepted";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), dir.file("s.txt") + ":6: the goldens are of scenario \"s\", "
-                                     "not of scenario \"other\" that is being checked");
+    EXPECT_EQ(std::string(e.what()), dir.file("s.txt") +
+                                         ":6: the goldens are of scenario \"s\", "
+                                         "not of scenario \"other\" that is being checked");
   }
   const GoldenFile other = golden_from_records("other", "x = 1\n", {{"v", dir.file("a.h5")}});
   EXPECT_THROW(diff_goldens(read_golden_file(dir.file("s.txt")), other), InputError);
@@ -288,7 +293,8 @@ TEST(GoldenTest, NonFiniteLossesJunkCrlfMixedFormatsAndAnEditedTextAreRefused) {
   ASSERT_EQ(golden_error(text), "(parsed)");
   EXPECT_THAT(golden_error(edited(text, "lm=3", "lm=nan")),
               HasSubstr("loss \"lm=nan\" is not finite: goldens are made only from finite runs"));
-  EXPECT_THAT(golden_error(edited(text, "lm=3", "lm=-inf")), HasSubstr("\"lm=-inf\" is not finite"));
+  EXPECT_THAT(golden_error(edited(text, "lm=3", "lm=-inf")),
+              HasSubstr("\"lm=-inf\" is not finite"));
   EXPECT_THAT(golden_error(edited(text, "lm=3", "lm=3x")), HasSubstr("\"lm=3x\" is not <name>="));
   EXPECT_EQ(golden_error(edited(text, "scenario s\n", "scenario s junk\n")),
             "g.txt:6: expected \"scenario <name>\", then nothing (\"junk\" follows)");
@@ -302,9 +308,10 @@ TEST(GoldenTest, NonFiniteLossesJunkCrlfMixedFormatsAndAnEditedTextAreRefused) {
               HasSubstr("names of group \"wieght\", which is not a record group"));
   std::string crlf;
   for (char c : text) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
-  EXPECT_EQ(golden_error(crlf), "g.txt:1: a carriage return (\\r) at column 22 (CRLF line "
-                                "ends?): goldens are text with \\n line ends, as `mtp-harness "
-                                "golden update` writes them");
+  EXPECT_EQ(golden_error(crlf),
+            "g.txt:1: a carriage return (\\r) at column 22 (CRLF line "
+            "ends?): goldens are text with \\n line ends, as `mtp-harness "
+            "golden update` writes them");
   EXPECT_THAT(golden_error(edited(text, "scenario s\n", "scenario s\r\n")),
               HasSubstr("g.txt:6: a carriage return (\\r) at column 11 (CRLF line ends?)"));
   // A scenario written with CRLF line ends keeps them in its text: the goldens still read.
@@ -312,13 +319,15 @@ TEST(GoldenTest, NonFiniteLossesJunkCrlfMixedFormatsAndAnEditedTextAreRefused) {
       format_golden(golden_from_records("s", "x = 1\r\ny = 2\r\n", {{"v", dir.file("a.h5")}}));
   EXPECT_EQ(parse_golden(crlf_text, "g.txt").scenario_text, "x = 1\r\ny = 2\r\n");
   const std::string v1 = edited(text, "mtp-harness-goldens 2\n", "mtp-harness-goldens 1\n");
-  EXPECT_EQ(golden_error(v1), "g.txt:8: \"scenario_text\" lines are of format 2, but the file's "
-                              "first line says format 1 (\"mtp-harness-goldens 1\")");
+  EXPECT_EQ(golden_error(v1),
+            "g.txt:8: \"scenario_text\" lines are of format 2, but the file's "
+            "first line says format 1 (\"mtp-harness-goldens 1\")");
   EXPECT_THAT(golden_error(edited(text, "| y = 2\n", "| y = 3\n")),
               HasSubstr("g.txt:8: the scenario text (this line and the next 2) has digest "));
-  EXPECT_THAT(golden_error(edited(text, "| y = 2\n", "| y = 3\n")),
-              HasSubstr("but scenario_xxh3_128 (line 7) says " + scenario_text_digest("x = 1\ny = 2\n") +
-                        ": the text or the digest was edited"));
+  EXPECT_THAT(
+      golden_error(edited(text, "| y = 2\n", "| y = 3\n")),
+      HasSubstr("but scenario_xxh3_128 (line 7) says " + scenario_text_digest("x = 1\ny = 2\n") +
+                ": the text or the digest was edited"));
   EXPECT_THAT(golden_error(edited(text, "scenario_text 2\n| x = 1\n| y = 2\n", "")),
               HasSubstr("no \"scenario_text\" line (format 2 files have the scenario text"));
   // A text without a final newline reads back as itself (format_golden adds one).

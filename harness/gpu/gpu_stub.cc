@@ -7,7 +7,8 @@ namespace mtp::gpu {
 namespace {
 
 [[noreturn]] void no_cuda(const char* what) {
-  throw InputError(std::string(what) + ": this mtp-harness was built without CUDA LibTorch "
+  throw InputError(std::string(what) +
+                   ": this mtp-harness was built without CUDA LibTorch "
                    "(build on the GPU machine with ci/gpu.sh)");
 }
 

@@ -22,9 +22,10 @@ int env_int(std::initializer_list<const char*> names, int lo, int hi, const int*
     return static_cast<int>(x);
   }
   if (fallback) return *fallback;
-  throw InputError(fmt::format("launcher: none of {} is set (start with torchrun or mpirun, or "
-                               "leave --launcher out to run every rank in this process)",
-                               fmt::join(names, ", ")));
+  throw InputError(
+      fmt::format("launcher: none of {} is set (start with torchrun or mpirun, or "
+                  "leave --launcher out to run every rank in this process)",
+                  fmt::join(names, ", ")));
 }
 
 }  // namespace
@@ -48,8 +49,8 @@ LaunchEnv launch_env_from_environment(const std::string& launcher) {
     if (const char* addr = std::getenv("MASTER_ADDR")) e.master_addr = addr;
     e.master_port = env_int({"MASTER_PORT"}, 1, 65535, &default_port);
   } else {
-    throw InputError(fmt::format("--launcher {}: accepted \"env\" (torchrun) and \"mpi\" (mpirun)",
-                                 launcher));
+    throw InputError(
+        fmt::format("--launcher {}: accepted \"env\" (torchrun) and \"mpi\" (mpirun)", launcher));
   }
   return e;
 }

@@ -31,18 +31,28 @@ constexpr int kMaxDims = 4;
 
 ncclDataType_t nccl_type(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return ncclFloat32;
-    case at::kDouble: return ncclFloat64;
-    case at::kLong: return ncclInt64;
-    case at::kInt: return ncclInt32;
-    case at::kByte: return ncclUint8;
-    case at::kBFloat16: return ncclBfloat16;
-    case at::kHalf: return ncclFloat16;
-    default: throw InternalError(fmt::format("NCCL transport: unsupported dtype {}", c10::toString(t)));
+    case at::kFloat:
+      return ncclFloat32;
+    case at::kDouble:
+      return ncclFloat64;
+    case at::kLong:
+      return ncclInt64;
+    case at::kInt:
+      return ncclInt32;
+    case at::kByte:
+      return ncclUint8;
+    case at::kBFloat16:
+      return ncclBfloat16;
+    case at::kHalf:
+      return ncclFloat16;
+    default:
+      throw InternalError(fmt::format("NCCL transport: unsupported dtype {}", c10::toString(t)));
   }
 }
 
-std::string shape_str(const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+std::string shape_str(const std::vector<int64_t>& s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
 
 /// One direction of traffic between two ranks: a two-rank communicator (the sender is its rank
 /// 0) and a stream on this process's device.
@@ -55,13 +65,16 @@ struct Channel {
 class NcclTransport final : public transport::Transport {
  public:
   NcclTransport(const LaunchEnv& env, int device, std::chrono::milliseconds timeout)
-      : env_(env), device_(static_cast<c10::DeviceIndex>(device)), timeout_(timeout),
+      : env_(env),
+        device_(static_cast<c10::DeviceIndex>(device)),
+        timeout_(timeout),
         activity_(env.world_size, "?") {
     // Deterministic NCCL settings, before any communicator exists.
     for (auto [k, v] : {std::pair{"NCCL_ALGO", "Ring"}, std::pair{"NCCL_NVLS_ENABLE", "0"}}) {
       const char* cur = std::getenv(k);
       if (cur != nullptr && std::string(cur) != v) {
-        throw InputError(fmt::format("environment: {}={} conflicts with the deterministic {}={}", k, cur, k, v));
+        throw InputError(
+            fmt::format("environment: {}={} conflicts with the deterministic {}={}", k, cur, k, v));
       }
       setenv(k, v, 1);
     }
@@ -114,15 +127,16 @@ class NcclTransport final : public transport::Transport {
   int world_size() const override { return env_.world_size; }
 
   void send(int src, int dst, const MessageTag& tag, const at::Tensor& t) override {
-    MTP_INTERNAL_ASSERT(src == env_.rank, fmt::format("rank {} cannot send for rank {}", env_.rank, src));
+    MTP_INTERNAL_ASSERT(src == env_.rank,
+                        fmt::format("rank {} cannot send for rank {}", env_.rank, src));
     c10::cuda::CUDAGuard guard(device_);
     Channel& ch = channel(src, dst);
     // A copy, made on the current stream: the caller may overwrite `t` as soon as send returns
     // (the Transport contract), while NCCL reads the copy on the channel stream.
     at::Tensor payload = t.detach().contiguous().clone();
-    MTP_INTERNAL_ASSERT(payload.is_cuda() && payload.dim() <= kMaxDims,
-                        fmt::format("NCCL transport sends CUDA tensors of at most {} dimensions",
-                                    kMaxDims));
+    MTP_INTERNAL_ASSERT(
+        payload.is_cuda() && payload.dim() <= kMaxDims,
+        fmt::format("NCCL transport sends CUDA tensors of at most {} dimensions", kMaxDims));
     int64_t h[kHeader] = {static_cast<int64_t>(tag.kind),
                           tag.stage,
                           tag.microbatch,
@@ -132,7 +146,10 @@ class NcclTransport final : public transport::Transport {
                           tag.part,
                           static_cast<int64_t>(payload.scalar_type()),
                           payload.dim(),
-                          1, 1, 1, 1};
+                          1,
+                          1,
+                          1,
+                          1};
     for (int64_t i = 0; i < payload.dim(); ++i) h[9 + i] = payload.size(i);
     at::Tensor header = at::from_blob(h, {kHeader}, at::kLong).to(payload.device());
     // The channel stream waits for the work that produced the payload and the header.
@@ -141,7 +158,8 @@ class NcclTransport final : public transport::Transport {
     ready.block(ch.stream);
     std::lock_guard<std::mutex> lock(mu_);
     activity_[src] = fmt::format("sending {} to rank {}", tag.str(), dst);
-    nccl_check(ncclSend(header.data_ptr(), kHeader, ncclInt64, ch.peer_in_comm, ch.comm, ch.stream.stream()),
+    nccl_check(ncclSend(header.data_ptr(), kHeader, ncclInt64, ch.peer_in_comm, ch.comm,
+                        ch.stream.stream()),
                "ncclSend(header)", dst, &tag);
     nccl_check(ncclSend(payload.data_ptr(), payload.numel(), nccl_type(payload.scalar_type()),
                         ch.peer_in_comm, ch.comm, ch.stream.stream()),
@@ -153,7 +171,8 @@ class NcclTransport final : public transport::Transport {
 
   at::Tensor recv(int dst, int src, const MessageTag& tag,
                   const std::vector<int64_t>& expected_shape) override {
-    MTP_INTERNAL_ASSERT(dst == env_.rank, fmt::format("rank {} cannot receive for rank {}", env_.rank, dst));
+    MTP_INTERNAL_ASSERT(dst == env_.rank,
+                        fmt::format("rank {} cannot receive for rank {}", env_.rank, dst));
     c10::cuda::CUDAGuard guard(device_);
     const auto deadline = Clock::now() + timeout_;
     {
@@ -172,10 +191,12 @@ class NcclTransport final : public transport::Transport {
       }
       // The next message on the channel: header, then payload.
       Channel& ch = channel(src, dst);
-      at::Tensor header = at::empty({kHeader}, at::TensorOptions().dtype(at::kLong).device(at::kCUDA, device_));
+      at::Tensor header =
+          at::empty({kHeader}, at::TensorOptions().dtype(at::kLong).device(at::kCUDA, device_));
       {
         std::lock_guard<std::mutex> lock(mu_);
-        nccl_check(ncclRecv(header.data_ptr(), kHeader, ncclInt64, ch.peer_in_comm, ch.comm, ch.stream.stream()),
+        nccl_check(ncclRecv(header.data_ptr(), kHeader, ncclInt64, ch.peer_in_comm, ch.comm,
+                            ch.stream.stream()),
                    "ncclRecv(header)", src, &tag);
       }
       wait_stream(ch, deadline, dst, src, tag);
@@ -193,9 +214,9 @@ class NcclTransport final : public transport::Transport {
                           fmt::format("rank {}: header from rank {} declares {} dimensions",
                                       env_.rank, src, hv[8]));
       std::vector<int64_t> shape(hv + 9, hv + 9 + hv[8]);
-      at::Tensor payload = at::empty(shape, at::TensorOptions()
-                                                .dtype(static_cast<at::ScalarType>(hv[7]))
-                                                .device(at::kCUDA, device_));
+      at::Tensor payload = at::empty(
+          shape,
+          at::TensorOptions().dtype(static_cast<at::ScalarType>(hv[7])).device(at::kCUDA, device_));
       {
         std::lock_guard<std::mutex> lock(mu_);
         nccl_check(ncclRecv(payload.data_ptr(), payload.numel(), nccl_type(payload.scalar_type()),
@@ -232,8 +253,8 @@ class NcclTransport final : public transport::Transport {
     auto it = channels_.find({a, b});
     MTP_INTERNAL_ASSERT(it != channels_.end(), fmt::format("no NCCL channel {} -> {}", a, b));
     if (it->second.comm == nullptr) {
-      throw transport::TransportAborted(fmt::format("rank {}: NCCL channel {} -> {} was aborted: {}",
-                                                  env_.rank, a, b, abort_reason_));
+      throw transport::TransportAborted(fmt::format(
+          "rank {}: NCCL channel {} -> {} was aborted: {}", env_.rank, a, b, abort_reason_));
     }
     return it->second;
   }
@@ -241,8 +262,9 @@ class NcclTransport final : public transport::Transport {
   at::Tensor finish(const at::Tensor& t, int dst, int src, const MessageTag& tag,
                     const std::vector<int64_t>& expected) {
     if (t.sizes().vec() != expected) {
-      throw InfraError(fmt::format("rank {}: {} from rank {} has shape {}, the p2p shape table expects {}",
-                                   dst, tag.str(), src, shape_str(t.sizes().vec()), shape_str(expected)));
+      throw InfraError(
+          fmt::format("rank {}: {} from rank {} has shape {}, the p2p shape table expects {}", dst,
+                      tag.str(), src, shape_str(t.sizes().vec()), shape_str(expected)));
     }
     std::lock_guard<std::mutex> lock(mu_);
     activity_[dst] = "computing";
@@ -250,7 +272,8 @@ class NcclTransport final : public transport::Transport {
   }
 
   // Polls the channel stream until its work is done, NCCL reports an error, or the deadline.
-  void wait_stream(Channel& ch, Clock::time_point deadline, int me, int peer, const MessageTag& tag) {
+  void wait_stream(Channel& ch, Clock::time_point deadline, int me, int peer,
+                   const MessageTag& tag) {
     while (true) {
       const cudaError_t q = cudaStreamQuery(ch.stream.stream());
       if (q == cudaSuccess) return;
@@ -263,13 +286,16 @@ class NcclTransport final : public transport::Transport {
       if (async != ncclSuccess) nccl_check(async, "NCCL async error", peer, &tag);
       if (Clock::now() >= deadline) {
         std::string msg = fmt::format(
-            "rank {}: timed out after {} ms waiting to receive {} from rank {} (NCCL)\npending operations:",
+            "rank {}: timed out after {} ms waiting to receive {} from rank {} (NCCL)\npending "
+            "operations:",
             me, timeout_.count(), tag.str(), peer);
         {
           std::lock_guard<std::mutex> lock(mu_);
-          for (int r = 0; r < env_.world_size; ++r) msg += fmt::format("\n  rank {}: {}", r, activity_[r]);
+          for (int r = 0; r < env_.world_size; ++r)
+            msg += fmt::format("\n  rank {}: {}", r, activity_[r]);
         }
-        msg += "\n(only this process's ranks are known here; the peers' state is in their own logs)";
+        msg +=
+            "\n(only this process's ranks are known here; the peers' state is in their own logs)";
         abort(msg);
         throw InfraError(msg);
       }
@@ -279,9 +305,9 @@ class NcclTransport final : public transport::Transport {
 
   void nccl_check(ncclResult_t r, const char* op, int peer, const MessageTag* tag) {
     if (r == ncclSuccess || r == ncclInProgress) return;
-    throw InfraError(fmt::format("rank {}: {} with peer rank {}{} failed: {} ({})", env_.rank, op, peer,
-                                 tag ? " for " + tag->str() : std::string(), ncclGetErrorString(r),
-                                 ncclGetLastError(nullptr)));
+    throw InfraError(fmt::format("rank {}: {} with peer rank {}{} failed: {} ({})", env_.rank, op,
+                                 peer, tag ? " for " + tag->str() : std::string(),
+                                 ncclGetErrorString(r), ncclGetLastError(nullptr)));
   }
 
   const LaunchEnv env_;

@@ -45,13 +45,13 @@ ParsedLayout parse_layout(const std::string& text);
 /// layout alone. Implementations (reference/, candidate/) decide what else the chunk builds
 /// (embedding copies, where the trunk final layernorm really goes in their design).
 struct StagePlan {
-  int stage_index = 0;             ///< i, the position in the layout string
-  int pipeline_rank = 0;           ///< p = i mod P
-  int virtual_stage = 0;           ///< v = i div P
-  std::vector<int> decoder_layers; ///< global decoder layer ids, 0-based, ascending
-  std::vector<int> mtp_depths;     ///< MTP depths k, 1-based, ascending (all D or none)
-  bool has_embedding = false;      ///< `E` (always stage 0 after validation)
-  bool has_loss = false;           ///< `L` (always the last stage after validation)
+  int stage_index = 0;              ///< i, the position in the layout string
+  int pipeline_rank = 0;            ///< p = i mod P
+  int virtual_stage = 0;            ///< v = i div P
+  std::vector<int> decoder_layers;  ///< global decoder layer ids, 0-based, ascending
+  std::vector<int> mtp_depths;      ///< MTP depths k, 1-based, ascending (all D or none)
+  bool has_embedding = false;       ///< `E` (always stage 0 after validation)
+  bool has_loss = false;            ///< `L` (always the last stage after validation)
   /// Trunk final layernorm by Megatron's post-PR rule (spec §3.2): with MTP (D > 0) on the stage
   /// that holds decoder layer N−1 (0-based; the stage holding `E` when N = 0); without MTP on
   /// the last stage.
@@ -61,13 +61,13 @@ struct StagePlan {
 
 /// A validated layout: P pipeline ranks × V virtual stages.
 struct PipelineLayout {
-  std::string text;            ///< as given (default_layout: the equivalent layout string)
-  int pipeline_size = 1;       ///< P
-  int virtual_size = 1;        ///< V = #stages / P
-  int num_layers = 0;          ///< N
-  int mtp_num_layers = 0;      ///< D
+  std::string text;               ///< as given (default_layout: the equivalent layout string)
+  int pipeline_size = 1;          ///< P
+  int virtual_size = 1;           ///< V = #stages / P
+  int num_layers = 0;             ///< N
+  int mtp_num_layers = 0;         ///< D
   std::vector<StagePlan> stages;  ///< indexed by stage index i
-  int mtp_stage = -1;          ///< stage index holding every `m`, −1 when D = 0
+  int mtp_stage = -1;             ///< stage index holding every `m`, −1 when D = 0
   /// Megatron's `mtp_standalone` (spec §2.6): some rank p ≠ P−1 has `m` in its last virtual stage,
   /// i.e. the MTP stage is not the loss stage.
   bool mtp_standalone = false;

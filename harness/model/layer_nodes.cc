@@ -14,10 +14,10 @@ namespace {
 /// Cross-node state of one transformer layer.
 struct LayerState {
   LayerWeights w;
-  at::Tensor residual;     // h after attention (+ residual)
-  at::Tensor shared;       // shared expert output
-  at::Tensor gates;        // router gates (differentiable)
-  RoutingPlan plan;        // assignments and permutation (gates replaced by the cut copy)
+  at::Tensor residual;  // h after attention (+ residual)
+  at::Tensor shared;    // shared expert output
+  at::Tensor gates;     // router gates (differentiable)
+  RoutingPlan plan;     // assignments and permutation (gates replaced by the cut copy)
 };
 
 /// Appends the nodes of one transformer layer whose weights are under `prefix`. `pre` runs at
@@ -88,8 +88,8 @@ void append_decoder_layer_nodes(ChunkProgram& prog, int layer, const ParamTable&
 }
 
 void append_mtp_nodes(ChunkProgram& prog, const at::Tensor& tokens, const at::Tensor& table,
-                      const ParamTable& params, const config::ModelConfig& cfg, const RopeTables& rope,
-                      bool concat) {
+                      const ParamTable& params, const config::ModelConfig& cfg,
+                      const RopeTables& rope, bool concat) {
   auto ids = std::make_shared<at::Tensor>(tokens);
   const int64_t D = cfg.mtp_num_layers;
   for (int64_t k = 0; k < D; ++k) {

@@ -35,7 +35,7 @@ void append_decoder_layer_nodes(ChunkProgram& prog, int layer, const ParamTable&
 /// standalone stage's output); otherwise prog.hidden = hD. tokens [b, s] int64; `table` is this
 /// chunk's embedding copy [V, H].
 void append_mtp_nodes(ChunkProgram& prog, const at::Tensor& tokens, const at::Tensor& table,
-                      const ParamTable& params, const config::ModelConfig& cfg, const RopeTables& rope,
-                      bool concat);
+                      const ParamTable& params, const config::ModelConfig& cfg,
+                      const RopeTables& rope, bool concat);
 
 }  // namespace mtp::model

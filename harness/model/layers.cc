@@ -24,7 +24,9 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   return x * at::rsqrt(variance + eps) * weight;
 }
 
-at::Tensor linear_no_bias(const at::Tensor& x, const at::Tensor& weight) { return at::matmul(x, weight.t()); }
+at::Tensor linear_no_bias(const at::Tensor& x, const at::Tensor& weight) {
+  return at::matmul(x, weight.t());
+}
 
 RopeTables rope_tables(int64_t seq_length, int64_t kv_channels, double base, at::ScalarType dtype,
                        at::Device device) {
@@ -69,8 +71,8 @@ LayerWeights LayerWeights::from(const ParamTable& params, const std::string& pre
   return w;
 }
 
-at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w, const config::ModelConfig& cfg,
-                          const RopeTables& rope) {
+at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w,
+                          const config::ModelConfig& cfg, const RopeTables& rope) {
   const int64_t s = x.size(0), b = x.size(1);
   const int64_t nh = cfg.num_attention_heads, ng = cfg.num_query_groups, hn = cfg.kv_channels();
   const int64_t q_per_group = nh / ng;
@@ -108,7 +110,7 @@ at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w, const conf
   auto future = at::ones({s, s}, at::TensorOptions().dtype(at::kBool).device(x.device())).triu(1);
   scores = scores.masked_fill(future, -10000.0);
   auto probs = at::softmax(scores, -1).to(qb.scalar_type());
-  auto context = at::matmul(probs, vb);                          // [b, nh, s, hn]
+  auto context = at::matmul(probs, vb);                              // [b, nh, s, hn]
   context = context.permute({2, 0, 1, 3}).reshape({s, b, nh * hn});  // head-major
   return linear_no_bias(context, w.linear_proj);
 }
@@ -123,15 +125,16 @@ at::Tensor swiglu_mlp(const at::Tensor& x, const LayerWeights& w) {
   return swiglu(x, w.linear_fc1, w.linear_fc2);
 }
 
-at::Tensor transformer_layer(const at::Tensor& x, const LayerWeights& w, const config::ModelConfig& cfg,
-                             const RopeTables& rope) {
+at::Tensor transformer_layer(const at::Tensor& x, const LayerWeights& w,
+                             const config::ModelConfig& cfg, const RopeTables& rope) {
   auto h = x + self_attention(norm(x, w.input_layernorm, cfg), w, cfg, rope);
   if (w.moe) return h + moe_mlp(norm(h, w.pre_mlp_layernorm, cfg), *w.moe, cfg);
   return h + swiglu_mlp(norm(h, w.pre_mlp_layernorm, cfg), w);
 }
 
 at::Tensor norm(const at::Tensor& x, const at::Tensor& weight, const config::ModelConfig& cfg) {
-  if (cfg.kernels == config::Kernels::kHarness) return kernels::rms_norm(x, weight, cfg.norm_epsilon);
+  if (cfg.kernels == config::Kernels::kHarness)
+    return kernels::rms_norm(x, weight, cfg.norm_epsilon);
   return rms_norm(x, weight, cfg.norm_epsilon);
 }
 

@@ -33,10 +33,10 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 /// / RowParallelLinear with TP = 1 and bias off.
 at::Tensor linear_no_bias(const at::Tensor& x, const at::Tensor& weight);
 
-/// RoPE tables for positions 0..s−1 (Megatron RotaryEmbedding): inv_freq = 1/base^(arange(0,hn,2)/hn),
-/// freqs = outer(arange(s), inv_freq), emb = cat(freqs, freqs); returns cos and sin, each [s, hn],
-/// computed in `dtype` (fp32 in runs, as Megatron); for bf16 computed in fp32 and cast
-/// (Megatron: cos(freqs).to(t.dtype)).
+/// RoPE tables for positions 0..s−1 (Megatron RotaryEmbedding): inv_freq =
+/// 1/base^(arange(0,hn,2)/hn), freqs = outer(arange(s), inv_freq), emb = cat(freqs, freqs); returns
+/// cos and sin, each [s, hn], computed in `dtype` (fp32 in runs, as Megatron); for bf16 computed in
+/// fp32 and cast (Megatron: cos(freqs).to(t.dtype)).
 struct RopeTables {
   at::Tensor cos;  ///< [s, hn]
   at::Tensor sin;  ///< [s, hn]
@@ -49,15 +49,15 @@ RopeTables rope_tables(int64_t seq_length, int64_t kv_channels, double base, at:
 at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope);
 
 /// Weights of one pre-norm transformer layer, looked up from a ParamTable by the names of
-/// config::layer_param_names(prefix, cfg, is_moe). A dense layer fills linear_fc1/linear_fc2; an MoE
-/// layer fills `moe` instead (and leaves linear_fc1/linear_fc2 undefined).
+/// config::layer_param_names(prefix, cfg, is_moe). A dense layer fills linear_fc1/linear_fc2; an
+/// MoE layer fills `moe` instead (and leaves linear_fc1/linear_fc2 undefined).
 struct LayerWeights {
-  at::Tensor input_layernorm;  ///< [H]
-  at::Tensor linear_qkv;       ///< [ng·(nh/ng+2)·hn, H], rows grouped per KV group (q…, k, v)
-  at::Tensor linear_proj;      ///< [H, nh·hn]
+  at::Tensor input_layernorm;    ///< [H]
+  at::Tensor linear_qkv;         ///< [ng·(nh/ng+2)·hn, H], rows grouped per KV group (q…, k, v)
+  at::Tensor linear_proj;        ///< [H, nh·hn]
   at::Tensor pre_mlp_layernorm;  ///< [H]
-  at::Tensor linear_fc1;       ///< [2F, H]: rows [0,F) gate, [F,2F) up (dense layers)
-  at::Tensor linear_fc2;       ///< [H, F] (dense layers)
+  at::Tensor linear_fc1;         ///< [2F, H]: rows [0,F) gate, [F,2F) up (dense layers)
+  at::Tensor linear_fc2;         ///< [H, F] (dense layers)
   std::optional<MoeWeights> moe;  ///< MoE layers: router, routed experts, shared expert
   /// `is_moe`: decoder layer i: cfg.is_moe_layer(i); MTP layers: cfg.mtp_layer_is_moe().
   static LayerWeights from(const ParamTable& params, const std::string& prefix,
@@ -67,8 +67,8 @@ struct LayerWeights {
 /// Causal self-attention with RoPE and GQA. x [s, b, H] (already normalised) → [s, b, H].
 /// Scores · 1/√hn, masked (future) scores set to −10000, softmax over keys, query head h reads
 /// KV group h / (nh/ng). Megatron SelfAttention + DotProductAttention (local spec).
-at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w, const config::ModelConfig& cfg,
-                          const RopeTables& rope);
+at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w,
+                          const config::ModelConfig& cfg, const RopeTables& rope);
 
 /// SwiGLU: fc2(silu(gate) · up), [gate; up] = x · fc1ᵀ. x [..., H], fc1 [2F, H], fc2 [H, F] →
 /// [..., H]. Megatron MLP with gated_linear_unit and silu (also each MoE expert).
@@ -80,15 +80,16 @@ at::Tensor swiglu_mlp(const at::Tensor& x, const LayerWeights& w);
 /// Pre-norm residual layer: x + attn(norm(x)), then + mlp(norm(·)), where mlp is the dense SwiGLU
 /// or, when w.moe is set, moe_mlp (moe.h). x [s, b, H] → [s, b, H].
 /// Megatron TransformerLayer (local spec, dropout 0, no biases).
-at::Tensor transformer_layer(const at::Tensor& x, const LayerWeights& w, const config::ModelConfig& cfg,
-                             const RopeTables& rope);
+at::Tensor transformer_layer(const at::Tensor& x, const LayerWeights& w,
+                             const config::ModelConfig& cfg, const RopeTables& rope);
 
 /// RMSNorm with the kernels `cfg` selects (cfg.kernels, cfg.norm_epsilon): rms_norm above, or
 /// kernels::rms_norm (one autograd node, fixed-order weight-gradient reduction).
 at::Tensor norm(const at::Tensor& x, const at::Tensor& weight, const config::ModelConfig& cfg);
 
 /// Word-embedding lookup with the kernels `cfg` selects: embedding_lookup below, or
-/// kernels::embedding_lookup (backward by stable sort of the ids, no atomics). ids [b, s] → [s, b, H].
+/// kernels::embedding_lookup (backward by stable sort of the ids, no atomics). ids [b, s] → [s, b,
+/// H].
 at::Tensor embed(const at::Tensor& ids, const at::Tensor& table, const config::ModelConfig& cfg);
 
 /// Word-embedding lookup: ids [b, s] int64, table [V, H] → [s, b, H] (contiguous). Megatron

@@ -35,7 +35,7 @@ struct MtpLossAutoScaler : public torch::autograd::Function<MtpLossAutoScaler> {
 at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& labels) {
   auto max = std::get<0>(logits.max(-1, /*keepdim=*/true)).detach();
   auto shifted = logits - max;
-  auto log_sum_exp = shifted.exp().sum(-1).log();                         // [s, b]
+  auto log_sum_exp = shifted.exp().sum(-1).log();                          // [s, b]
   auto target = shifted.gather(-1, labels.t().unsqueeze(-1)).squeeze(-1);  // [s, b]
   return (log_sum_exp - target).t();                                       // [b, s]
 }
@@ -62,14 +62,15 @@ LossOutput loss_stage_forward(const std::vector<at::Tensor>& hidden, const at::T
     mask = roll_left(mask);
     auto num_tokens = mask.sum().clamp_min(1.0);
     auto ce = (cfg.kernels == config::Kernels::kHarness ? kernels::cross_entropy(logits, labels)
-                                         : cross_entropy(logits, labels)) * mask;
+                                                        : cross_entropy(logits, labels)) *
+              mask;
     out.mtp.push_back(ce.sum() / num_tokens);
     auto term = (cfg.mtp_loss_scaling_factor / static_cast<double>(D)) * ce / num_tokens;
     main = mtp_loss_auto_scale(main, term, static_cast<double>(s_mtp));
   }
   auto logits = loss_precision(linear_no_bias(main, head_weight));
   auto ce = cfg.kernels == config::Kernels::kHarness ? kernels::cross_entropy(logits, mb.labels)
-                                      : cross_entropy(logits, mb.labels);
+                                                     : cross_entropy(logits, mb.labels);
   auto loss_sum = (ce * mb.loss_mask).sum();
   auto num_tokens = mb.loss_mask.sum().clamp_min(1.0);
   out.lm = loss_sum / num_tokens;

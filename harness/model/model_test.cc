@@ -27,8 +27,7 @@ TEST(RollTest, ShiftsLeftAndZeroesLastSpecVectors) {
   EXPECT_EQ(to_vec(roll_left(longs({10, 20, 30, 40, 50}, {1, 5}))),
             (std::vector<int64_t>{20, 30, 40, 50, 0}));
   auto two = longs({10, 20, 30, 40, 50, 60, 70, 80, 90, 100}, {2, 5});
-  EXPECT_EQ(to_vec(roll_left(two)),
-            (std::vector<int64_t>{20, 30, 40, 50, 0, 70, 80, 90, 100, 0}));
+  EXPECT_EQ(to_vec(roll_left(two)), (std::vector<int64_t>{20, 30, 40, 50, 0, 70, 80, 90, 100, 0}));
 }
 
 TEST(RollTest, LabelsAndMasksPerDepthFollowSpecTable) {

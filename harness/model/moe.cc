@@ -80,9 +80,9 @@ ExpertPermutation permute_by_expert(const at::Tensor& top_experts, int64_t num_e
 RoutingPlan route(const at::Tensor& x_norm, const at::Tensor& router_weight,
                   const config::ModelConfig& cfg) {
   const int64_t E = cfg.num_moe_experts, k = cfg.moe_router_topk;
-  MTP_INTERNAL_ASSERT(router_weight.dim() == 2 && router_weight.size(0) == E,
-                      fmt::format("router weight has {} rows, num_moe_experts = {}",
-                                  router_weight.size(0), E));
+  MTP_INTERNAL_ASSERT(
+      router_weight.dim() == 2 && router_weight.size(0) == E,
+      fmt::format("router weight has {} rows, num_moe_experts = {}", router_weight.size(0), E));
   RoutingPlan plan;
   // Megatron topk_routing_with_score_function: sigmoid(logits.float()).type_as(logits).
   auto logits = linear_no_bias(as_tokens(x_norm), router_weight);
@@ -97,8 +97,8 @@ RoutingPlan route(const at::Tensor& x_norm, const at::Tensor& router_weight,
   // t·E + top[t, j]); its backward adds into distinct positions.
   const int64_t T = plan.scores.size(0);
   auto flat_index = plan.top_experts + at::arange(T, plan.top_experts.options()).unsqueeze(1) * E;
-  auto picked = at::index_select(plan.scores.reshape({-1}), 0, flat_index.reshape({-1}))
-                    .view({T, k});
+  auto picked =
+      at::index_select(plan.scores.reshape({-1}), 0, flat_index.reshape({-1})).view({T, k});
   plan.gates = k > 1 ? picked / (picked.sum(-1, /*keepdim=*/true) + 1e-20) : picked;
   if (cfg.moe_router_topk_scaling_factor != 1.0) {
     plan.gates = plan.gates * cfg.moe_router_topk_scaling_factor;
@@ -114,9 +114,9 @@ at::Tensor dispatch(const at::Tensor& x_norm, const RoutingPlan& plan) {
 at::Tensor experts_forward(const at::Tensor& permuted, const RoutingPlan& plan,
                            const std::vector<SwigluWeights>& experts) {
   const auto& counts = plan.permutation.tokens_per_expert;
-  MTP_INTERNAL_ASSERT(counts.size() == experts.size(),
-                      fmt::format("plan has {} experts, weights {}", counts.size(),
-                                  experts.size()));
+  MTP_INTERNAL_ASSERT(
+      counts.size() == experts.size(),
+      fmt::format("plan has {} experts, weights {}", counts.size(), experts.size()));
   auto slices = at::split_with_sizes(permuted, counts, 0);
   std::vector<at::Tensor> outs;
   outs.reserve(experts.size());

@@ -33,8 +33,8 @@ struct SwigluWeights {
 
 /// Weights of one MoE MLP, looked up under `prefix` + "mlp." (names: params.h).
 struct MoeWeights {
-  at::Tensor router;                          ///< [E, H] mlp.router.weight
-  std::vector<SwigluWeights> experts;         ///< E routed experts, local_experts.<e>
+  at::Tensor router;                           ///< [E, H] mlp.router.weight
+  std::vector<SwigluWeights> experts;          ///< E routed experts, local_experts.<e>
   std::optional<SwigluWeights> shared_expert;  ///< mlp.shared_experts, when F_sh > 0
   /// `prefix` is the layer's ("decoder.layers.3.", "mtp.layers.0.transformer_layer.").
   static MoeWeights from(const ParamTable& params, const std::string& prefix,

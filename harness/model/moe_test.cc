@@ -203,10 +203,10 @@ TEST(MoeTest, ExpertWithoutTokensGetsZeroGradient) {
 // ---- (b) top-k ties and the expert bias -----------------------------------------------------
 
 TEST(MoeRouterTest, TopKBreaksTiesByLowerExpertId) {
-  auto v = at::tensor({1.0, 3.0, 3.0, 2.0,    //
-                       5.0, 5.0, 5.0, 5.0,    //
-                       0.0, 1.0, 1.0, 1.0,    //
-                       2.0, 2.0, 1.0, 2.0,    //
+  auto v = at::tensor({1.0,  3.0, 3.0,  2.0,  //
+                       5.0,  5.0, 5.0,  5.0,  //
+                       0.0,  1.0, 1.0,  1.0,  //
+                       2.0,  2.0, 1.0,  2.0,  //
                        -0.0, 0.0, -1.0, 0.0},
                       at::kDouble)
                .view({5, 4});
@@ -332,11 +332,10 @@ TEST(MoePermutationTest, DispatchAndCombineRoundTripInFixedSlotOrder) {
 
 std::vector<at::Tensor> forward_backward_fp32(const config::ModelConfig& cfg) {
   MoeLeaves m(cfg, at::kFloat, 31);
-  auto x = normal("x", {cfg.seq_length, cfg.micro_batch_size, cfg.hidden_size}, 1.0, 31,
-                  at::kFloat)
+  auto x = normal("x", {cfg.seq_length, cfg.micro_batch_size, cfg.hidden_size}, 1.0, 31, at::kFloat)
                .set_requires_grad(true);
-  auto probe = normal("probe", {cfg.seq_length, cfg.micro_batch_size, cfg.hidden_size}, 1.0, 32,
-                      at::kFloat);
+  auto probe =
+      normal("probe", {cfg.seq_length, cfg.micro_batch_size, cfg.hidden_size}, 1.0, 32, at::kFloat);
   auto y = moe_mlp(x, m.w, cfg);
   (y * probe).sum().backward();
   std::vector<at::Tensor> out{y.detach(), x.grad()};
@@ -404,13 +403,16 @@ TEST(MoeInitTest, ParameterSpecsListMegatronNamesInCanonicalOrder) {
         {p + "mlp.shared_experts.linear_fc2.weight", {8, 3}, std_out}};
   };
   auto attention_specs = [&](const std::string& p) {
-    return std::vector<config::ParamSpec>{{p + "input_layernorm.weight", {8}, 0.0},
-                                  {p + "self_attention.linear_qkv.weight", {24, 8}, 0.02},
-                                  {p + "self_attention.linear_proj.weight", {8, 8}, std_out},
-                                  {p + "pre_mlp_layernorm.weight", {8}, 0.0}};
+    return std::vector<config::ParamSpec>{
+        {p + "input_layernorm.weight", {8}, 0.0},
+        {p + "self_attention.linear_qkv.weight", {24, 8}, 0.02},
+        {p + "self_attention.linear_proj.weight", {8, 8}, std_out},
+        {p + "pre_mlp_layernorm.weight", {8}, 0.0}};
   };
   std::vector<config::ParamSpec> expect{{"embedding.word_embeddings.weight", {256, 8}, 0.02}};
-  auto append = [&](std::vector<config::ParamSpec> v) { expect.insert(expect.end(), v.begin(), v.end()); };
+  auto append = [&](std::vector<config::ParamSpec> v) {
+    expect.insert(expect.end(), v.begin(), v.end());
+  };
   append(attention_specs("decoder.layers.0."));
   append({{"decoder.layers.0.mlp.linear_fc1.weight", {24, 8}, 0.02},
           {"decoder.layers.0.mlp.linear_fc2.weight", {8, 12}, std_out}});
@@ -422,8 +424,8 @@ TEST(MoeInitTest, ParameterSpecsListMegatronNamesInCanonicalOrder) {
           {"mtp.layers.0.eh_proj.weight", {8, 16}, 0.02}});
   append(attention_specs("mtp.layers.0.transformer_layer."));
   append(moe_mlp_specs("mtp.layers.0.transformer_layer."));
-  append({{"mtp.layers.0.final_layernorm.weight", {8}, 0.0},
-          {"output_layer.weight", {256, 8}, 0.02}});
+  append(
+      {{"mtp.layers.0.final_layernorm.weight", {8}, 0.0}, {"output_layer.weight", {256, 8}, 0.02}});
 
   auto specs = config::parameter_specs(cfg);
   ASSERT_EQ(specs.size(), expect.size());

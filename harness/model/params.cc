@@ -17,7 +17,9 @@ uint64_t splitmix64(uint64_t x) {
 }
 
 // A double in (0, 1] from the top 53 bits.
-double unit_open_closed(uint64_t bits) { return (static_cast<double>(bits >> 11) + 1.0) * 0x1.0p-53; }
+double unit_open_closed(uint64_t bits) {
+  return (static_cast<double>(bits >> 11) + 1.0) * 0x1.0p-53;
+}
 // A double in [0, 1) from the top 53 bits.
 double unit_closed_open(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
 

@@ -22,7 +22,6 @@
 
 namespace mtp::model {
 
-
 /// State and nodes of one microbatch of one chunk. Nodes share state through the members below.
 class ChunkProgram {
  public:
@@ -49,8 +48,8 @@ class ChunkProgram {
   const Node& node(size_t i) const { return nodes_[i]; }
   /// Runs node i's forward (nodes must run in order 0, 1, …). Between nodes the flowing
   /// `hidden` is cut automatically (and an mtp_hidden entry that is the same tensor is replaced
-  /// by the same copy, so all its readers accumulate into one gradient); after the last node, `result` = `hidden` unless the node set
-  /// `result` itself (the loss stage sets the objective).
+  /// by the same copy, so all its readers accumulate into one gradient); after the last node,
+  /// `result` = `hidden` unless the node set `result` itself (the loss stage sets the objective).
   void forward_node(size_t i);
   /// Runs every node's forward in order.
   void forward_all();
@@ -64,12 +63,12 @@ class ChunkProgram {
   bool split() const { return split_; }
 
   // Shared state of the nodes (read and written by node bodies).
-  at::Tensor input;                 ///< the received activation (requires_grad), or undefined
-  at::Tensor hidden;                ///< the activation flowing from node to node
+  at::Tensor input;                    ///< the received activation (requires_grad), or undefined
+  at::Tensor hidden;                   ///< the activation flowing from node to node
   std::vector<at::Tensor> mtp_hidden;  ///< [h0, h1, …] while MTP depths run
-  at::Tensor result;                ///< the chunk's result: activation to send, or the objective
-  at::Tensor lm;                    ///< loss stage: this microbatch's lm loss (0-dim, device)
-  std::vector<at::Tensor> mtp;      ///< loss stage: this microbatch's mtp_k losses (0-dim)
+  at::Tensor result;                   ///< the chunk's result: activation to send, or the objective
+  at::Tensor lm;                       ///< loss stage: this microbatch's lm loss (0-dim, device)
+  std::vector<at::Tensor> mtp;         ///< loss stage: this microbatch's mtp_k losses (0-dim)
 
   /// lm and mtp read back as doubles (waits for the device). InternalError when not set.
   double lm_value() const;

@@ -78,10 +78,11 @@ constexpr uint64_t kMergeSlackBytes = uint64_t{1} << 20;
 void dump_bounded(const json& j, size_t indent, size_t budget, std::string& out) {
   auto room = [&] {
     if (out.size() > budget) {
-      throw InputError(fmt::format("perf merge: the merged JSON would be more than {} bytes ({} × "
-                                   "the inputs' size + 1 MiB): the inputs are not Google "
-                                   "Benchmark JSON as its programs write it", budget,
-                                   kMergeGrowth));
+      throw InputError(
+          fmt::format("perf merge: the merged JSON would be more than {} bytes ({} × "
+                      "the inputs' size + 1 MiB): the inputs are not Google "
+                      "Benchmark JSON as its programs write it",
+                      budget, kMergeGrowth));
     }
   };
   const bool object = j.is_object();
@@ -122,8 +123,8 @@ double ns_per_unit(const std::string& unit) {
 
 const json& benchmarks_array(const json& doc, const std::string& path) {
   if (!doc.is_object()) {
-    throw InputError(fmt::format("{}: not Google Benchmark JSON (the top level is not an object)",
-                                 path));
+    throw InputError(
+        fmt::format("{}: not Google Benchmark JSON (the top level is not an object)", path));
   }
   const auto it = doc.find("benchmarks");
   if (it == doc.end() || !it->is_array()) {
@@ -137,9 +138,9 @@ const json& benchmarks_array(const json& doc, const std::string& path) {
 
 /// Whether a benchmark entry was skipped (error_occurred or skipped is true), and its message.
 bool skipped(const json& e, std::string* message) {
-  for (const auto& [flag, text] : {std::pair<const char*, const char*>{"error_occurred",
-                                                                      "error_message"},
-                                   {"skipped", "skip_message"}}) {
+  for (const auto& [flag, text] :
+       {std::pair<const char*, const char*>{"error_occurred", "error_message"},
+        {"skipped", "skip_message"}}) {
     const auto f = e.find(flag);
     if (f != e.end() && f->is_boolean() && f->get<bool>()) {
       const auto m = e.find(text);
@@ -187,14 +188,18 @@ BenchmarkFile from_document(const json& doc, const std::string& path) {
     const auto t = e.find("real_time");
     if (t == e.end() || !t->is_number() || !std::isfinite(t->get<double>()) ||
         t->get<double>() < 0.0) {
-      throw InputError(fmt::format("{}: benchmarks[{}] (\"{}\") has no finite, non-negative "
-                                   "\"real_time\"", path, i, name));
+      throw InputError(
+          fmt::format("{}: benchmarks[{}] (\"{}\") has no finite, non-negative "
+                      "\"real_time\"",
+                      path, i, name));
     }
     const auto u = e.find("time_unit");
     const double scale = u != e.end() && u->is_string() ? ns_per_unit(u->get<std::string>()) : 0.0;
     if (scale == 0.0) {
-      throw InputError(fmt::format("{}: benchmarks[{}] (\"{}\") has no \"time_unit\" of ns, us, "
-                                   "ms or s", path, i, name));
+      throw InputError(
+          fmt::format("{}: benchmarks[{}] (\"{}\") has no \"time_unit\" of ns, us, "
+                      "ms or s",
+                      path, i, name));
     }
     series.real_time_ns.push_back(t->get<double>() * scale);
     ++repetitions;
@@ -203,8 +208,8 @@ BenchmarkFile from_document(const json& doc, const std::string& path) {
     throw InputError(fmt::format(
         "{}: no per-repetition results (entries with run_type \"iteration\" that ran): {} "
         "benchmark entries, {} aggregates. Run the benchmarks with --benchmark_repetitions=N and "
-        "without --benchmark_report_aggregates_only", path, entries.size(),
-        file.aggregates_skipped));
+        "without --benchmark_report_aggregates_only",
+        path, entries.size(), file.aggregates_skipped));
   }
   return file;
 }
@@ -251,8 +256,10 @@ std::string merge_benchmark_json(const std::vector<std::string>& paths) {
       merged["benchmarks"] = json::array();
       first = file;
     } else if (const auto diff = fingerprint_mismatches(first, file); !diff.empty()) {
-      throw InputError(fmt::format("perf merge: {} and {} were measured on different machines "
-                                   "({})", first.path, path, fmt::join(diff, "; ")));
+      throw InputError(
+          fmt::format("perf merge: {} and {} were measured on different machines "
+                      "({})",
+                      first.path, path, fmt::join(diff, "; ")));
     }
     std::set<std::string> names;
     for (const json& e : doc.at("benchmarks")) names.insert(e.at("name").get<std::string>());

@@ -134,11 +134,17 @@ TEST(BenchmarkJsonTest, MergeRefusesOtherMachinesAndDuplicateNames) {
   const std::string a = write("a.json", kRun);
   const std::string other = write("other.json", R"({"context": {"gpu": "NVIDIA A100",
       "driver": "580.1"}, "benchmarks": [{"name": "BM_D", "real_time": 3, "time_unit": "ns"}]})");
-  EXPECT_THAT([&] { merge_benchmark_json({a, other}); },
-              ::testing::ThrowsMessage<InputError>(HasSubstr("gpu: NVIDIA H200 vs NVIDIA A100")));
-  EXPECT_THAT([&] { merge_benchmark_json({a, a}); },
-              ::testing::ThrowsMessage<InputError>(
-                  HasSubstr("benchmark \"BM_A/cuda/manual_time\" is in both")));
+  EXPECT_THAT(
+      [&] {
+        merge_benchmark_json({a, other});
+      },
+      ::testing::ThrowsMessage<InputError>(HasSubstr("gpu: NVIDIA H200 vs NVIDIA A100")));
+  EXPECT_THAT(
+      [&] {
+        merge_benchmark_json({a, a});
+      },
+      ::testing::ThrowsMessage<InputError>(
+          HasSubstr("benchmark \"BM_A/cuda/manual_time\" is in both")));
   EXPECT_THROW(merge_benchmark_json({}), InputError);
 }
 
@@ -148,11 +154,13 @@ TEST(BenchmarkJsonTest, MergeRefusesOtherMachinesAndDuplicateNames) {
 TEST(BenchmarkJsonTest, DeepNestingAndHugeNumbersAreInputErrorsWithThePosition) {
   const std::string deep = "{\"context\": " + std::string(100000, '[') + std::string(100000, ']') +
                            ", \"benchmarks\": []}";
-  EXPECT_EQ(error_of(deep), "run.json: line 1, column 76 (byte 75): nesting deeper than 64 levels "
-                            "of arrays and objects");
-  const std::string d30k = write("d30k.json", "{\"benchmarks\": [{\"name\": \"BM_X\", \"real_time\": "
-                                 "1, \"time_unit\": \"ns\", \"x\": " + std::string(30000, '[') +
-                                 std::string(30000, ']') + "}]}");
+  EXPECT_EQ(error_of(deep),
+            "run.json: line 1, column 76 (byte 75): nesting deeper than 64 levels "
+            "of arrays and objects");
+  const std::string d30k = write("d30k.json",
+                                 "{\"benchmarks\": [{\"name\": \"BM_X\", \"real_time\": "
+                                 "1, \"time_unit\": \"ns\", \"x\": " +
+                                     std::string(30000, '[') + std::string(30000, ']') + "}]}");
   EXPECT_THAT([&] { merge_benchmark_json({d30k}); },
               ::testing::ThrowsMessage<InputError>(HasSubstr("nesting deeper than 64 levels")));
   EXPECT_EQ(error_of(R"({"benchmarks": [{"name": "X", "real_time": 1e400, "time_unit": "ns"}]})"),
@@ -168,9 +176,10 @@ TEST(BenchmarkJsonTest, MergedOutputIsDumpTwoAndBoundedByItsInputs) {
   EXPECT_EQ(merged, nlohmann::json::parse(merged).dump(2) + "\n");
   std::string packed = "0";
   for (int i = 0; i < 40000; ++i) packed += ",0";
-  const std::string wide = write("wide.json", "{\"benchmarks\": [{\"name\": \"BM_X\", "
+  const std::string wide = write("wide.json",
+                                 "{\"benchmarks\": [{\"name\": \"BM_X\", "
                                  "\"real_time\": 1, \"time_unit\": \"ns\", \"x\": " +
-                                 std::string(60, '[') + packed + std::string(60, ']') + "}]}");
+                                     std::string(60, '[') + packed + std::string(60, ']') + "}]}");
   EXPECT_THAT([&] { merge_benchmark_json({wide}); },
               ::testing::ThrowsMessage<InputError>(HasSubstr(
                   "perf merge: the merged JSON would be more than 1369364 bytes (4 × the inputs' "

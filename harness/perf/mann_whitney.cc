@@ -33,8 +33,7 @@ MannWhitneyResult from_u(double u1, double n1, double n2, double tie_term) {
 
 void check_sample(const std::vector<double>& v, const char* which) {
   if (v.empty()) {
-    throw std::invalid_argument(std::string("mann_whitney_u_test: sample ") + which +
-                                " is empty");
+    throw std::invalid_argument(std::string("mann_whitney_u_test: sample ") + which + " is empty");
   }
   for (double d : v) {
     if (std::isnan(d)) {

@@ -29,7 +29,7 @@ namespace mtp::perf {
 struct MannWhitneyResult {
   double u1 = 0.0;  ///< U of x: pairs (x_i, y_j) with x_i > y_j, a tie counting ½
   double u2 = 0.0;  ///< U of y: n1·n2 − u1
-  double z = 0.0;   ///< (max(u1, u2) − n1·n2/2 − ½) / σ; −∞ when every value is equal (σ = 0)
+  double z = 0.0;  ///< (max(u1, u2) − n1·n2/2 − ½) / σ; −∞ when every value is equal (σ = 0)
   double p_value = 1.0;  ///< two-sided, in [0, 1]; 1 when every value is equal
 };
 

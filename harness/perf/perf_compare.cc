@@ -105,16 +105,26 @@ PerfRow compare_series(const BenchmarkSeries& b, const BenchmarkSeries& c,
 
 const char* verdict_name(Verdict v) {
   switch (v) {
-    case Verdict::kRegression: return "REGRESSION";
-    case Verdict::kImprovement: return "improved";
-    case Verdict::kSlowerWithin: return "slower-within-threshold";
-    case Verdict::kFasterWithin: return "faster-within-threshold";
-    case Verdict::kUnchanged: return "unchanged";
-    case Verdict::kTooFewRepetitions: return "few-reps";
-    case Verdict::kFailed: return "FAILED";
-    case Verdict::kNotRun: return "not-run";
-    case Verdict::kMissing: return "missing";
-    case Verdict::kNew: return "new";
+    case Verdict::kRegression:
+      return "REGRESSION";
+    case Verdict::kImprovement:
+      return "improved";
+    case Verdict::kSlowerWithin:
+      return "slower-within-threshold";
+    case Verdict::kFasterWithin:
+      return "faster-within-threshold";
+    case Verdict::kUnchanged:
+      return "unchanged";
+    case Verdict::kTooFewRepetitions:
+      return "few-reps";
+    case Verdict::kFailed:
+      return "FAILED";
+    case Verdict::kNotRun:
+      return "not-run";
+    case Verdict::kMissing:
+      return "missing";
+    case Verdict::kNew:
+      return "new";
   }
   return "?";
 }
@@ -191,10 +201,10 @@ std::string format_perf_table(const PerfComparison& c) {
         std::isnan(r.change) ? "-" : fmt::format("{:+.1f} %", 100.0 * r.change);
     const std::string p = r.p_value ? fmt::format("{:.4f}", *r.p_value) : "-";
     const std::string reps = fmt::format("{}/{}", r.baseline_repetitions, r.contender_repetitions);
-    out += fmt::format("  {:<{}}  {:>11}  {:>11}  {:>9}  {:>7}  {:>7}  {}{}\n", r.name, width,
-                       format_time(r.baseline_median_ns), format_time(r.contender_median_ns),
-                       change, p, reps, verdict_name(r.verdict),
-                       r.note.empty() ? "" : " (" + r.note + ")");
+    out +=
+        fmt::format("  {:<{}}  {:>11}  {:>11}  {:>9}  {:>7}  {:>7}  {}{}\n", r.name, width,
+                    format_time(r.baseline_median_ns), format_time(r.contender_median_ns), change,
+                    p, reps, verdict_name(r.verdict), r.note.empty() ? "" : " (" + r.note + ")");
   }
   for (const std::string& w : c.warnings) out += "# warning: " + w + "\n";
   out += fmt::format(
@@ -209,8 +219,7 @@ std::string format_perf_table(const PerfComparison& c) {
   for (const PerfRow& r : c.rows) {
     if (r.verdict == Verdict::kRegression || r.verdict == Verdict::kFailed) {
       out += fmt::format("# {}: {}{}\n", verdict_name(r.verdict), r.name,
-                         std::isnan(r.change) ? ""
-                                              : fmt::format(" ({:+.1f} %)", 100.0 * r.change));
+                         std::isnan(r.change) ? "" : fmt::format(" ({:+.1f} %)", 100.0 * r.change));
     }
   }
   return out;
@@ -231,9 +240,12 @@ nlohmann::json perf_comparison_json(const PerfComparison& c) {
                     {"note", r.note}});
   }
   return {{"schema_version", kPerfComparisonSchemaVersion},
-          {"baseline", c.baseline_path},     {"contender", c.contender_path},
-          {"threshold", c.options.threshold}, {"alpha", c.options.alpha},
-          {"regressed", c.regressed()},       {"warnings", c.warnings},
+          {"baseline", c.baseline_path},
+          {"contender", c.contender_path},
+          {"threshold", c.options.threshold},
+          {"alpha", c.options.alpha},
+          {"regressed", c.regressed()},
+          {"warnings", c.warnings},
           {"rows", rows}};
 }
 

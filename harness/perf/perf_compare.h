@@ -108,8 +108,8 @@ std::string format_perf_table(const PerfComparison& c);
 /// Version of perf_comparison_json's layout (key "schema_version").
 inline constexpr int kPerfComparisonSchemaVersion = 2;
 
-/// perf_comparison_json: the comparison as JSON: {schema_version, baseline, contender, threshold, alpha,
-/// regressed, warnings, rows: [{name, verdict, baseline_median_ns, contender_median_ns,
+/// perf_comparison_json: the comparison as JSON: {schema_version, baseline, contender, threshold,
+/// alpha, regressed, warnings, rows: [{name, verdict, baseline_median_ns, contender_median_ns,
 /// change, p_value, baseline_repetitions, contender_repetitions, note}]}; NaN and a missing
 /// p-value are null.
 nlohmann::json perf_comparison_json(const PerfComparison& c);

@@ -56,10 +56,9 @@ TEST(PerfCompareTest, SignificantButWithinThresholdIsSlowerWithinTheThreshold) {
 
 // The regressions are named after the footer, and the JSON says its layout's version.
 TEST(PerfCompareTest, RegressionsAreListedByNameLastAndTheJsonHasAVersion) {
-  const PerfComparison c =
-      compare_perf(file("b.json", {{"BM_A", kBase, ""}, {"BM_B", kBase, ""}}),
-                   file("c.json", {{"BM_A", {120, 121, 119, 122, 118}, ""}, {"BM_B", kBase, ""}}),
-                   {});
+  const PerfComparison c = compare_perf(
+      file("b.json", {{"BM_A", kBase, ""}, {"BM_B", kBase, ""}}),
+      file("c.json", {{"BM_A", {120, 121, 119, 122, 118}, ""}, {"BM_B", kBase, ""}}), {});
   const std::string table = format_perf_table(c);
   EXPECT_THAT(table, ::testing::EndsWith("REGRESSED\n# REGRESSION: BM_A (+20.0 %)\n"));
   EXPECT_EQ(perf_comparison_json(c)["schema_version"], kPerfComparisonSchemaVersion);
@@ -100,16 +99,15 @@ TEST(PerfCompareTest, OneRepetitionHasNoUTest) {
 }
 
 TEST(PerfCompareTest, FailedMissingNewAndNotRun) {
-  const PerfComparison c = compare_perf(
-      file("b.json", {{"BM_Fails", kBase, ""},
-                      {"BM_Gone", kBase, ""},
-                      {"BM_NoBase", {}, "no CUDA device"},
-                      {"BM_Ok", kBase, ""}}),
-      file("c.json", {{"BM_New", {5, 6}, ""},
-                      {"BM_Ok", kBase, ""},
-                      {"BM_Fails", {}, "out of memory"},
-                      {"BM_NoBase", {}, "no CUDA device"}}),
-      {});
+  const PerfComparison c = compare_perf(file("b.json", {{"BM_Fails", kBase, ""},
+                                                        {"BM_Gone", kBase, ""},
+                                                        {"BM_NoBase", {}, "no CUDA device"},
+                                                        {"BM_Ok", kBase, ""}}),
+                                        file("c.json", {{"BM_New", {5, 6}, ""},
+                                                        {"BM_Ok", kBase, ""},
+                                                        {"BM_Fails", {}, "out of memory"},
+                                                        {"BM_NoBase", {}, "no CUDA device"}}),
+                                        {});
   ASSERT_EQ(c.rows.size(), 5u);
   EXPECT_EQ(c.rows[0].name, "BM_Fails");
   EXPECT_EQ(c.rows[0].verdict, Verdict::kFailed);
@@ -142,13 +140,11 @@ TEST(PerfCompareTest, RejectsBadOptions) {
 }
 
 TEST(PerfCompareTest, TableAndJson) {
-  const PerfComparison c =
-      compare_perf(file("base.json", {{"BM_Slow/cuda/manual_time", {1.0e6, 1.01e6, 0.99e6, 0.98e6,
-                                                                      1.02e6}, ""},
-                                      {"BM_Gone", kBase, ""}}),
-                   file("new.json", {{"BM_Slow/cuda/manual_time", {1.2e6, 1.19e6, 1.21e6, 1.22e6,
-                                                                     1.18e6}, ""}}),
-                   {0.05, 0.05});
+  const PerfComparison c = compare_perf(
+      file("base.json", {{"BM_Slow/cuda/manual_time", {1.0e6, 1.01e6, 0.99e6, 0.98e6, 1.02e6}, ""},
+                         {"BM_Gone", kBase, ""}}),
+      file("new.json", {{"BM_Slow/cuda/manual_time", {1.2e6, 1.19e6, 1.21e6, 1.22e6, 1.18e6}, ""}}),
+      {0.05, 0.05});
   const std::string table = format_perf_table(c);
   EXPECT_THAT(table, HasSubstr("# perf compare: baseline base.json vs contender new.json"));
   EXPECT_THAT(table, HasSubstr("slower by more than 5.0 %"));

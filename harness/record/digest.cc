@@ -82,8 +82,8 @@ TensorDigest digest_bytes(const void* data, size_t nbytes, int element_size, int
   MTP_INTERNAL_ASSERT(element_size > 0 && nbytes % static_cast<size_t>(element_size) == 0,
                       fmt::format("digest of {} bytes of {}-byte elements", nbytes, element_size));
   TensorDigest d;
-  const size_t block_bytes = static_cast<size_t>(kDigestBlockElements) *
-                             static_cast<size_t>(element_size);
+  const size_t block_bytes =
+      static_cast<size_t>(kDigestBlockElements) * static_cast<size_t>(element_size);
   const size_t nblocks = (nbytes + block_bytes - 1) / block_bytes;
   d.blocks.resize(nblocks);
   const auto* bytes = static_cast<const unsigned char*>(data);

@@ -40,12 +40,16 @@ struct Masks {
 
 std::optional<Masks> masks(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return Masks{0x7f800000u, 0x007fffffu, 0x80000000u};
+    case DType::kF32:
+      return Masks{0x7f800000u, 0x007fffffu, 0x80000000u};
     case DType::kF64:
       return Masks{0x7ff0000000000000ull, 0x000fffffffffffffull, 0x8000000000000000ull};
-    case DType::kBF16: return Masks{0x7f80u, 0x007fu, 0x8000u};
-    case DType::kF16: return Masks{0x7c00u, 0x03ffu, 0x8000u};
-    default: return std::nullopt;
+    case DType::kBF16:
+      return Masks{0x7f80u, 0x007fu, 0x8000u};
+    case DType::kF16:
+      return Masks{0x7c00u, 0x03ffu, 0x8000u};
+    default:
+      return std::nullopt;
   }
 }
 
@@ -57,9 +61,12 @@ NonFinite find_nonfinite(const void* data, size_t nbytes, DType dtype) {
   const auto* p = static_cast<const uint8_t*>(data);
   const size_t n = nbytes / static_cast<size_t>(dtype_size(dtype));
   switch (dtype_size(dtype)) {
-    case 2: return scan<uint16_t>(p, n, static_cast<uint16_t>(m->exp));
-    case 4: return scan<uint32_t>(p, n, static_cast<uint32_t>(m->exp));
-    default: return scan<uint64_t>(p, n, m->exp);
+    case 2:
+      return scan<uint16_t>(p, n, static_cast<uint16_t>(m->exp));
+    case 4:
+      return scan<uint32_t>(p, n, static_cast<uint32_t>(m->exp));
+    default:
+      return scan<uint64_t>(p, n, m->exp);
   }
 }
 
@@ -79,16 +86,17 @@ std::string NonFiniteValue::describe() const {
       flat /= shape[k];
     }
   }
-  return fmt::format("step {} {}/{}[{}] = {} (0x{:0{}x}): {} of its {} elements and {} tensor(s) "
-                     "of the record are not finite",
-                     step, group, name, fmt::join(coord, ", "), nonfinite_text(first.first_bits, dtype),
-                     first.first_bits, 2 * dtype_size(dtype), first.count,
-                     [&] {
-                       int64_t n = 1;
-                       for (int64_t d : shape) n *= d;
-                       return n;
-                     }(),
-                     tensors);
+  return fmt::format(
+      "step {} {}/{}[{}] = {} (0x{:0{}x}): {} of its {} elements and {} tensor(s) "
+      "of the record are not finite",
+      step, group, name, fmt::join(coord, ", "), nonfinite_text(first.first_bits, dtype),
+      first.first_bits, 2 * dtype_size(dtype), first.count,
+      [&] {
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        return n;
+      }(),
+      tensors);
 }
 
 std::string NonFiniteValue::to_json() const {
@@ -112,9 +120,11 @@ NonFiniteValue NonFiniteValue::from_json(const std::string& text, const std::str
     throw RecordError(e.what());
   }
   auto bad = [&](const std::string& why) {
-    throw RecordError(fmt::format("{}: {} (the writer makes {{\"step\", \"group\", \"name\", "
-                                  "\"dtype\", \"shape\", \"count\", \"index\", \"bits\", "
-                                  "\"tensors\"}})", source, why));
+    throw RecordError(
+        fmt::format("{}: {} (the writer makes {{\"step\", \"group\", \"name\", "
+                    "\"dtype\", \"shape\", \"count\", \"index\", \"bits\", "
+                    "\"tensors\"}})",
+                    source, why));
   };
   if (!j.is_object()) bad(fmt::format("a JSON {}, not an object", j.type_name()));
   // The value of `key`, which must be of the type `is` tests.
@@ -147,7 +157,8 @@ NonFiniteValue NonFiniteValue::from_json(const std::string& text, const std::str
                     fmt::join(groups, ", ")));
   }
   v.name = field("name", &nlohmann::json::is_string, "a string").get<std::string>();
-  const std::string dtype = field("dtype", &nlohmann::json::is_string, "a string").get<std::string>();
+  const std::string dtype =
+      field("dtype", &nlohmann::json::is_string, "a string").get<std::string>();
   try {
     v.dtype = parse_dtype(dtype);
   } catch (const InputError&) {
@@ -172,8 +183,8 @@ NonFiniteValue NonFiniteValue::from_json(const std::string& text, const std::str
   if (elements < 1) bad(fmt::format("\"shape\" [{}] holds no element", fmt::join(v.shape, ", ")));
   v.first.count = integer("count", 1, elements);
   v.first.first_index = integer("index", 0, elements - 1);
-  const nlohmann::json& bits = field("bits", &nlohmann::json::is_number_unsigned,
-                                     "an integer >= 0");
+  const nlohmann::json& bits =
+      field("bits", &nlohmann::json::is_number_unsigned, "an integer >= 0");
   v.first.first_bits = bits.get<uint64_t>();
   const int width = 8 * dtype_size(v.dtype);
   if ((width < 64 && (v.first.first_bits >> width) != 0) ||

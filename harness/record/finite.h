@@ -46,8 +46,8 @@ struct NonFiniteValue {
   std::string group, name;
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
-  NonFinite first;        ///< in tensor `group/name`
-  int64_t tensors = 0;    ///< tensors of the record with a non-finite element
+  NonFinite first;      ///< in tensor `group/name`
+  int64_t tensors = 0;  ///< tensors of the record with a non-finite element
   /// "step 1 loss/total[] = nan (0x7fc00000): 1 of its elements and 3 tensors of the record are
   /// not finite".
   std::string describe() const;

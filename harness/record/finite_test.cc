@@ -19,8 +19,13 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(FindNonFiniteTest, CountsEveryClassAndNamesTheFirstInEachFloatFormat) {
-  const float f[] = {1.0f, -0.0f, std::numeric_limits<float>::max(),
-                     std::numeric_limits<float>::denorm_min(), -INFINITY, NAN, INFINITY};
+  const float f[] = {1.0f,
+                     -0.0f,
+                     std::numeric_limits<float>::max(),
+                     std::numeric_limits<float>::denorm_min(),
+                     -INFINITY,
+                     NAN,
+                     INFINITY};
   NonFinite n = find_nonfinite(f, sizeof f, DType::kF32);
   EXPECT_EQ(n.count, 3);
   EXPECT_EQ(n.first_index, 4);
@@ -149,28 +154,34 @@ TEST(FirstNonFiniteAttrTest, InconsistentFieldsAreRefusedByName) {
   };
   const std::string attr = ": root attribute 'first_nonfinite': ";
   EXPECT_EQ(with("\"step\": 1", "\"step\": -1"),
-            attr + "\"step\" is -1, outside [0, 999999] (the writer makes {\"step\", \"group\", "
-                   "\"name\", \"dtype\", \"shape\", \"count\", \"index\", \"bits\", \"tensors\"})");
+            attr +
+                "\"step\" is -1, outside [0, 999999] (the writer makes {\"step\", \"group\", "
+                "\"name\", \"dtype\", \"shape\", \"count\", \"index\", \"bits\", \"tensors\"})");
   EXPECT_THAT(with("\"step\": 1", "\"step\": 1e300"),
               HasSubstr(attr + "\"step\" is a JSON number, not an integer"));
   EXPECT_THAT(with("\"step\": 1,", ""), HasSubstr(attr + "no \"step\""));
   EXPECT_THAT(with("\"grad\"", "7"), HasSubstr(attr + "\"group\" is a JSON number, not a string"));
-  EXPECT_THAT(with("\"grad\"", "\"gard\""), HasSubstr(attr + "\"group\" is \"gard\", not a record group"));
+  EXPECT_THAT(with("\"grad\"", "\"gard\""),
+              HasSubstr(attr + "\"group\" is \"gard\", not a record group"));
   EXPECT_THAT(with("\"float32\"", "\"int32\""),
               HasSubstr(attr + "\"dtype\" is int32, which holds no non-finite values"));
   EXPECT_THAT(with("[2, 3]", "[2, -3]"), HasSubstr(attr + "\"shape\" holds -3, not a dimension"));
   EXPECT_THAT(with("[2, 3]", "[4294967296, 4294967296]"),
               HasSubstr(attr + "\"shape\" [4294967296,4294967296] has more than 2^62 elements"));
-  EXPECT_THAT(with("\"index\": 3", "\"index\": 6"), HasSubstr(attr + "\"index\" is 6, outside [0, 5]"));
-  EXPECT_THAT(with("\"count\": 3", "\"count\": 0"), HasSubstr(attr + "\"count\" is 0, outside [1, 6]"));
+  EXPECT_THAT(with("\"index\": 3", "\"index\": 6"),
+              HasSubstr(attr + "\"index\" is 6, outside [0, 5]"));
+  EXPECT_THAT(with("\"count\": 3", "\"count\": 0"),
+              HasSubstr(attr + "\"count\" is 0, outside [1, 6]"));
   EXPECT_THAT(with("2143289344", "1065353216"),
               HasSubstr(attr + "\"bits\" 0x3f800000 is not a non-finite float32 value"));
-  EXPECT_THAT(with("2143289344", "-1"), HasSubstr(attr + "\"bits\" is a JSON number, not an integer >= 0"));
+  EXPECT_THAT(with("2143289344", "-1"),
+              HasSubstr(attr + "\"bits\" is a JSON number, not an integer >= 0"));
   EXPECT_THAT(with("\"tensors\": 3", "\"tensors\": 0"), HasSubstr(attr + "\"tensors\" is 0"));
   EXPECT_THAT(nonfinite_error(dir, "[1, 2]"), HasSubstr(attr + "a JSON array, not an object"));
   EXPECT_EQ(nonfinite_error(dir, std::string(100000, '[')),
-            attr + "line 1, column 65 (byte 64): nesting deeper than 64 levels of arrays and "
-                   "objects");
+            attr +
+                "line 1, column 65 (byte 64): nesting deeper than 64 levels of arrays and "
+                "objects");
 }
 
 }  // namespace

@@ -323,8 +323,8 @@ Where attr_where(const Where& obj, const std::string& name) {
 }  // namespace
 
 bool Object::has_attribute(const std::string& name) const {
-  return check(H5Aexists(id(), name.c_str()), attr_where(where(), name),
-               "cannot check attribute") > 0;
+  return check(H5Aexists(id(), name.c_str()), attr_where(where(), name), "cannot check attribute") >
+         0;
 }
 
 Attribute Object::open_attribute(const std::string& name) const {
@@ -362,8 +362,8 @@ Group Group::create_group(const std::string& name) const {
 
 Group Group::open_group(const std::string& name) const {
   Where w = where().child(name);
-  return Group(check(H5Gopen2(id(), name.c_str(), H5P_DEFAULT), w, "cannot open group"),
-               H5Gclose, w);
+  return Group(check(H5Gopen2(id(), name.c_str(), H5P_DEFAULT), w, "cannot open group"), H5Gclose,
+               w);
 }
 
 Dataset Group::create_dataset(const std::string& name, hid_t type, const DataSpace& space) const {
@@ -407,8 +407,7 @@ bool Group::has_dense_links() const {
 
 H5I_type_t Group::kind_of(const std::string& name) const {
   Where w = where().child(name);
-  Handle obj(check(H5Oopen(id(), name.c_str(), H5P_DEFAULT), w, "cannot open object"), H5Oclose,
-             w);
+  Handle obj(check(H5Oopen(id(), name.c_str(), H5P_DEFAULT), w, "cannot open object"), H5Oclose, w);
   H5I_type_t t = H5Iget_type(obj.id());
   if (t == H5I_BADID) {
     fail(w, "cannot get object type");
@@ -464,8 +463,8 @@ File File::open_read(const std::string& path) {
 }
 
 Group File::root() const {
-  return Group(check(H5Gopen2(id(), "/", H5P_DEFAULT), where(), "cannot open root group"),
-               H5Gclose, where());
+  return Group(check(H5Gopen2(id(), "/", H5P_DEFAULT), where(), "cannot open root group"), H5Gclose,
+               where());
 }
 
 }  // namespace mtp::record::h5

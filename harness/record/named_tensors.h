@@ -15,8 +15,8 @@ namespace mtp::record {
 
 /// One tensor a caller expects: its global (Megatron) name and shape.
 struct ExpectedTensor {
-  std::string name;             ///< e.g. "decoder.layers.0.self_attention.linear_qkv.weight"
-  std::vector<int64_t> shape;   ///< empty for a scalar
+  std::string name;            ///< e.g. "decoder.layers.0.self_attention.linear_qkv.weight"
+  std::vector<int64_t> shape;  ///< empty for a scalar
 };
 
 /// Reads /steps/<step>/<group>/<name> for every entry of `expected`, returned in that order,

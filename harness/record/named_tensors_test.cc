@@ -40,8 +40,8 @@ std::string error_of(const std::string& path, const std::vector<ExpectedTensor>&
 
 TEST(NamedTensorsTest, ReturnsTheExpectedOrderWithTheRecordedBytes) {
   ScratchDir dir;
-  const auto emb = TensorData::from_f32("embedding.word_embeddings.weight", {3, 2},
-                                        {1, 2, 3, 4, 5, 6});
+  const auto emb =
+      TensorData::from_f32("embedding.word_embeddings.weight", {3, 2}, {1, 2, 3, 4, 5, 6});
   const auto fln = TensorData::from_f64("decoder.final_layernorm.weight", {2}, {0.5, -0.25});
   const auto out = TensorData::from_f32("output_layer.weight", {3, 2}, {-1, -2, -3, -4, -5, -6});
   // Written in another order than the model's: the result follows `expected`.
@@ -57,24 +57,24 @@ TEST(NamedTensorsTest, ReturnsTheExpectedOrderWithTheRecordedBytes) {
 
 TEST(NamedTensorsTest, NamesMissingExtraAndMismatchedParameters) {
   ScratchDir dir;
-  const auto emb = TensorData::from_f32("embedding.word_embeddings.weight", {3, 2},
-                                        {1, 2, 3, 4, 5, 6});
+  const auto emb =
+      TensorData::from_f32("embedding.word_embeddings.weight", {3, 2}, {1, 2, 3, 4, 5, 6});
   const auto fln = TensorData::from_f32("decoder.final_layernorm.weight", {2}, {1, 1});
   const auto out = TensorData::from_f32("output_layer.weight", {3, 2}, {1, 2, 3, 4, 5, 6});
   const std::string tied = record_with(dir, "tied.h5", {emb, fln});
   EXPECT_THAT(error_of(tied, kModel),
               AllOf(HasSubstr("tied.h5: steps/000000/weight: parameter output_layer.weight is "
-                              "missing"), HasSubstr("1 of 3 expected names absent")));
-  EXPECT_THAT(error_of(record_with(dir, "untied.h5", {emb, fln, out}),
-                       {kModel[0], kModel[1]}),
+                              "missing"),
+                    HasSubstr("1 of 3 expected names absent")));
+  EXPECT_THAT(error_of(record_with(dir, "untied.h5", {emb, fln, out}), {kModel[0], kModel[1]}),
               AllOf(HasSubstr("untied.h5: steps/000000/weight/output_layer.weight: extra tensor"),
                     HasSubstr("not a parameter of this model")));
   const auto fln3 = TensorData::from_f32("decoder.final_layernorm.weight", {3}, {1, 1, 1});
   EXPECT_THAT(error_of(record_with(dir, "shape.h5", {emb, fln3, out}), kModel),
               HasSubstr("steps/000000/weight/decoder.final_layernorm.weight: shape [3] in the "
                         "record, the model's parameter has shape [2]"));
-  const auto int_emb = TensorData::from_i32("embedding.word_embeddings.weight", {3, 2},
-                                            {1, 2, 3, 4, 5, 6});
+  const auto int_emb =
+      TensorData::from_i32("embedding.word_embeddings.weight", {3, 2}, {1, 2, 3, 4, 5, 6});
   EXPECT_THAT(error_of(record_with(dir, "int.h5", {int_emb, fln, out}), kModel),
               HasSubstr("embedding.word_embeddings.weight: dtype int32, but a weight must be "
                         "floating point"));

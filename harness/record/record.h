@@ -67,8 +67,8 @@ class RecordWriteError : public InfraError {
 /// (the fp32 master weights of a bf16 run); "model_weight" (bf16 runs only) the model's own
 /// bf16 weights, re-cast from the masters after each step.
 inline const std::vector<std::string>& record_groups() {
-  static const std::vector<std::string> g{"batch", "loss", "grad", "weight", "model_weight",
-                                          "optimizer"};
+  static const std::vector<std::string> g{"batch",  "loss",         "grad",
+                                          "weight", "model_weight", "optimizer"};
   return g;
 }
 

@@ -42,8 +42,7 @@ void BM_DigestBytes(benchmark::State& state) {
   for (auto _ : state) {
     benchmark::DoNotOptimize(mtp::record::digest_bytes(data.data(), bytes, 4, threads));
   }
-  state.counters["GBps"] = benchmark::Counter(static_cast<double>(bytes) * state.iterations() /
-                                                  1e9,
+  state.counters["GBps"] = benchmark::Counter(static_cast<double>(bytes) * state.iterations() / 1e9,
                                               benchmark::Counter::kIsRate);
 }
 
@@ -57,16 +56,25 @@ void BM_RecordWrite(benchmark::State& state, Storage storage) {
     fs::remove(path);
     state.ResumeTiming();
   }
-  state.counters["GBps"] = benchmark::Counter(tensor_bytes * state.iterations() / 1e9,
-                                              benchmark::Counter::kIsRate);
+  state.counters["GBps"] =
+      benchmark::Counter(tensor_bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   state.counters["file_MB"] = file_bytes / 1e6;
 }
 
-BENCHMARK(BM_DigestBytes)->ArgName("threads")->Arg(1)->Arg(4)->Arg(8)->UseRealTime()
+BENCHMARK(BM_DigestBytes)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(4)
+    ->Arg(8)
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_RecordWrite, full, Storage::kFull)->UseRealTime()->Iterations(3)
+BENCHMARK_CAPTURE(BM_RecordWrite, full, Storage::kFull)
+    ->UseRealTime()
+    ->Iterations(3)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_RecordWrite, digest, Storage::kDigest)->UseRealTime()->Iterations(3)
+BENCHMARK_CAPTURE(BM_RecordWrite, digest, Storage::kDigest)
+    ->UseRealTime()
+    ->Iterations(3)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

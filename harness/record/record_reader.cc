@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <new>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <unordered_map>
 
@@ -83,7 +83,7 @@ const char* object_kind(H5I_type_t t) {
 struct RecordReader::Impl {
   std::string path;
   h5::File file;
-  int fd = -1;            // for read_bytes (pread) and mapped_bytes; opened after the schema check
+  int fd = -1;  // for read_bytes (pread) and mapped_bytes; opened after the schema check
   uint64_t file_size = 0;
   mutable void* map = nullptr;  // mapped_bytes' map of the whole file (under `lazy`)
   ~Impl() {
@@ -175,21 +175,22 @@ std::optional<TensorDigest> RecordReader::Impl::read_digest(const h5::Dataset& d
   const bool has_blocks = ds.has_attribute(kBlockDigestsAttr);
   const int64_t nblocks = (numel + kDigestBlockElements - 1) / kDigestBlockElements;
   if (!has_whole) {
-    if (has_blocks) fail(ds.where().path, fmt::format("has '{}' without '{}'", kBlockDigestsAttr,
-                                                      kDigestAttr));
+    if (has_blocks)
+      fail(ds.where().path, fmt::format("has '{}' without '{}'", kBlockDigestsAttr, kDigestAttr));
     return std::nullopt;
   }
   TensorDigest d;
   const std::string hex = read_string_attr(ds, kDigestAttr);
   const std::optional<Digest128> whole = Digest128::parse_hex(hex);
   if (!whole) {
-    fail(ds.where().path, fmt::format("attribute '{}' is \"{}\", not 32 hex digits", kDigestAttr,
-                                      printable(hex)));
+    fail(ds.where().path,
+         fmt::format("attribute '{}' is \"{}\", not 32 hex digits", kDigestAttr, printable(hex)));
   }
   d.whole = *whole;
   if (has_blocks) {
     const std::vector<uint64_t> halves = read_u64_matrix_attr(ds, kBlockDigestsAttr, 2);
-    for (size_t i = 0; i + 1 < halves.size(); i += 2) d.blocks.push_back({halves[i], halves[i + 1]});
+    for (size_t i = 0; i + 1 < halves.size(); i += 2)
+      d.blocks.push_back({halves[i], halves[i + 1]});
   }
   if (static_cast<int64_t>(d.blocks.size()) != nblocks) {
     fail(ds.where().path, fmt::format("attribute '{}' holds {} block digests; {} elements need {}",
@@ -247,7 +248,8 @@ std::pair<TensorInfo, Details> RecordReader::Impl::describe_dataset(const h5::Da
   details.digest = read_digest(ds, static_cast<int64_t>(numel));
   if (schema_version >= 2 && !details.digest) {
     fail(ds.where().path, fmt::format("has no '{}' attribute (a record of schema version {} "
-                                      "digests every tensor)", kDigestAttr, schema_version));
+                                      "digests every tensor)",
+                                      kDigestAttr, schema_version));
   }
   if (details.digest) t.digest = details.digest->whole;
   if (t.stored && numel > 0 && ds.type().equals(memory_type(t.dtype))) {
@@ -268,7 +270,8 @@ void RecordReader::Impl::read_tensor_index(const h5::Group& g, GroupIndex& gi) c
   auto bad = [&](size_t i, const std::string& why) {
     fail(where, fmt::format("attribute '{}' entry {}: {}", kTensorIndexAttr, i, why));
   };
-  if (!index.is_array()) fail(where, fmt::format("attribute '{}' is not a JSON array", kTensorIndexAttr));
+  if (!index.is_array())
+    fail(where, fmt::format("attribute '{}' is not a JSON array", kTensorIndexAttr));
   if (index.size() != gi.names.size()) {
     fail(where, fmt::format("attribute '{}' lists {} tensors but the group holds {} datasets",
                             kTensorIndexAttr, index.size(), gi.names.size()));
@@ -281,8 +284,8 @@ void RecordReader::Impl::read_tensor_index(const h5::Group& g, GroupIndex& gi) c
     }
     const std::string name = e[0].get<std::string>();
     if (name != gi.names[i]) {
-      bad(i, fmt::format("names \"{}\" where the group's dataset {} is \"{}\"", printable(name),
-                         i, printable(gi.names[i])));
+      bad(i, fmt::format("names \"{}\" where the group's dataset {} is \"{}\"", printable(name), i,
+                         printable(gi.names[i])));
     }
     Entry entry;
     try {
@@ -408,10 +411,11 @@ void RecordReader::Impl::open() {
   // first, so a crash becomes bad input. Records RecordWriter writes (superblock 2, checksummed
   // metadata) are indexed directly: HDF5 rejects their corruption itself.
   if (const int version = superblock_version(path); version >= 0 && version < 2) {
-    probe_in_child(fmt::format("this file of the earliest HDF5 format (superblock version {}, no "
-                               "metadata checksums); rewrite it with h5py's libver=\"latest\" or "
-                               "regenerate it",
-                               version));
+    probe_in_child(
+        fmt::format("this file of the earliest HDF5 format (superblock version {}, no "
+                    "metadata checksums); rewrite it with h5py's libver=\"latest\" or "
+                    "regenerate it",
+                    version));
   }
   // A group of more than 256 tensors keeps its names in a fractal heap (dense link storage,
   // h5.cc), which HDF5 1.10 may crash iterating when it is corrupted: such a file is indexed in a
@@ -420,8 +424,9 @@ void RecordReader::Impl::open() {
     index();
   } catch (const DenseLinksMet&) {
     steps.clear();
-    probe_in_child("a group of this file that keeps its links in dense storage (a fractal heap, "
-                   "used for more than 256 tensors per group)");
+    probe_in_child(
+        "a group of this file that keeps its links in dense storage (a fractal heap, "
+        "used for more than 256 tensors per group)");
     index();
   }
 }
@@ -451,12 +456,11 @@ void RecordReader::Impl::probe_in_child(const std::string& why) {
     if (errno != EINTR) fail("", fmt::format("waitpid: {}", std::strerror(errno)));
   }
   if (WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0)) {
-    const std::string how = WIFSIGNALED(status)
-                                ? fmt::format("signal {}, {}", WTERMSIG(status),
-                                              ::strsignal(WTERMSIG(status)))
-                                : fmt::format("exit {}", WEXITSTATUS(status));
-    fail("", fmt::format("corrupt HDF5 metadata: the HDF5 library crashed ({}) reading {}", how,
-                         why));
+    const std::string how = WIFSIGNALED(status) ? fmt::format("signal {}, {}", WTERMSIG(status),
+                                                              ::strsignal(WTERMSIG(status)))
+                                                : fmt::format("exit {}", WEXITSTATUS(status));
+    fail("",
+         fmt::format("corrupt HDF5 metadata: the HDF5 library crashed ({}) reading {}", how, why));
   }
   probed = true;
 }
@@ -607,8 +611,10 @@ std::optional<NonFiniteValue> RecordReader::first_nonfinite() const {
   const std::string source =
       fmt::format("{}: root attribute '{}'", impl_->path, kFirstNonFiniteAttr);
   if (text == nullptr) {
-    throw RecordError(fmt::format("{}: a number, not the JSON text the writer makes (step, group, "
-                                  "name, dtype, shape, count, index, bits, tensors)", source));
+    throw RecordError(
+        fmt::format("{}: a number, not the JSON text the writer makes (step, group, "
+                    "name, dtype, shape, count, index, bits, tensors)",
+                    source));
   }
   return NonFiniteValue::from_json(*text, source);
 }
@@ -618,9 +624,10 @@ TensorData RecordReader::read(int step, const std::string& group, const std::str
   const TensorInfo& info = impl_->desc(step, group, name);
   const std::string object = "/" + Impl::dataset_path(step, group, name);
   if (!info.stored) {
-    impl_->fail(object, "holds only the tensor's digest (recorded with record = \"digest\"); "
-                        "its values are not in the record (re-run with --dump-steps, or compare "
-                        "with --localize)");
+    impl_->fail(object,
+                "holds only the tensor's digest (recorded with record = \"digest\"); "
+                "its values are not in the record (re-run with --dump-steps, or compare "
+                "with --localize)");
   }
   impl_->details(step, group, name);  // the dataset agrees with the index (its shape sizes `t`)
   TensorData t = describe(step, group, name);
@@ -708,8 +715,7 @@ std::optional<std::pair<const uint8_t*, size_t>> RecordReader::mapped_bytes(
     ::madvise(m, impl_->file_size, MADV_SEQUENTIAL);
     impl_->map = m;
   }
-  return std::make_pair(static_cast<const uint8_t*>(impl_->map) + *raw,
-                        static_cast<size_t>(total));
+  return std::make_pair(static_cast<const uint8_t*>(impl_->map) + *raw, static_cast<size_t>(total));
 }
 
 }  // namespace mtp::record

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <functional>
 
-#include "harness/record/h5.h"
 #include "harness/record/digest.h"
+#include "harness/record/h5.h"
 #include "harness/record/h5_attr.h"
 #include "harness/record/record.h"
 #include "harness/record/record_test_util.h"
@@ -36,8 +36,7 @@ h5::Group step_group(const h5::Group& root, const std::string& group) {
 }
 
 /// Adds a 1-element dataset of file type `type` holding zero bytes.
-h5::Dataset add_dataset(const h5::Group& g, const std::string& name, hid_t type,
-                        hid_t mem_type) {
+h5::Dataset add_dataset(const h5::Group& g, const std::string& name, hid_t type, hid_t mem_type) {
   h5::Dataset ds = g.create_dataset(name, type, h5::DataSpace::simple({1}));
   uint64_t zero = 0;
   ds.write(mem_type, &zero);
@@ -119,9 +118,8 @@ TEST(RecordReaderErrorsTest, NoStepsGroup) {
 TEST(RecordReaderErrorsTest, StepsIsNotAGroup) {
   ScratchDir dir;
   std::string path = dir.file("r.h5");
-  build(path, [](const h5::Group& root) {
-    add_dataset(root, "steps", H5T_STD_I32LE, H5T_NATIVE_INT32);
-  });
+  build(path,
+        [](const h5::Group& root) { add_dataset(root, "steps", H5T_STD_I32LE, H5T_NATIVE_INT32); });
   expect_open_error(path, "/steps: is a dataset, expected a group");
 }
 
@@ -188,8 +186,8 @@ TEST(RecordReaderErrorsTest, DTypeAttributeDisagreesWithHdf5Type) {
       h5::Dataset ds = add_dataset(step_group(root, "grad"), "w", c.type, c.mem);
       write_attr(ds, "dtype", std::string(c.dtype));
     });
-    expect_open_error(path, std::string("/steps/000001/grad/w: 'dtype' attribute says ") +
-                                c.dtype + " but the HDF5 type is");
+    expect_open_error(path, std::string("/steps/000001/grad/w: 'dtype' attribute says ") + c.dtype +
+                                " but the HDF5 type is");
   }
 }
 
@@ -227,8 +225,7 @@ TEST(RecordReaderErrorsTest, StringDatasetIsUnsupported) {
   std::string path = dir.file("r.h5");
   build(path, [](const h5::Group& root) {
     h5::Type t = h5::Type::fixed_string(4);
-    h5::Dataset ds =
-        step_group(root, "loss").create_dataset("lm", t.id(), h5::DataSpace::scalar());
+    h5::Dataset ds = step_group(root, "loss").create_dataset("lm", t.id(), h5::DataSpace::scalar());
     ds.write(t.id(), "abcd");
   });
   expect_open_error(path, "unsupported HDF5 type string");
@@ -254,8 +251,7 @@ TEST(RecordReaderErrorsTest, NullDataspace) {
 }
 
 /// A version-2 dataset "w" of one float32 0.0, with the digests `edit` may then spoil.
-void build_digested(const std::string& path,
-                    const std::function<void(const h5::Dataset&)>& edit) {
+void build_digested(const std::string& path, const std::function<void(const h5::Dataset&)>& edit) {
   build(path, [&](const h5::Group& root) {
     write_attr(root, "schema_version", int64_t{2});
     h5::Dataset ds = add_dataset(step_group(root, "grad"), "w", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT);
@@ -273,13 +269,11 @@ TEST(RecordReaderErrorsTest, DigestAttributesAreChecked) {
   build_digested(path, [](const h5::Dataset&) {});
   EXPECT_TRUE(RecordReader(path).info(1, "grad", "w").digest.has_value());  // no index: eager
 
-  build_digested(dir.file("a.h5"), [](const h5::Dataset& ds) {
-    write_attr(ds, "xxh3_128", std::string("not hex"));
-  });
+  build_digested(dir.file("a.h5"),
+                 [](const h5::Dataset& ds) { write_attr(ds, "xxh3_128", std::string("not hex")); });
   expect_open_error(dir.file("a.h5"), "attribute 'xxh3_128' is \"not hex\", not 32 hex digits");
-  build_digested(dir.file("b.h5"), [](const h5::Dataset& ds) {
-    write_attr(ds, "xxh3_128", std::string(32, '0'));
-  });
+  build_digested(dir.file("b.h5"),
+                 [](const h5::Dataset& ds) { write_attr(ds, "xxh3_128", std::string(32, '0')); });
   expect_open_error(dir.file("b.h5"), "is not the digest of its block digests");
   build_digested(dir.file("c.h5"), [](const h5::Dataset& ds) {
     write_u64_matrix_attr(ds, "xxh3_128_blocks", {1, 2, 3, 4}, 2);
@@ -314,16 +308,18 @@ TEST(RecordReaderErrorsTest, TensorIndexIsCheckedAgainstTheGroupAndItsDatasets) 
   ScratchDir dir;
   const std::string digest = digest_bytes(std::vector<float>{1, 2, 3}.data(), 12, 4).whole.hex();
   // Intact: names, shape and digest come from the index, the dataset agrees when opened.
-  const std::string ok = with_tensor_index(
-      dir, "ok.h5", "[[\"w\", \"float32\", [3], \"full\", \"" + digest + "\"]]");
+  const std::string ok =
+      with_tensor_index(dir, "ok.h5", "[[\"w\", \"float32\", [3], \"full\", \"" + digest + "\"]]");
   RecordReader good(ok);
   EXPECT_EQ(good.info(1, "grad", "w").shape, std::vector<int64_t>{3});
   EXPECT_EQ(good.block_digests(1, "grad", "w").blocks.size(), 1u);
-  expect_open_error(with_tensor_index(dir, "a.h5", "{}"), "attribute 'tensor_index' is not a JSON array");
+  expect_open_error(with_tensor_index(dir, "a.h5", "{}"),
+                    "attribute 'tensor_index' is not a JSON array");
   // JSON goes through parse_json (issue 19 defect 3): nesting depth bounded, errors positioned.
-  expect_open_error(with_tensor_index(dir, "deep.h5", std::string(5000, '[') + std::string(5000, ']')),
-                    "/steps/000001/grad: attribute 'tensor_index': line 1, column 65 (byte 64): "
-                    "nesting deeper than 64 levels of arrays and objects");
+  expect_open_error(
+      with_tensor_index(dir, "deep.h5", std::string(5000, '[') + std::string(5000, ']')),
+      "/steps/000001/grad: attribute 'tensor_index': line 1, column 65 (byte 64): "
+      "nesting deeper than 64 levels of arrays and objects");
   expect_open_error(with_tensor_index(dir, "num.h5", "[[\"w\", \"float32\", [1e400]"),
                     "attribute 'tensor_index': line 1, column 20 (byte 19): number overflow "
                     "parsing '1e400'");
@@ -335,14 +331,14 @@ TEST(RecordReaderErrorsTest, TensorIndexIsCheckedAgainstTheGroupAndItsDatasets) 
   expect_open_error(
       with_tensor_index(dir, "d.h5", "[[\"w\", \"float33\", [3], \"full\", \"" + digest + "\"]]"),
       "entry 0: unknown dtype \"float33\"");
-  expect_open_error(with_tensor_index(dir, "e.h5", "[[\"w\", \"float32\", [-3], \"full\", \"" +
-                                                       digest + "\"]]"),
-                    "entry 0: a dimension is not a non-negative integer");
+  expect_open_error(
+      with_tensor_index(dir, "e.h5", "[[\"w\", \"float32\", [-3], \"full\", \"" + digest + "\"]]"),
+      "entry 0: a dimension is not a non-negative integer");
   expect_open_error(with_tensor_index(dir, "f.h5", "[[\"w\", \"float32\", [3], \"full\", \"x\"]]"),
                     "entry 0: the digest is not 32 hex digits");
   // An index that disagrees with its dataset is found when the dataset is opened.
-  const std::string lying = with_tensor_index(
-      dir, "g.h5", "[[\"w\", \"float32\", [4], \"full\", \"" + digest + "\"]]");
+  const std::string lying =
+      with_tensor_index(dir, "g.h5", "[[\"w\", \"float32\", [4], \"full\", \"" + digest + "\"]]");
   RecordReader r(lying);
   EXPECT_EQ(r.info(1, "grad", "w").shape, std::vector<int64_t>{4});
   try {
@@ -367,8 +363,8 @@ TEST(RecordReaderErrorsTest, SchemaVersionMustBeKnown) {
 
 TEST(RecordReaderErrorsTest, DigestOnlyDatasetNeedsItsShape) {
   ScratchDir dir;
-  for (const std::string& shape : {std::string("[2, x]"), std::string("2, 3"),
-                                   std::string("[-1]")}) {
+  for (const std::string& shape :
+       {std::string("[2, x]"), std::string("2, 3"), std::string("[-1]")}) {
     const std::string path = dir.file("r" + std::to_string(shape.size()) + shape[1] + ".h5");
     build(path, [&](const h5::Group& root) {
       h5::Dataset ds =
@@ -451,8 +447,7 @@ TEST(RecordReaderErrorsTest, ForeignButValidFilesRead) {
     hid_t space = H5Screate_simple(1, dims, nullptr);
     double values[2] = {1.5, -2.0};
     for (const char* name : {"zeta", "alpha"}) {
-      hid_t ds = H5Dcreate2(g, name, H5T_IEEE_F64BE, space, H5P_DEFAULT, H5P_DEFAULT,
-                            H5P_DEFAULT);
+      hid_t ds = H5Dcreate2(g, name, H5T_IEEE_F64BE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
       H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values);
       H5Dclose(ds);
     }

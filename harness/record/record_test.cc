@@ -17,13 +17,13 @@
 namespace mtp::record {
 namespace {
 
+using ::mtp::testing_util::FileSizeLimit;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::MatchesRegex;
 using testing_util::read_bytes;
 using testing_util::ScratchDir;
-using ::mtp::testing_util::FileSizeLimit;
 
 /// A tensor of `dtype` whose bytes are 0, 1, 2, ... (any bit pattern is a valid element).
 TensorData pattern(const std::string& name, DType dtype, std::vector<int64_t> shape) {
@@ -51,8 +51,9 @@ void write_sample(const std::string& path) {
   w.set_attr("hidden_size", int64_t{64});
   w.set_attr("mtp_loss_scaling_factor", 0.1);
   w.set_attr("layout", std::string("E|t*3|tm|L"));
-  w.write(0, "weight", TensorData::from_f32("embedding.word_embeddings.weight", {2, 2},
-                                            {1.0f, 2.0f, 3.0f, 4.0f}));
+  w.write(
+      0, "weight",
+      TensorData::from_f32("embedding.word_embeddings.weight", {2, 2}, {1.0f, 2.0f, 3.0f, 4.0f}));
   w.write(1, "batch", TensorData::from_i32("tokens", {1, 1, 3}, {5, 6, 7}));
   w.write(1, "loss", TensorData::from_f32("lm", {}, {2.5f}));
   w.write(1, "grad", pattern("embedding.word_embeddings.weight", DType::kF32, {2, 2}));
@@ -222,8 +223,9 @@ TEST(RecordTest, AGroupOfThousandsOfTensorsIsWrittenInDenseStorageAndReadsBack) 
     names.clear();
     RecordWriter w(path);
     for (int i = 0; i < 6000; ++i) {
-      names.push_back(fmt::format("decoder.layers.{}.mlp.experts.local_experts.{}.linear_fc1.weight",
-                                  i % 8, (i * 4099) % 6000));
+      names.push_back(
+          fmt::format("decoder.layers.{}.mlp.experts.local_experts.{}.linear_fc1.weight", i % 8,
+                      (i * 4099) % 6000));
       w.write(1, "grad", TensorData::from_f32(names.back(), {2}, {static_cast<float>(i), 0.5f}));
     }
     w.write(1, "weight", TensorData::from_f32("w", {1}, {1.0f}));

@@ -32,7 +32,7 @@ h5::Group ensure_group(const h5::Group& parent, const std::string& name) {
 struct RecordWriter::Impl {
   std::string path;
   std::unique_ptr<TempFile> tmp;
-  h5::File file;     // declared before `steps`, so `steps` closes first
+  h5::File file;  // declared before `steps`, so `steps` closes first
   h5::Group steps;
   bool committed = false;
   /// Each (step, group)'s tensor_index (record.h), written to the group in commit().
@@ -117,8 +117,8 @@ void RecordWriter::set_step_attr(int step, const std::string& key, const AttrVal
   impl_->io([&] { write_attr(impl_->step_group(step), key, value); });
 }
 
-void RecordWriter::write(int step, const std::string& group, const TensorView& t,
-                         Storage storage, const TensorDigest* digest, int digest_threads,
+void RecordWriter::write(int step, const std::string& group, const TensorView& t, Storage storage,
+                         const TensorDigest* digest, int digest_threads,
                          const NonFinite* nonfinite) {
   h5::ErrorSilencer quiet;
   impl_->require_open();
@@ -147,12 +147,12 @@ void RecordWriter::write(int step, const std::string& group, const TensorView& t
   }
   uint64_t want = numel * static_cast<uint64_t>(dtype_size(t.dtype));
   if (numel > std::numeric_limits<uint64_t>::max() / 8 || want != t.nbytes) {
-    impl_->fail(fmt::format("{}: {} bytes given, but {} elements of {} need {}", where,
-                            t.nbytes, numel, dtype_name(t.dtype), want));
+    impl_->fail(fmt::format("{}: {} bytes given, but {} elements of {} need {}", where, t.nbytes,
+                            numel, dtype_name(t.dtype), want));
   }
-  MTP_INTERNAL_ASSERT(t.data != nullptr || t.nbytes == 0 ||
-                          (storage == Storage::kDigest && digest != nullptr),
-                      fmt::format("{}: no bytes to write or digest", where));
+  MTP_INTERNAL_ASSERT(
+      t.data != nullptr || t.nbytes == 0 || (storage == Storage::kDigest && digest != nullptr),
+      fmt::format("{}: no bytes to write or digest", where));
   TensorDigest computed;
   if (digest == nullptr) {
     computed = digest_bytes(t.data, t.nbytes, dtype_size(t.dtype), digest_threads);
@@ -169,7 +169,7 @@ void RecordWriter::write(int step, const std::string& group, const TensorView& t
   }
   impl_->io([&] {
     const bool full = storage == Storage::kFull;
-    h5::DataSpace space = !full              ? h5::DataSpace::null()
+    h5::DataSpace space = !full             ? h5::DataSpace::null()
                           : t.shape.empty() ? h5::DataSpace::scalar()
                                             : h5::DataSpace::simple(dims);
     h5::Dataset ds = g.create_dataset(t.name, file_type(t.dtype), space);
@@ -192,10 +192,9 @@ void RecordWriter::write(int step, const std::string& group, const TensorView& t
       ds.write(memory_type(t.dtype), t.data);
     }
   });
-  const NonFinite nf =
-      nonfinite != nullptr ? *nonfinite
-      : t.data != nullptr  ? find_nonfinite(t.data, t.nbytes, t.dtype)
-                           : NonFinite{};
+  const NonFinite nf = nonfinite != nullptr ? *nonfinite
+                       : t.data != nullptr  ? find_nonfinite(t.data, t.nbytes, t.dtype)
+                                            : NonFinite{};
   if (nf.count > 0) {
     ++impl_->nonfinite_tensors;
     if (!impl_->first_nonfinite) {
@@ -204,8 +203,8 @@ void RecordWriter::write(int step, const std::string& group, const TensorView& t
   }
   nlohmann::json& entries = impl_->index[{step, group}];
   if (entries.is_null()) entries = nlohmann::json::array();
-  entries.push_back({t.name, dtype_name(t.dtype), t.shape, storage_name(storage),
-                     digest->whole.hex()});
+  entries.push_back(
+      {t.name, dtype_name(t.dtype), t.shape, storage_name(storage), digest->whole.hex()});
 }
 
 void RecordWriter::commit() {

@@ -8,8 +8,8 @@ namespace mtp::record {
 
 std::string step_group_name(int step) {
   if (step < 0 || step > kMaxStep) {
-    throw RecordError(fmt::format("step {} is outside [0, {}] (step groups have 6 digits)", step,
-                                  kMaxStep));
+    throw RecordError(
+        fmt::format("step {} is outside [0, {}] (step groups have 6 digits)", step, kMaxStep));
   }
   return fmt::format("{:06d}", step);
 }

@@ -4,8 +4,8 @@
 // step, and which dataset names are allowed. Shared by the writer and the reader.
 #pragma once
 
-#include <optional>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 

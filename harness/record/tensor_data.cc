@@ -17,9 +17,9 @@ struct DTypeInfo {
 };
 
 constexpr DTypeInfo kDTypes[] = {
-    {DType::kF32, "float32", 4, true},  {DType::kF64, "float64", 8, true},
+    {DType::kF32, "float32", 4, true},   {DType::kF64, "float64", 8, true},
     {DType::kBF16, "bfloat16", 2, true}, {DType::kF16, "float16", 2, true},
-    {DType::kI32, "int32", 4, false},   {DType::kI64, "int64", 8, false},
+    {DType::kI32, "int32", 4, false},    {DType::kI64, "int64", 8, false},
     {DType::kU8, "uint8", 1, false},
 };
 
@@ -40,8 +40,8 @@ TensorData from_values(std::string name, std::vector<int64_t> shape, DType dtype
   t.dtype = dtype;
   t.shape = std::move(shape);
   MTP_INTERNAL_ASSERT(t.numel() == static_cast<int64_t>(values.size()),
-                      fmt::format("tensor '{}': shape has {} elements but {} values given",
-                                  t.name, t.numel(), values.size()));
+                      fmt::format("tensor '{}': shape has {} elements but {} values given", t.name,
+                                  t.numel(), values.size()));
   t.bytes.resize(values.size() * sizeof(T));
   if (!values.empty()) {
     std::memcpy(t.bytes.data(), values.data(), t.bytes.size());

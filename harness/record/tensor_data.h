@@ -25,10 +25,10 @@ bool dtype_is_float(DType dtype);
 
 /// One tensor: `bytes.size() == numel() * dtype_size(dtype)`.
 struct TensorData {
-  std::string name;             ///< global name, e.g. "decoder.layers.0.mlp.linear_fc1.weight"
+  std::string name;  ///< global name, e.g. "decoder.layers.0.mlp.linear_fc1.weight"
   DType dtype = DType::kF32;
-  std::vector<int64_t> shape;   ///< empty for a scalar
-  std::vector<uint8_t> bytes;   ///< row-major raw bytes
+  std::vector<int64_t> shape;  ///< empty for a scalar
+  std::vector<uint8_t> bytes;  ///< row-major raw bytes
 
   int64_t numel() const;
   /// Builds from a float array (copies the bytes). `shape` must multiply to `values.size()`.

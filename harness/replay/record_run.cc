@@ -63,8 +63,10 @@ class Attrs {
   std::optional<int64_t> int_in(const std::string& key, int64_t lo, int64_t hi) const {
     const auto v = int_of(key);
     if (v && (*v < lo || *v > hi)) {
-      throw RecordError(fmt::format("{}: attribute '{}' is {}, outside the range [{}, {}] this "
-                                    "build runs", path_, key, *v, lo, hi));
+      throw RecordError(
+          fmt::format("{}: attribute '{}' is {}, outside the range [{}, {}] this "
+                      "build runs",
+                      path_, key, *v, lo, hi));
     }
     return v;
   }
@@ -126,7 +128,8 @@ struct Weights {
     const std::string tail = "." + suffix;
     int64_t n = 0;
     for (const auto& name : names) {
-      if (name.size() <= prefix.size() + tail.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+      if (name.size() <= prefix.size() + tail.size() ||
+          name.compare(0, prefix.size(), prefix) != 0 ||
           name.compare(name.size() - tail.size(), tail.size(), tail) != 0) {
         continue;
       }
@@ -172,15 +175,16 @@ config::ModelConfig read_model(const Attrs& a, const Weights& w,
                            "the word embedding's shape");
   const int64_t layers = w.count("decoder.layers.", "input_layernorm.weight");
   c.num_layers = int_attr("num_layers", maybe(layers > 0, layers), "the weights' names");
-  c.mtp_num_layers = int_attr("mtp_num_layers", w.count("mtp.layers.", "enorm.weight"),
-                              "the weights' names");
+  c.mtp_num_layers =
+      int_attr("mtp_num_layers", w.count("mtp.layers.", "enorm.weight"), "the weights' names");
   c.micro_batch_size = int_attr("micro_batch_size", batch_shape[1], "the batch's shape");
   c.seq_length = int_attr("seq_length", batch_shape[2], "the batch's shape");
   // The batch is what the replay trains on: its b and s are the model's.
   if (c.micro_batch_size != batch_shape[1] || c.seq_length != batch_shape[2]) {
     a.bad(c.micro_batch_size != batch_shape[1] ? "micro_batch_size" : "seq_length",
           fmt::format("{} × {} (micro_batch_size × seq_length) differs from the batch's shape [{}, "
-                      "{}, {}]", c.micro_batch_size, c.seq_length, batch_shape[0], batch_shape[1],
+                      "{}, {}]",
+                      c.micro_batch_size, c.seq_length, batch_shape[0], batch_shape[1],
                       batch_shape[2]));
   }
   if (auto nh = a.int_of("num_attention_heads")) {
@@ -198,9 +202,10 @@ config::ModelConfig read_model(const Attrs& a, const Weights& w,
   if (w.has(fc2)) {
     const auto shape = w.shape_of_rank(fc2, {"hidden_size", "ffn_hidden_size"});
     if (!a.has("ffn_hidden_size") && shape[0] != c.hidden_size) {
-      throw RecordError(fmt::format("{}: shape [{}] has {} rows, but hidden_size is {}: it does "
-                                    "not tell ffn_hidden_size", w.where(fc2),
-                                    fmt::join(shape, ", "), shape[0], c.hidden_size));
+      throw RecordError(
+          fmt::format("{}: shape [{}] has {} rows, but hidden_size is {}: it does "
+                      "not tell ffn_hidden_size",
+                      w.where(fc2), fmt::join(shape, ", "), shape[0], c.hidden_size));
     }
     ffn = shape[1];
   }
@@ -210,9 +215,10 @@ config::ModelConfig read_model(const Attrs& a, const Weights& w,
   const std::vector<int64_t> qkv_shape =
       w.has(qkv) ? w.shape_of_rank(qkv, {"rows", "hidden_size"}) : std::vector<int64_t>{};
   if (!qkv_shape.empty() && !a.has("num_query_groups") && qkv_shape[1] != c.hidden_size) {
-    throw RecordError(fmt::format("{}: shape [{}] has {} columns, but hidden_size is {}: it does "
-                                  "not tell num_query_groups", w.where(qkv),
-                                  fmt::join(qkv_shape, ", "), qkv_shape[1], c.hidden_size));
+    throw RecordError(
+        fmt::format("{}: shape [{}] has {} columns, but hidden_size is {}: it does "
+                    "not tell num_query_groups",
+                    w.where(qkv), fmt::join(qkv_shape, ", "), qkv_shape[1], c.hidden_size));
   }
   if (!qkv_shape.empty() && c.num_attention_heads > 0 &&
       c.hidden_size % c.num_attention_heads == 0) {
@@ -224,8 +230,8 @@ config::ModelConfig read_model(const Attrs& a, const Weights& w,
   c.num_query_groups = int_attr("num_query_groups", groups, "linear_qkv's rows");
   if (auto kv = a.int_of("kv_channels"); kv && *kv != c.kv_channels()) {
     a.bad("kv_channels", fmt::format("{} differs from hidden_size / num_attention_heads = {}, the "
-                                     "only kv_channels this build supports", *kv,
-                                     c.kv_channels()));
+                                     "only kv_channels this build supports",
+                                     *kv, c.kv_channels()));
   }
   if (auto v = a.double_of("mtp_loss_scaling_factor")) {
     c.mtp_loss_scaling_factor = *v;
@@ -246,10 +252,9 @@ config::ModelConfig read_model(const Attrs& a, const Weights& w,
     c.untie_embeddings = a.flag("untie_embeddings_and_output_weights", false);
   } else {
     c.untie_embeddings = w.has(config::kOutputLayerName);
-    notes.push_back(fmt::format("untie_embeddings_and_output_weights: {} (the weights {} {})",
-                                c.untie_embeddings ? 1 : 0,
-                                c.untie_embeddings ? "hold" : "do not hold",
-                                config::kOutputLayerName));
+    notes.push_back(fmt::format(
+        "untie_embeddings_and_output_weights: {} (the weights {} {})", c.untie_embeddings ? 1 : 0,
+        c.untie_embeddings ? "hold" : "do not hold", config::kOutputLayerName));
   }
   if (auto k = a.string_of("kernels")) {
     try {
@@ -283,8 +288,7 @@ config::ModelConfig read_model(const Attrs& a, const Weights& w,
       a.bad("moe_router_score_function", "this build has the sigmoid router only");
     }
     c.moe_router_enable_expert_bias = a.flag("moe_router_enable_expert_bias", false);
-    c.moe_router_topk_scaling_factor =
-        a.double_of("moe_router_topk_scaling_factor").value_or(1.0);
+    c.moe_router_topk_scaling_factor = a.double_of("moe_router_topk_scaling_factor").value_or(1.0);
     // "[0,1,1]" and "[0.1,-0.2]", as step_recorder.cc writes the lists.
     auto list = [&](const char* key) {
       std::vector<double> out;
@@ -315,8 +319,8 @@ config::ModelConfig read_model(const Attrs& a, const Weights& w,
   try {
     c.validate();
   } catch (const InputError& e) {
-    throw RecordError(fmt::format("{}: the model its attributes describe is invalid: {}",
-                                  a.path(), e.what()));
+    throw RecordError(
+        fmt::format("{}: the model its attributes describe is invalid: {}", a.path(), e.what()));
   }
   return c;
 }
@@ -326,24 +330,26 @@ config::TrainingConfig read_training(const Attrs& a, const Weights& w, bool opti
   config::TrainingConfig t;
   std::vector<std::string> defaulted;
   using T = config::TrainingConfig;
-  for (const auto& [key, field] : std::vector<std::pair<const char*, double T::*>>{
-           {"lr", &T::lr}, {"adam_beta1", &T::adam_beta1}, {"adam_beta2", &T::adam_beta2},
-           {"adam_eps", &T::adam_eps}, {"weight_decay", &T::weight_decay},
-           {"clip_grad", &T::clip_grad}}) {
+  for (const auto& [key, field] :
+       std::vector<std::pair<const char*, double T::*>>{{"lr", &T::lr},
+                                                        {"adam_beta1", &T::adam_beta1},
+                                                        {"adam_beta2", &T::adam_beta2},
+                                                        {"adam_eps", &T::adam_eps},
+                                                        {"weight_decay", &T::weight_decay},
+                                                        {"clip_grad", &T::clip_grad}}) {
     if (auto v = a.double_of(key)) {
       t.*field = *v;
       // What the harness's scenarios accept (scenario.cc [training]), finite: a record that
       // says clip_grad = NaN, inf or −1 is refused, not read as "clipping off" (issue 19).
       const double x = *v;
-      const bool ok = std::isfinite(x) &&
-                      (field == &T::adam_beta1 || field == &T::adam_beta2 ? x >= 0 && x < 1
-                       : field == &T::adam_eps                           ? x > 0
-                                                                         : x >= 0);
+      const bool ok =
+          std::isfinite(x) && (field == &T::adam_beta1 || field == &T::adam_beta2 ? x >= 0 && x < 1
+                               : field == &T::adam_eps                            ? x > 0
+                                                                                  : x >= 0);
       if (!ok) {
         a.bad(key, fmt::format("{} is not {}", x,
-                               field == &T::adam_beta1 || field == &T::adam_beta2
-                                   ? "in [0, 1)"
-                               : field == &T::adam_eps  ? "finite and > 0"
+                               field == &T::adam_beta1 || field == &T::adam_beta2 ? "in [0, 1)"
+                               : field == &T::adam_eps                            ? "finite and > 0"
                                : field == &T::clip_grad ? "finite and >= 0 (0 = clipping off)"
                                                         : "finite and >= 0"));
       }
@@ -354,8 +360,10 @@ config::TrainingConfig read_training(const Attrs& a, const Weights& w, bool opti
     }
   }
   if (!defaulted.empty()) {
-    notes.push_back(fmt::format("{}: the harness's defaults (not in the record; nothing compared "
-                                "depends on an optimizer step)", fmt::join(defaulted, ", ")));
+    notes.push_back(
+        fmt::format("{}: the harness's defaults (not in the record; nothing compared "
+                    "depends on an optimizer step)",
+                    fmt::join(defaulted, ", ")));
   }
   if (auto d = a.string_of("dtype")) {
     try {
@@ -376,8 +384,10 @@ config::TrainingConfig read_training(const Attrs& a, const Weights& w, bool opti
   if (device == "cpu" || device == "cuda") {
     t.device = config::parse_enum<config::Device>(device);
   } else {
-    notes.push_back(fmt::format("device: cpu (the record's \"{}\" is not cpu or cuda; --device "
-                                "chooses)", device));
+    notes.push_back(
+        fmt::format("device: cpu (the record's \"{}\" is not cpu or cuda; --device "
+                    "chooses)",
+                    device));
   }
   if (auto s = a.int_of("seed")) t.seed = static_cast<uint64_t>(*s);
   return t;
@@ -391,9 +401,11 @@ config::VariantSpec read_variant(const Attrs& a, const config::ModelConfig& mode
   if (impl == "reference" || impl == "candidate") {
     v.implementation = config::parse_enum<config::Implementation>(impl);
   } else {
-    notes.push_back(fmt::format("implementation: reference (the record's \"{}\" is not one of "
-                                "this build's; the reference keeps MTP with the loss, as "
-                                "Megatron-LM's GPTModel does; --variant-like chooses)", impl));
+    notes.push_back(
+        fmt::format("implementation: reference (the record's \"{}\" is not one of "
+                    "this build's; the reference keeps MTP with the loss, as "
+                    "Megatron-LM's GPTModel does; --variant-like chooses)",
+                    impl));
   }
   // Every integer is range-checked before it is narrowed to int (P = 2^32 + 1 read as 1 before).
   v.pipeline_size = static_cast<int>(a.int_in("P", 1, kMaxPipelineSize).value_or(1));
@@ -408,24 +420,30 @@ config::VariantSpec read_variant(const Attrs& a, const config::ModelConfig& mode
     // The layout decides V; a record whose V says otherwise describes two different runs.
     if (a.has("V") && v.virtual_size != l.virtual_size) {
       a.bad("V", fmt::format("{} differs from the {} virtual stage(s) that layout \"{}\" has for "
-                             "P = {} ({} stages)", v.virtual_size, l.virtual_size,
-                             printable(text), v.pipeline_size, l.num_stages()));
+                             "P = {} ({} stages)",
+                             v.virtual_size, l.virtual_size, printable(text), v.pipeline_size,
+                             l.num_stages()));
     }
     v.virtual_size = l.virtual_size;
   } catch (const layout::LayoutError& e) {
     if (v.pipeline_size != 1 || v.virtual_size != 1) {
       a.bad("layout", fmt::format("\"{}\" is not a layout for P = {}: {} (--variant-like chooses "
-                                  "one)", text, v.pipeline_size, e.what()));
+                                  "one)",
+                                  text, v.pipeline_size, e.what()));
     }
-    notes.push_back(fmt::format("layout: the P = 1 layout (the record's \"{}\" is not a layout "
-                                "string; P = V = 1)", text));
+    notes.push_back(
+        fmt::format("layout: the P = 1 layout (the record's \"{}\" is not a layout "
+                    "string; P = V = 1)",
+                    text));
   }
   if (auto s = a.string_of("schedule")) {
     try {
       v.schedule = schedule::parse_schedule_kind(*s);
     } catch (const InputError&) {
-      notes.push_back(fmt::format("schedule: derived from P and V (the record's \"{}\" is not a "
-                                  "schedule name)", *s));
+      notes.push_back(
+          fmt::format("schedule: derived from P and V (the record's \"{}\" is not a "
+                      "schedule name)",
+                      *s));
     }
   }
   v.microbatch_group_size =
@@ -470,8 +488,10 @@ RecordRun read_record_run(const record::RecordReader& rec, const ReplaySteps& st
     return std::find(g.begin(), g.end(), group) != g.end();
   };
   if (!has_group(start, "weight")) {
-    throw RecordError(fmt::format("{}: has no weights at step {} (replaying from step {} starts "
-                                  "from them)", rec.path(), start, steps.first));
+    throw RecordError(
+        fmt::format("{}: has no weights at step {} (replaying from step {} starts "
+                    "from them)",
+                    rec.path(), start, steps.first));
   }
   if (!has_group(steps.first, "batch")) {
     throw RecordError(fmt::format("{}: has no batch at step {}", rec.path(), steps.first));
@@ -482,9 +502,10 @@ RecordRun read_record_run(const record::RecordReader& rec, const ReplaySteps& st
   w.names = rec.names(start, "weight");
   const std::vector<int64_t> batch = rec.describe(steps.first, "batch", "tokens").shape;
   if (batch.size() != 3) {
-    throw RecordError(fmt::format("{}: steps/{}/batch/tokens: shape of rank {}, expected [K, b, "
-                                  "s]", rec.path(), record::step_group_name(steps.first),
-                                  batch.size()));
+    throw RecordError(
+        fmt::format("{}: steps/{}/batch/tokens: shape of rank {}, expected [K, b, "
+                    "s]",
+                    rec.path(), record::step_group_name(steps.first), batch.size()));
   }
   RecordRun run;
   run.model = read_model(a, w, batch, run.notes);
@@ -493,10 +514,10 @@ RecordRun read_record_run(const record::RecordReader& rec, const ReplaySteps& st
   run.variant = read_variant(a, run.model, run.notes);
   run.global_microbatches = batch[0];
   if (batch[0] < 1 || batch[0] > kMaxMicrobatches) {
-    throw RecordError(fmt::format("{}: steps/{}/batch/tokens: {} microbatches, outside the range "
-                                  "[1, {}] this build runs", rec.path(),
-                                  record::step_group_name(steps.first), batch[0],
-                                  kMaxMicrobatches));
+    throw RecordError(
+        fmt::format("{}: steps/{}/batch/tokens: {} microbatches, outside the range "
+                    "[1, {}] this build runs",
+                    rec.path(), record::step_group_name(steps.first), batch[0], kMaxMicrobatches));
   }
   const int64_t DP = run.variant.data_parallel_size;
   if (DP < 1 || run.global_microbatches % DP != 0) {
@@ -507,12 +528,13 @@ RecordRun read_record_run(const record::RecordReader& rec, const ReplaySteps& st
   if (!M) M = a.int_in("num_microbatches", 1, kMaxMicrobatches);
   if (!M) {
     M = run.global_microbatches / DP;
-    run.notes.push_back(fmt::format("M: {} (the batch's {} microbatches / DP)", *M,
-                                    run.global_microbatches));
+    run.notes.push_back(
+        fmt::format("M: {} (the batch's {} microbatches / DP)", *M, run.global_microbatches));
   }
   if (*M * DP != run.global_microbatches) {
     a.bad("M", fmt::format("{} microbatches × data_parallel_size {} ≠ the batch's {} "
-                           "microbatches", *M, DP, run.global_microbatches));
+                           "microbatches",
+                           *M, DP, run.global_microbatches));
   }
   run.training.num_microbatches = *M;
   return run;
@@ -521,8 +543,10 @@ RecordRun read_record_run(const record::RecordReader& rec, const ReplaySteps& st
 void apply_variant_like(RecordRun& run, const config::VariantSpec& like) {
   const int64_t K = run.global_microbatches;
   if (like.data_parallel_size < 1 || K % like.data_parallel_size != 0) {
-    throw InputError(fmt::format("--variant-like {}: dp = {} does not divide the record's {} "
-                                 "microbatches per step", like.name, like.data_parallel_size, K));
+    throw InputError(
+        fmt::format("--variant-like {}: dp = {} does not divide the record's {} "
+                    "microbatches per step",
+                    like.name, like.data_parallel_size, K));
   }
   config::VariantSpec v = like;
   v.clip_grad.reset();
@@ -533,10 +557,10 @@ void apply_variant_like(RecordRun& run, const config::VariantSpec& like) {
   run.training.num_microbatches = K / like.data_parallel_size;
   run.notes.push_back(fmt::format(
       "--variant-like {}: {} {} (P = {}, DP = {}, M = {}, {}); model, hyperparameters and the "
-      "global batch from the record", like.name, config::enum_name(like.implementation),
+      "global batch from the record",
+      like.name, config::enum_name(like.implementation),
       like.layout.empty() ? "the even split" : "\"" + like.layout + "\"", like.pipeline_size,
-      like.data_parallel_size, run.training.num_microbatches,
-      config::enum_name(like.optimizer)));
+      like.data_parallel_size, run.training.num_microbatches, config::enum_name(like.optimizer)));
 }
 
 }  // namespace mtp::replay

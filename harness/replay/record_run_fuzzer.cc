@@ -57,8 +57,7 @@ void read_run(const mtp::record::RecordReader& rec, mtp::replay::ReplaySteps ste
     if (v.pipeline_size < 1 || v.pipeline_size > 64 || v.data_parallel_size < 1 ||
         v.data_parallel_size > 64 || v.virtual_size < 1 || run.training.num_microbatches < 1 ||
         run.training.num_microbatches * v.data_parallel_size != run.global_microbatches ||
-        run.model.num_layers < 1 || run.model.hidden_size < 1 ||
-        !(run.training.clip_grad >= 0)) {
+        run.model.num_layers < 1 || run.model.hidden_size < 1 || !(run.training.clip_grad >= 0)) {
       std::abort();
     }
   }

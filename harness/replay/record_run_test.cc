@@ -42,8 +42,8 @@ std::string write_record(const std::string& file, const config::ModelConfig& cfg
   for (const auto& [k, v] : attrs) w.set_attr(k, v);
   for (const auto& s : config::parameter_specs(cfg)) {
     const auto it = shapes.find(s.name);
-    w.write(0, "weight", zeros(s.name, it == shapes.end() ? s.shape : it->second,
-                               record::DType::kF32));
+    w.write(0, "weight",
+            zeros(s.name, it == shapes.end() ? s.shape : it->second, record::DType::kF32));
     if (it != shapes.end()) shapes.erase(it);
   }
   for (const auto& [name, shape] : shapes) {
@@ -59,24 +59,44 @@ std::string write_record(const std::string& file, const config::ModelConfig& cfg
 
 /// The attributes engine/step_recorder.cc writes for a dense model (a subset that matters).
 record::AttrMap harness_attrs(const config::ModelConfig& c) {
-  return {{"num_layers", c.num_layers}, {"hidden_size", c.hidden_size},
+  return {{"num_layers", c.num_layers},
+          {"hidden_size", c.hidden_size},
           {"ffn_hidden_size", c.ffn_hidden_size},
           {"num_attention_heads", c.num_attention_heads},
-          {"num_query_groups", c.num_query_groups}, {"kv_channels", c.kv_channels()},
-          {"vocab_size", c.vocab_size}, {"seq_length", c.seq_length},
-          {"micro_batch_size", c.micro_batch_size}, {"mtp_num_layers", c.mtp_num_layers},
-          {"mtp_loss_scaling_factor", 0.25}, {"rotary_base", 500.0}, {"norm_epsilon", 1e-6},
-          {"untie_embeddings_and_output_weights", int64_t{1}}, {"kernels", std::string("harness")},
-          {"num_moe_experts", int64_t{0}}, {"lr", 2e-3}, {"adam_beta1", 0.8},
-          {"adam_beta2", 0.9}, {"adam_eps", 1e-7}, {"weight_decay", 0.01}, {"clip_grad", 1.0},
-          {"variant", std::string("cand_p4v2_tmm")}, {"implementation", std::string("candidate")},
-          {"layout", std::string("E|t*3|(t|)*4tmm|L")}, {"P", int64_t{4}}, {"V", int64_t{2}},
-          {"M", int64_t{4}}, {"data_parallel_size", int64_t{2}},
+          {"num_query_groups", c.num_query_groups},
+          {"kv_channels", c.kv_channels()},
+          {"vocab_size", c.vocab_size},
+          {"seq_length", c.seq_length},
+          {"micro_batch_size", c.micro_batch_size},
+          {"mtp_num_layers", c.mtp_num_layers},
+          {"mtp_loss_scaling_factor", 0.25},
+          {"rotary_base", 500.0},
+          {"norm_epsilon", 1e-6},
+          {"untie_embeddings_and_output_weights", int64_t{1}},
+          {"kernels", std::string("harness")},
+          {"num_moe_experts", int64_t{0}},
+          {"lr", 2e-3},
+          {"adam_beta1", 0.8},
+          {"adam_beta2", 0.9},
+          {"adam_eps", 1e-7},
+          {"weight_decay", 0.01},
+          {"clip_grad", 1.0},
+          {"variant", std::string("cand_p4v2_tmm")},
+          {"implementation", std::string("candidate")},
+          {"layout", std::string("E|t*3|(t|)*4tmm|L")},
+          {"P", int64_t{4}},
+          {"V", int64_t{2}},
+          {"M", int64_t{4}},
+          {"data_parallel_size", int64_t{2}},
           {"optimizer", std::string("distributed_adam")},
-          {"embedding_copy_update", std::string("broadcast")}, {"ddp_bucket_size", int64_t{100}},
-          {"microbatch_group_size", int64_t{2}}, {"schedule", std::string("interleaved")},
-          {"overlap_p2p_comm", int64_t{1}}, {"seed", int64_t{7}},
-          {"dtype", std::string("float64")}, {"device", std::string("cuda")}};
+          {"embedding_copy_update", std::string("broadcast")},
+          {"ddp_bucket_size", int64_t{100}},
+          {"microbatch_group_size", int64_t{2}},
+          {"schedule", std::string("interleaved")},
+          {"overlap_p2p_comm", int64_t{1}},
+          {"seed", int64_t{7}},
+          {"dtype", std::string("float64")},
+          {"device", std::string("cuda")}};
 }
 
 std::string error_of(const std::string& path, bool optimizer_matters = false) {
@@ -141,7 +161,8 @@ TEST(RecordRunTest, MegatronsOwnRecordIsDerivedWhereItIsSilent) {
   for (const auto& n : r.notes) notes += n + "\n";
   for (const char* n :
        {"untie_embeddings_and_output_weights: 1 (the weights hold output_layer.weight)",
-        "kernels: torch", "num_moe_experts: 0", "implementation: reference (the record's "
+        "kernels: torch", "num_moe_experts: 0",
+        "implementation: reference (the record's "
         "\"megatron-lm (megatron_xcheck/xcheck.py)\" is not one of this build's",
         "layout: the P = 1 layout (the record's \"E t* m* L (no pipeline parallelism)\"",
         "schedule: derived from P and V", "data_parallel_size: 1",
@@ -153,7 +174,7 @@ TEST(RecordRunTest, MegatronsOwnRecordIsDerivedWhereItIsSilent) {
   // One optimizer step's result compared (say, step 2) needs lr, which the file does not have.
   EXPECT_THAT(error_of(kOracle, true),
               HasSubstr(std::string(kOracle) + ": attribute 'lr' is missing (the replay "
-                        "compares results of an optimizer step)"));
+                                               "compares results of an optimizer step)"));
 }
 
 TEST(RecordRunTest, MissingAndBadAttributesAreNamed) {
@@ -272,7 +293,8 @@ TEST(RecordRunTest, AttributesAreRangeCheckedBeforeNarrowingAndAgreeWithTheLayou
   // Read as the layer count when num_layers is absent; refused by name whatever the attributes.
   const std::string huge = "decoder.layers.9223372036854775808.input_layernorm.weight";
   EXPECT_THAT(error_of(write_record("layer.h5", c, 8, harness_attrs(c), {{huge, {64}}})),
-              HasSubstr("layer.h5: steps/000000/weight/" + huge + ": layer index "
+              HasSubstr("layer.h5: steps/000000/weight/" + huge +
+                        ": layer index "
                         "9223372036854775808 is out of range: at most 1023 (num_layers <= 1024)"));
   EXPECT_THAT(error_of(write_record("mtp.h5", c, 8, harness_attrs(c),
                                     {{"mtp.layers.1024.enorm.weight", {64}}})),
@@ -306,9 +328,8 @@ TEST(RecordRunTest, SizesAreDerivedFromWeightsAndBatchWhenAbsent) {
 
 TEST(RecordRunTest, VariantLikeKeepsTheModelAndTheGlobalBatch) {
   config::ModelConfig c;
-  RecordRun r =
-      read_record_run(record::RecordReader(write_record("like.h5", c, 8, harness_attrs(c))),
-                      {1, 1}, true);
+  RecordRun r = read_record_run(
+      record::RecordReader(write_record("like.h5", c, 8, harness_attrs(c))), {1, 1}, true);
   config::VariantSpec like;
   like.name = "ref_p1";
   like.implementation = config::Implementation::kReference;
@@ -330,8 +351,9 @@ TEST(RecordRunTest, VariantLikeKeepsTheModelAndTheGlobalBatch) {
     apply_variant_like(r, like);
     FAIL() << "dp 3 accepted";
   } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "--variant-like ref_p1: dp = 3 does not divide the record's 8 "
-                           "microbatches per step");
+    EXPECT_STREQ(e.what(),
+                 "--variant-like ref_p1: dp = 3 does not divide the record's 8 "
+                 "microbatches per step");
   }
 }
 

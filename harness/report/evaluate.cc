@@ -187,8 +187,7 @@ std::vector<StepLoss> read_losses(const record::RecordReader& r) {
       }
       default:
         throw record::RecordError(fmt::format("{}: step {} loss/{} is {}, expected a float",
-                                              r.path(), step, name,
-                                              record::dtype_name(t.dtype)));
+                                              r.path(), step, name, record::dtype_name(t.dtype)));
     }
   };
   for (int step : r.steps()) {

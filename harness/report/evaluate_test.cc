@@ -18,10 +18,10 @@
 namespace mtp::report {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
 using record::Storage;
 using record::TensorData;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 /// One step's loss and a grad of 4 floats.
 void write(const std::string& path, float loss, const std::vector<float>& grad,

@@ -92,7 +92,6 @@ std::string owner_of_tensor(const PairResult& p, const std::string& name) {
   return it == p.owners.end() ? "" : it->second.describe();
 }
 
-
 std::string header(const scenario::Scenario& sc, const std::vector<ExpectationResult>& results) {
   int passed = 0, failed = 0, skipped_count = 0, pairs = 0, failing_pairs = 0;
   for (const ExpectationResult& r : results) {
@@ -231,11 +230,10 @@ std::string loss_difference_section(const std::vector<VariantRun>& runs,
       continue;
     }
     charts += "<figure>" +
-              line_chart(r.expectation->name + ": |Δ total loss|", "step", series,
-                         YScale::kLog10);
+              line_chart(r.expectation->name + ": |Δ total loss|", "step", series, YScale::kLog10);
     if (non_finite > 0) {
-      charts += fmt::format("<figcaption>{} non-finite differences not drawn.</figcaption>",
-                            non_finite);
+      charts +=
+          fmt::format("<figcaption>{} non-finite differences not drawn.</figcaption>", non_finite);
     }
     charts += "</figure>\n";
   }
@@ -279,14 +277,15 @@ std::string matrix(const std::vector<ExpectationResult>& results) {
       const Verdict pv = verdict_of(false, p.holds);
       const std::string label = escape(p.baseline + " vs " + p.other);
       // A passing pair says what it measured beside its badge, not only in a tooltip.
-      cells += p.holds
-                   ? fmt::format("<span class=\"pair pass\" title=\"{}\">{}<b>PASS</b></span>"
-                                 "<div class=\"measured\">{}</div>",
-                                 escape(pair_tooltip(r, p)), label, escape(pair_verdict(p)))
+      cells += p.holds ? fmt::format(
+                             "<span class=\"pair pass\" title=\"{}\">{}<b>PASS</b></span>"
+                             "<div class=\"measured\">{}</div>",
+                             escape(pair_tooltip(r, p)), label, escape(pair_verdict(p)))
                : p.undecided
-                   ? fmt::format("<span class=\"pair skip\" title=\"{}\">{}<b>SKIP</b></span>"
-                                 "<div class=\"measured\">{}</div>",
-                                 escape(pair_tooltip(r, p)), label, escape(pair_verdict(p)))
+                   ? fmt::format(
+                         "<span class=\"pair skip\" title=\"{}\">{}<b>SKIP</b></span>"
+                         "<div class=\"measured\">{}</div>",
+                         escape(pair_tooltip(r, p)), label, escape(pair_verdict(p)))
                    : fmt::format("<a class=\"pair {}\" href=\"#{}\" title=\"{}\">{}<b>{}</b></a>",
                                  pv.css, pair_id(e, i), escape(pair_tooltip(r, p)), label, pv.word);
     }

@@ -8,8 +8,8 @@ namespace {
 
 nlohmann::json owner_json(const StageOwner& o) {
   if (o.stage < 0) return nullptr;
-  return {{"stage", o.stage}, {"pipeline_rank", o.pipeline_rank},
-          {"virtual_stage", o.virtual_stage}};
+  return {
+      {"stage", o.stage}, {"pipeline_rank", o.pipeline_rank}, {"virtual_stage", o.virtual_stage}};
 }
 
 const char* status(const ExpectationResult& r) {
@@ -34,8 +34,10 @@ nlohmann::json to_json(const scenario::Scenario& sc, const std::vector<VariantRu
     failed += r.holds ? 0 : 1;
   }
   j["verdict"] = failed > 0 ? "fail" : evaluated == 0 ? "nothing evaluated" : "pass";
-  j["counts"] = {{"expectations", results.size()}, {"evaluated", evaluated},
-                 {"passed", evaluated - failed}, {"failed", failed},
+  j["counts"] = {{"expectations", results.size()},
+                 {"evaluated", evaluated},
+                 {"passed", evaluated - failed},
+                 {"failed", failed},
                  {"skipped", skipped_count}};
   j["variants"] = nlohmann::json::array();
   for (const auto& v : runs) {
@@ -43,21 +45,31 @@ nlohmann::json to_json(const scenario::Scenario& sc, const std::vector<VariantRu
     for (const auto& l : v.losses) {
       losses.push_back({{"step", l.step}, {"lm", l.lm}, {"mtp", l.mtp}, {"total", l.total}});
     }
-    j["variants"].push_back({{"name", v.name}, {"implementation", v.implementation},
-                             {"layout", v.layout}, {"pp", v.pipeline_size}, {"vpp", v.virtual_size},
-                             {"dp", v.data_parallel_size}, {"optimizer", v.optimizer},
-                             {"schedule", v.schedule}, {"mtp_standalone", v.mtp_standalone},
-                             {"record", v.record_path}, {"record_bytes", v.record_bytes},
+    j["variants"].push_back({{"name", v.name},
+                             {"implementation", v.implementation},
+                             {"layout", v.layout},
+                             {"pp", v.pipeline_size},
+                             {"vpp", v.virtual_size},
+                             {"dp", v.data_parallel_size},
+                             {"optimizer", v.optimizer},
+                             {"schedule", v.schedule},
+                             {"mtp_standalone", v.mtp_standalone},
+                             {"record", v.record_path},
+                             {"record_bytes", v.record_bytes},
                              {"record_mode", v.record_mode},
                              {"wall_seconds", v.wall_seconds},
-                             {"final_total_loss", v.final_total_loss}, {"losses", losses},
+                             {"final_total_loss", v.final_total_loss},
+                             {"losses", losses},
                              {"retrain_command", v.retrain_command}});
   }
   j["expectations"] = nlohmann::json::array();
   for (const auto& r : results) {
-    nlohmann::json e{{"name", r.expectation->name}, {"class", r.expectation->cls.to_string()},
-                     {"why", r.expectation->why}, {"status", status(r)},
-                     {"holds", r.holds}, {"variants", r.expectation->variants},
+    nlohmann::json e{{"name", r.expectation->name},
+                     {"class", r.expectation->cls.to_string()},
+                     {"why", r.expectation->why},
+                     {"status", status(r)},
+                     {"holds", r.holds},
+                     {"variants", r.expectation->variants},
                      {"records", r.expectation->selection.groups}};
     if (r.skipped) {
       e["missing_variants"] = r.missing;
@@ -67,9 +79,13 @@ nlohmann::json to_json(const scenario::Scenario& sc, const std::vector<VariantRu
     for (const auto& p : r.pairs) {
       nlohmann::json owners = nlohmann::json::object();
       for (const auto& [name, o] : p.owners) owners[name] = owner_json(o);
-      nlohmann::json pj{{"baseline", p.baseline}, {"other", p.other}, {"holds", p.holds},
-                        {"seconds", p.seconds},   {"comparison", compare::to_json(p.result)},
-                        {"owners", owners}, {"verdict", pair_verdict(p)},
+      nlohmann::json pj{{"baseline", p.baseline},
+                        {"other", p.other},
+                        {"holds", p.holds},
+                        {"seconds", p.seconds},
+                        {"comparison", compare::to_json(p.result)},
+                        {"owners", owners},
+                        {"verdict", pair_verdict(p)},
                         {"undecided", p.undecided}};
       if (!p.note.empty()) pj["note"] = p.note;
       if (!p.nonfinite.empty()) pj["nonfinite"] = p.nonfinite;

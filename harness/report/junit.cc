@@ -3,9 +3,9 @@
 
 #include <fmt/format.h>
 
-#include <pugixml.hpp>
 #include <cctype>
 #include <cstdint>
+#include <pugixml.hpp>
 #include <sstream>
 
 #include "harness/report/report.h"
@@ -40,7 +40,11 @@ std::string xml_chars_only(const std::string& doc) {
       }
     }
     const auto b = static_cast<unsigned char>(doc[i]);
-    const size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+    const size_t n = b < 0x80           ? 1
+                     : (b >> 5) == 0x6  ? 2
+                     : (b >> 4) == 0xE  ? 3
+                     : (b >> 3) == 0x1E ? 4
+                                        : 0;
     uint32_t c = n == 1 ? b : n == 2 ? b & 0x1F : n == 3 ? b & 0x0F : b & 0x07;
     bool ok = n > 0 && i + n <= doc.size();
     for (size_t k = 1; ok && k < n; ++k) {

@@ -32,7 +32,6 @@ enum class YScale { kLinear, kLog10 };
 /// `title` heads the chart, `x_label` names the x axis. With YScale::kLog10 every y must be ≥ 0;
 /// the y ticks are the decades (1e-7, 1e-6, …) and "0".
 std::string line_chart(std::string_view title, std::string_view x_label,
-                       const std::vector<ChartSeries>& series,
-                       YScale y_scale = YScale::kLinear);
+                       const std::vector<ChartSeries>& series, YScale y_scale = YScale::kLinear);
 
 }  // namespace mtp::report

@@ -113,9 +113,9 @@ struct VariantRun {
   double wall_seconds = 0.0;
   double final_total_loss = 0.0;
   int64_t record_bytes = 0;
-  std::string record_mode;          ///< "full" | "digest" | "auto"
-  std::vector<StepLoss> losses;     ///< read back from the record
-  std::string retrain_command;      ///< the `mtp-harness run …` that re-trains this variant
+  std::string record_mode;       ///< "full" | "digest" | "auto"
+  std::vector<StepLoss> losses;  ///< read back from the record
+  std::string retrain_command;   ///< the `mtp-harness run …` that re-trains this variant
 };
 
 /// The expectation table: expectation, class, verdict (PASS, FAIL, SKIP), compared pairs, first

@@ -8,9 +8,7 @@
 #include "harness/report/report.h"
 
 namespace mtp::report {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 std::string format_table(const std::vector<ExpectationResult>& results) {
   size_t wn = 11, wc = 5, wp = 24;
@@ -34,7 +32,9 @@ std::string format_table(const std::vector<ExpectationResult>& results) {
       const std::string name = i == 0 ? r.expectation->name : "";
       const std::string cls = i == 0 ? r.expectation->cls.to_string() : "";
       s += fmt::format("  {:<{}} {:<{}} {:<6} {:<{}} {}\n", name, wn, cls, wc,
-                       p.holds ? "PASS" : p.undecided ? "SKIP" : "FAIL",
+                       p.holds       ? "PASS"
+                       : p.undecided ? "SKIP"
+                                     : "FAIL",
                        p.baseline + " vs " + p.other, wp, pair_verdict(p));
     }
   }

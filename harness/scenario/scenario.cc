@@ -4,13 +4,13 @@
 
 #include <sys/stat.h>
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "harness/common/error.h"
 #include "harness/common/glob.h"
@@ -139,7 +139,8 @@ bool valid_name(const std::string& s) {
   if (s.empty() || s.size() > kMaxNameBytes) return false;
   if (s.find_first_not_of('.') == std::string::npos) return false;  // ".", "..": not a file name
   for (char c : s) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'))
+      return false;
   }
   return true;
 }
@@ -147,13 +148,29 @@ bool valid_name(const std::string& s) {
 void parse_model(const Ctx& ctx, const toml::table& t, config::ModelConfig& m) {
   const std::string w = "[model]";
   check_keys(ctx, t, w,
-             {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
-              "num_query_groups", "vocab_size", "seq_length", "micro_batch_size", "mtp_num_layers",
-              "mtp_loss_scaling_factor", "rotary_base", "norm_epsilon", "untie_embeddings",
-              "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size",
-              "moe_shared_expert_intermediate_size", "moe_layer_freq",
-              "moe_router_enable_expert_bias", "moe_router_expert_bias",
-              "moe_router_topk_scaling_factor", "kernels", "attention_backend"});
+             {"num_layers",
+              "hidden_size",
+              "ffn_hidden_size",
+              "num_attention_heads",
+              "num_query_groups",
+              "vocab_size",
+              "seq_length",
+              "micro_batch_size",
+              "mtp_num_layers",
+              "mtp_loss_scaling_factor",
+              "rotary_base",
+              "norm_epsilon",
+              "untie_embeddings",
+              "num_moe_experts",
+              "moe_router_topk",
+              "moe_ffn_hidden_size",
+              "moe_shared_expert_intermediate_size",
+              "moe_layer_freq",
+              "moe_router_enable_expert_bias",
+              "moe_router_expert_bias",
+              "moe_router_topk_scaling_factor",
+              "kernels",
+              "attention_backend"});
   m.num_layers = get_int(ctx, t, "num_layers", w, m.num_layers, 1);
   m.hidden_size = get_int(ctx, t, "hidden_size", w, m.hidden_size, 1);
   m.ffn_hidden_size = get_int(ctx, t, "ffn_hidden_size", w, m.ffn_hidden_size, 1);
@@ -171,11 +188,12 @@ void parse_model(const Ctx& ctx, const toml::table& t, config::ModelConfig& m) {
   m.num_moe_experts = get_int(ctx, t, "num_moe_experts", w, m.num_moe_experts, 0);
   m.moe_router_topk = get_int(ctx, t, "moe_router_topk", w, m.moe_router_topk, 1);
   m.moe_ffn_hidden_size = get_int(ctx, t, "moe_ffn_hidden_size", w, m.moe_ffn_hidden_size, 0);
-  m.moe_shared_expert_intermediate_size = get_int(
-      ctx, t, "moe_shared_expert_intermediate_size", w, m.moe_shared_expert_intermediate_size, 0);
+  m.moe_shared_expert_intermediate_size = get_int(ctx, t, "moe_shared_expert_intermediate_size", w,
+                                                  m.moe_shared_expert_intermediate_size, 0);
   if (const toml::node* n = t.get("moe_layer_freq")) {
     const toml::array* a = n->as_array();
-    if (a == nullptr) ctx.fail(n, "[model].moe_layer_freq must be an array of 0/1 per decoder layer");
+    if (a == nullptr)
+      ctx.fail(n, "[model].moe_layer_freq must be an array of 0/1 per decoder layer");
     m.moe_layer_freq.clear();
     for (const auto& e : *a) {
       if (!e.is_integer() || (e.value<int64_t>().value() != 0 && e.value<int64_t>().value() != 1)) {
@@ -195,8 +213,8 @@ void parse_model(const Ctx& ctx, const toml::table& t, config::ModelConfig& m) {
       m.moe_router_expert_bias.push_back(e.value<double>().value());
     }
   }
-  m.moe_router_topk_scaling_factor = get_double(ctx, t, "moe_router_topk_scaling_factor", w,
-                                                m.moe_router_topk_scaling_factor);
+  m.moe_router_topk_scaling_factor =
+      get_double(ctx, t, "moe_router_topk_scaling_factor", w, m.moe_router_topk_scaling_factor);
   m.kernels = get_enum<config::Kernels>(ctx, t, "kernels", w, m.kernels);
   m.attention_backend =
       get_enum<config::AttentionBackend>(ctx, t, "attention_backend", w, m.attention_backend);
@@ -211,15 +229,15 @@ void parse_training(const Ctx& ctx, const toml::table& t, config::TrainingConfig
   const std::string w = "[training]";
   check_keys(ctx, t, w,
              {"steps", "num_microbatches", "global_batch_size", "seed", "lr", "adam_beta1",
-              "adam_beta2", "adam_eps",
-              "weight_decay", "clip_grad", "dtype", "device", "init_from",
+              "adam_beta2", "adam_eps", "weight_decay", "clip_grad", "dtype", "device", "init_from",
               "save_optimizer_state", "record", "dump_steps"});
   tr.steps = get_int(ctx, t, "steps", w, tr.steps, 1);
   tr.num_microbatches = get_int(ctx, t, "num_microbatches", w, tr.num_microbatches, 1);
   if (const toml::node* n = t.get("global_batch_size")) {
     if (t.get("num_microbatches")) {
-      ctx.fail(n, "[training]: give num_microbatches (M per data-parallel rank) or "
-                  "global_batch_size (samples per step), not both");
+      ctx.fail(n,
+               "[training]: give num_microbatches (M per data-parallel rank) or "
+               "global_batch_size (samples per step), not both");
     }
     tr.global_batch_size = get_int(ctx, t, "global_batch_size", w, 0, 1);
     if (*tr.global_batch_size > 10000000) {
@@ -242,8 +260,7 @@ void parse_training(const Ctx& ctx, const toml::table& t, config::TrainingConfig
       ctx.fail(n, fmt::format("[training].init_from = {}", e.what()));
     }
   }
-  tr.save_optimizer_state =
-      get_bool(ctx, t, "save_optimizer_state", w, tr.save_optimizer_state);
+  tr.save_optimizer_state = get_bool(ctx, t, "save_optimizer_state", w, tr.save_optimizer_state);
   tr.record = get_enum<config::RecordMode>(ctx, t, "record", w, tr.record);
   if (const toml::node* n = t.get("dump_steps")) {
     const toml::array* a = n->as_array();
@@ -252,7 +269,8 @@ void parse_training(const Ctx& ctx, const toml::table& t, config::TrainingConfig
       const std::optional<int64_t> step = e.value<int64_t>();
       if (!e.is_integer() || !step || *step < 0 || *step > tr.steps) {
         ctx.fail(&e, fmt::format("[training].dump_steps: each entry must be a step in [0, {}] "
-                                 "(0 = the initial weights)", tr.steps));
+                                 "(0 = the initial weights)",
+                                 tr.steps));
       }
       tr.dump_steps.insert(*step);
     }
@@ -262,16 +280,20 @@ void parse_training(const Ctx& ctx, const toml::table& t, config::TrainingConfig
     ctx.fail(t.get("num_microbatches"), "[training].num_microbatches must be <= 100000");
   }
   if (!(tr.lr >= 0)) ctx.fail(t.get("lr"), "[training].lr must be >= 0");
-  if (!(tr.adam_beta1 >= 0 && tr.adam_beta1 < 1)) ctx.fail(t.get("adam_beta1"), "[training].adam_beta1 must be in [0, 1)");
-  if (!(tr.adam_beta2 >= 0 && tr.adam_beta2 < 1)) ctx.fail(t.get("adam_beta2"), "[training].adam_beta2 must be in [0, 1)");
+  if (!(tr.adam_beta1 >= 0 && tr.adam_beta1 < 1))
+    ctx.fail(t.get("adam_beta1"), "[training].adam_beta1 must be in [0, 1)");
+  if (!(tr.adam_beta2 >= 0 && tr.adam_beta2 < 1))
+    ctx.fail(t.get("adam_beta2"), "[training].adam_beta2 must be in [0, 1)");
   if (!(tr.adam_eps > 0)) ctx.fail(t.get("adam_eps"), "[training].adam_eps must be > 0");
-  if (!(tr.clip_grad >= 0)) ctx.fail(t.get("clip_grad"), "[training].clip_grad must be >= 0 (0 = off)");
+  if (!(tr.clip_grad >= 0))
+    ctx.fail(t.get("clip_grad"), "[training].clip_grad must be >= 0 (0 = off)");
 }
 
 void parse_data(const Ctx& ctx, const toml::table& t, data::DataConfig& d, int64_t vocab_size) {
   const std::string w = "[data]";
-  check_keys(ctx, t, w, {"kind", "path", "path_prefix", "mask_token", "eod_token", "eod_mask_loss",
-                         "edge_batches"});
+  check_keys(
+      ctx, t, w,
+      {"kind", "path", "path_prefix", "mask_token", "eod_token", "eod_mask_loss", "edge_batches"});
   d.kind = get_string(ctx, t, "kind", w, d.kind);
   d.path = get_string(ctx, t, "path", w, d.path);
   d.path_prefix = get_string(ctx, t, "path_prefix", w, d.path_prefix);
@@ -366,15 +388,33 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
     w = fmt::format("variant \"{}\"", shown_name(n->value<std::string>().value()));
   }
   check_keys(ctx, t, w,
-             {"name", "implementation", "layout", "pp", "vpp", "dp", "schedule",
-              "microbatch_group_size", "clip_grad", "mtp_loss_scaling_factor",
-              "transport_max_delay_us", "overlap_p2p", "cuda_graphs", "kernels", "attention_backend",
+             {"name",
+              "implementation",
+              "layout",
+              "pp",
+              "vpp",
+              "dp",
+              "schedule",
+              "microbatch_group_size",
+              "clip_grad",
+              "mtp_loss_scaling_factor",
+              "transport_max_delay_us",
+              "overlap_p2p",
+              "cuda_graphs",
+              "kernels",
+              "attention_backend",
               "untie_embeddings",
-              "optimizer", "embedding_copy_update", "ddp_bucket_size", "record", "why"});
+              "optimizer",
+              "embedding_copy_update",
+              "ddp_bucket_size",
+              "record",
+              "why"});
   v.name = get_string(ctx, t, "name", w, "");
   if (!valid_name(v.name)) {
     ctx.fail(t.get("name") ? t.get("name") : &t,
-             fmt::format("{}: name \"{}\" must be non-empty, at most {} bytes (it names the record file), not only dots, and use only letters, digits, '_', '-', '.'", w, shown_name(v.name), kMaxNameBytes));
+             fmt::format("{}: name \"{}\" must be non-empty, at most {} bytes (it names the record "
+                         "file), not only dots, and use only letters, digits, '_', '-', '.'",
+                         w, shown_name(v.name), kMaxNameBytes));
   }
   w = fmt::format("variant \"{}\"", v.name);
   if (t.get("implementation") == nullptr) {
@@ -385,7 +425,8 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
                                                       config::Implementation::kReference);
   v.layout = get_string(ctx, t, "layout", w, "");
   if (t.get("layout") && v.layout.empty()) {
-    ctx.fail(t.get("layout"), fmt::format("{}: layout is empty; omit the key for Megatron's even split", w));
+    ctx.fail(t.get("layout"),
+             fmt::format("{}: layout is empty; omit the key for Megatron's even split", w));
   }
   v.pipeline_size = static_cast<int>(get_int(ctx, t, "pp", w, 1, 1));
   v.virtual_size = static_cast<int>(get_int(ctx, t, "vpp", w, 1, 1));
@@ -398,12 +439,15 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   }
   if (v.virtual_size > 64) ctx.fail(t.get("vpp"), fmt::format("{}: vpp must be <= 64", w));
   if (!v.layout.empty() && t.get("vpp")) {
-    ctx.fail(t.get("vpp"), fmt::format("{}: vpp is derived from the layout; give one or the other", w));
+    ctx.fail(t.get("vpp"),
+             fmt::format("{}: vpp is derived from the layout; give one or the other", w));
   }
   if (const toml::node* n = t.get("schedule")) {
     const std::string name = get_string(ctx, t, "schedule", w, "");
     if (name.empty()) {
-      ctx.fail(n, fmt::format("{}: schedule is empty; omit the key to derive it from pp and the layout", w));
+      ctx.fail(
+          n, fmt::format("{}: schedule is empty; omit the key to derive it from pp and the layout",
+                         w));
     }
     try {
       v.schedule = schedule::parse_schedule_kind(name);
@@ -414,14 +458,16 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   v.microbatch_group_size = static_cast<int>(get_int(ctx, t, "microbatch_group_size", w, 0, 1));
   if (t.get("clip_grad")) {
     v.clip_grad = get_double(ctx, t, "clip_grad", w, 0.0);
-    if (*v.clip_grad < 0) ctx.fail(t.get("clip_grad"), fmt::format("{}: clip_grad must be >= 0", w));
+    if (*v.clip_grad < 0)
+      ctx.fail(t.get("clip_grad"), fmt::format("{}: clip_grad must be >= 0", w));
   }
   if (t.get("mtp_loss_scaling_factor")) {
     v.mtp_loss_scaling_factor = get_double(ctx, t, "mtp_loss_scaling_factor", w, 0.0);
   }
   v.transport_max_delay_us = get_int(ctx, t, "transport_max_delay_us", w, 0, 0);
   if (v.transport_max_delay_us > 1000000) {
-    ctx.fail(t.get("transport_max_delay_us"), fmt::format("{}: transport_max_delay_us must be <= 1000000", w));
+    ctx.fail(t.get("transport_max_delay_us"),
+             fmt::format("{}: transport_max_delay_us must be <= 1000000", w));
   }
   v.overlap_p2p = get_bool(ctx, t, "overlap_p2p", w, false);
   v.cuda_graphs = get_bool(ctx, t, "cuda_graphs", w, false);
@@ -434,9 +480,8 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   }
   if (t.get("untie_embeddings")) v.untie_embeddings = get_bool(ctx, t, "untie_embeddings", w, true);
   v.optimizer = get_enum<config::Optimizer>(ctx, t, "optimizer", w, v.optimizer);
-  v.embedding_copy_update =
-      get_enum<config::EmbeddingCopyUpdate>(ctx, t, "embedding_copy_update", w,
-                                            v.embedding_copy_update);
+  v.embedding_copy_update = get_enum<config::EmbeddingCopyUpdate>(ctx, t, "embedding_copy_update",
+                                                                  w, v.embedding_copy_update);
   v.ddp_bucket_size = get_int(ctx, t, "ddp_bucket_size", w, 0, 0);
   if (t.get("record")) {
     v.record = get_enum<config::RecordMode>(ctx, t, "record", w, config::RecordMode::kAuto);
@@ -463,7 +508,8 @@ void check_variant_layout(const Ctx& ctx, const toml::table& t, const config::Va
   }
 }
 
-std::set<int> parse_steps(const Ctx& ctx, const toml::node* n, const std::string& w, int64_t steps) {
+std::set<int> parse_steps(const Ctx& ctx, const toml::node* n, const std::string& w,
+                          int64_t steps) {
   std::set<int> out;
   if (n == nullptr) return out;  // all
   auto check = [&](int64_t s, const toml::node* at) {
@@ -480,7 +526,9 @@ std::set<int> parse_steps(const Ctx& ctx, const toml::node* n, const std::string
     if (out.empty()) ctx.fail(n, fmt::format("{}: steps must not be empty", w));
     return out;
   }
-  if (!n->is_string()) ctx.fail(n, fmt::format("{}: steps must be \"all\", \"A-B\", \"A-\" or an array of integers", w));
+  if (!n->is_string())
+    ctx.fail(n,
+             fmt::format("{}: steps must be \"all\", \"A-B\", \"A-\" or an array of integers", w));
   try {
     return parse_step_spec(n->value<std::string>().value(), static_cast<int>(steps));
   } catch (const InputError& e) {
@@ -501,17 +549,22 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
   e.name = get_string(ctx, t, "name", w, "");
   if (!valid_name(e.name)) {
     ctx.fail(t.get("name") ? t.get("name") : &t,
-             fmt::format("{}: name \"{}\" must be non-empty, at most {} bytes, not only dots, and use only letters, digits, '_', '-', '.'", w, shown_name(e.name), kMaxNameBytes));
+             fmt::format("{}: name \"{}\" must be non-empty, at most {} bytes, not only dots, and "
+                         "use only letters, digits, '_', '-', '.'",
+                         w, shown_name(e.name), kMaxNameBytes));
   }
   w = fmt::format("expectation \"{}\"", e.name);
   e.variants = get_strings(ctx, t, "variants", w, {});
   if (e.variants.size() < 2) {
-    ctx.fail(t.get("variants") ? t.get("variants") : &t, fmt::format("{}: variants must name at least two variants", w));
+    ctx.fail(t.get("variants") ? t.get("variants") : &t,
+             fmt::format("{}: variants must name at least two variants", w));
   }
   std::set<std::string> seen;
   for (const auto& v : e.variants) {
-    if (!variant_names.count(v)) ctx.fail(t.get("variants"), fmt::format("{}: unknown variant \"{}\"", w, v));
-    if (!seen.insert(v).second) ctx.fail(t.get("variants"), fmt::format("{}: variant \"{}\" listed twice", w, v));
+    if (!variant_names.count(v))
+      ctx.fail(t.get("variants"), fmt::format("{}: unknown variant \"{}\"", w, v));
+    if (!seen.insert(v).second)
+      ctx.fail(t.get("variants"), fmt::format("{}: variant \"{}\" listed twice", w, v));
   }
   const std::string cls = get_string(ctx, t, "class", w, "");
   try {
@@ -520,7 +573,8 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
     ctx.fail(t.get("class") ? t.get("class") : &t, fmt::format("{}: {}", w, err.what()));
   }
   e.selection.groups = get_strings(ctx, t, "records", w, {"loss", "grad", "weight"});
-  if (e.selection.groups.empty()) ctx.fail(t.get("records"), fmt::format("{}: records must not be empty", w));
+  if (e.selection.groups.empty())
+    ctx.fail(t.get("records"), fmt::format("{}: records must not be empty", w));
   if (std::set<std::string>(e.selection.groups.begin(), e.selection.groups.end()).size() !=
       e.selection.groups.size()) {
     ctx.fail(t.get("records"), fmt::format("{}: records lists a record twice", w));
@@ -538,19 +592,23 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
     for (const auto& pat : get_strings(ctx, t, key, w, {})) {
       if (pat.empty() || pat.find_first_of("[]{}") != std::string::npos) {
         ctx.fail(t.get(key), fmt::format("{}: {} pattern \"{}\": patterns use only * and ? "
-                                         "wildcards (no [], {{}}) and must not be empty", w, key, pat));
+                                         "wildcards (no [], {{}}) and must not be empty",
+                                         w, key, pat));
       }
     }
   }
   e.selection.steps = parse_steps(ctx, t.get("steps"), w, steps);
   e.why = get_string(ctx, t, "why", w, "");
-  if (e.why.empty()) ctx.fail(&t, fmt::format("{}: why is required: say why the relation must hold", w));
+  if (e.why.empty())
+    ctx.fail(&t, fmt::format("{}: why is required: say why the relation must hold", w));
   e.allow_nonfinite = get_bool(ctx, t, "allow_nonfinite", w, false);
   e.first_divergence = get_string(ctx, t, "first_divergence", w, "");
   e.first_divergence_step = static_cast<int>(get_int(ctx, t, "first_divergence_step", w, 0, 0));
   if (e.first_divergence_step > steps) {
-    ctx.fail(t.get("first_divergence_step"), fmt::format("{}: first_divergence_step = {} is past the "
-                                                         "last step {}", w, e.first_divergence_step, steps));
+    ctx.fail(t.get("first_divergence_step"),
+             fmt::format("{}: first_divergence_step = {} is past the "
+                         "last step {}",
+                         w, e.first_divergence_step, steps));
   }
   if ((!e.first_divergence.empty() || e.first_divergence_step != 0) &&
       e.cls.kind != compare::CompareClass::Kind::kDiffer) {
@@ -566,8 +624,10 @@ std::set<int> parse_step_spec(const std::string& spec, int max_step) {
   std::set<int> out;
   if (spec == "all") return out;
   auto bad = [&]() {
-    return InputError(fmt::format("steps = \"{}\": expected \"all\", \"A\", \"A-B\", \"A-\" or "
-                                  "\"A,B,...\" with steps in 0..{}", spec, max_step));
+    return InputError(
+        fmt::format("steps = \"{}\": expected \"all\", \"A\", \"A-B\", \"A-\" or "
+                    "\"A,B,...\" with steps in 0..{}",
+                    spec, max_step));
   };
   size_t pos = 0;
   while (pos <= spec.size()) {
@@ -576,7 +636,8 @@ std::set<int> parse_step_spec(const std::string& spec, int max_step) {
     const std::string part = spec.substr(pos, comma - pos);
     const size_t dash = part.find('-');
     auto number = [&](const std::string& t) {
-      if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos) throw bad();
+      if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos)
+        throw bad();
       return std::stoi(t);
     };
     int a = 0, b = 0;
@@ -622,7 +683,8 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
     throw InputError(fmt::format("{}:{}:{}: TOML syntax error: {}", source, err.source().begin.line,
                                  err.source().begin.column, err.description()));
   }
-  check_keys(ctx, root, "top level", {"scenario", "model", "training", "data", "variant", "expectation"});
+  check_keys(ctx, root, "top level",
+             {"scenario", "model", "training", "data", "variant", "expectation"});
   Scenario sc;
   sc.source = source;
   sc.text = text;
@@ -632,12 +694,18 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
     sc.description = get_string(ctx, *s, "description", "[scenario]", "");
   }
   if (!valid_name(sc.name)) {
-    ctx.fail(root.get("scenario"), fmt::format("[scenario].name is required, at most {} bytes (it names the run directory), not only dots, and uses only letters, digits, '_', '-', '.'", kMaxNameBytes));
+    ctx.fail(root.get("scenario"),
+             fmt::format("[scenario].name is required, at most {} bytes (it names the run "
+                         "directory), not only dots, and uses only letters, digits, '_', '-', '.'",
+                         kMaxNameBytes));
   }
-  if (const toml::table* t = get_table(ctx, root, "model")) parse_model(ctx, *t, sc.model);
-  else sc.model.validate();
+  if (const toml::table* t = get_table(ctx, root, "model"))
+    parse_model(ctx, *t, sc.model);
+  else
+    sc.model.validate();
   if (const toml::table* t = get_table(ctx, root, "training")) parse_training(ctx, *t, sc.training);
-  if (const toml::table* t = get_table(ctx, root, "data")) parse_data(ctx, *t, sc.data, sc.model.vocab_size);
+  if (const toml::table* t = get_table(ctx, root, "data"))
+    parse_data(ctx, *t, sc.data, sc.model.vocab_size);
   check_data(ctx, root, sc);
 
   const toml::node* vn = root.get("variant");
@@ -648,7 +716,8 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
   size_t i = 0;
   for (const auto& node : *vn->as_array()) {
     auto v = parse_variant(ctx, *node.as_table(), i++);
-    if (!names.insert(v.name).second) ctx.fail(&node, fmt::format("variant \"{}\" is defined twice", v.name));
+    if (!names.insert(v.name).second)
+      ctx.fail(&node, fmt::format("variant \"{}\" is defined twice", v.name));
     check_variant_layout(ctx, *node.as_table(), v, sc.model);
     try {
       config::variant_num_microbatches(sc.training, config::variant_model(sc.model, v), v);
@@ -659,12 +728,14 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
     sc.variants.push_back(std::move(v));
   }
   if (const toml::node* en = root.get("expectation")) {
-    if (!en->is_array_of_tables()) ctx.fail(en, "expectation must be written as [[expectation]] tables");
+    if (!en->is_array_of_tables())
+      ctx.fail(en, "expectation must be written as [[expectation]] tables");
     std::set<std::string> enames;
     i = 0;
     for (const auto& node : *en->as_array()) {
       auto e = parse_expectation(ctx, *node.as_table(), i++, names, sc.training.steps);
-      if (!enames.insert(e.name).second) ctx.fail(&node, fmt::format("expectation \"{}\" is defined twice", e.name));
+      if (!enames.insert(e.name).second)
+        ctx.fail(&node, fmt::format("expectation \"{}\" is defined twice", e.name));
       sc.expectations.push_back(std::move(e));
     }
   }
@@ -680,7 +751,8 @@ void check_expectation_selections(const Scenario& sc) {
       if (g == "batch") names.insert(names.end(), {"tokens", "labels", "loss_mask"});
       if (g == "loss") {
         names.push_back("lm");
-        for (int64_t k = 1; k <= sc.model.mtp_num_layers; ++k) names.push_back(fmt::format("mtp_{}", k));
+        for (int64_t k = 1; k <= sc.model.mtp_num_layers; ++k)
+          names.push_back(fmt::format("mtp_{}", k));
         names.push_back("total");
       }
       if (g == "grad" || g == "weight" || g == "model_weight" || g == "optimizer") {
@@ -688,7 +760,8 @@ void check_expectation_selections(const Scenario& sc) {
         // optimizer group holds "step" and <name>.exp_avg, <name>.exp_avg_sq.
         if (g == record::kOptimizerGroup) names.push_back(record::kOptimizerStepName);
         for (const auto& vname : e.variants) {
-          for (const auto& spec : config::parameter_specs(config::variant_model(sc.model, sc.variant(vname)))) {
+          for (const auto& spec :
+               config::parameter_specs(config::variant_model(sc.model, sc.variant(vname)))) {
             if (g != "optimizer") {
               names.push_back(spec.name);
               continue;
@@ -701,7 +774,8 @@ void check_expectation_selections(const Scenario& sc) {
     }
     bool any = false;
     for (const auto& n : names) {
-      any = any || (glob_match_any(e.selection.include, n) && !glob_match_any(e.selection.exclude, n));
+      any = any ||
+            (glob_match_any(e.selection.include, n) && !glob_match_any(e.selection.exclude, n));
     }
     if (!any) {
       const std::string base = "expectation." + e.name;
@@ -733,9 +807,11 @@ Scenario load_scenario(const std::string& path) {
   // reading a byte of it.
   constexpr off_t kMaxScenarioBytes = off_t{4} << 20;
   if (st.st_size > kMaxScenarioBytes) {
-    throw InputError(fmt::format("{}: the scenario file has {} bytes; a scenario may have at most "
-                                 "{} (4 MiB)", printable(path), static_cast<int64_t>(st.st_size),
-                                 static_cast<int64_t>(kMaxScenarioBytes)));
+    throw InputError(
+        fmt::format("{}: the scenario file has {} bytes; a scenario may have at most "
+                    "{} (4 MiB)",
+                    printable(path), static_cast<int64_t>(st.st_size),
+                    static_cast<int64_t>(kMaxScenarioBytes)));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {

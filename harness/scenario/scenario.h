@@ -20,11 +20,11 @@ namespace mtp::scenario {
 
 /// A claimed relation between variants: each of variants[1..] compared with variants[0].
 struct Expectation {
-  std::string name;                    ///< unique, [A-Za-z0-9_.-]+
-  std::vector<std::string> variants;   ///< ≥ 2 variant names; the first is the baseline
-  compare::CompareClass cls;           ///< bitwise | ulp:N | tol:R,A | differ
-  compare::Selection selection;        ///< records (groups), include/exclude, steps
-  std::string why;                     ///< the reason the relation must hold (printed)
+  std::string name;                   ///< unique, [A-Za-z0-9_.-]+
+  std::vector<std::string> variants;  ///< ≥ 2 variant names; the first is the baseline
+  compare::CompareClass cls;          ///< bitwise | ulp:N | tol:R,A | differ
+  compare::Selection selection;       ///< records (groups), include/exclude, steps
+  std::string why;                    ///< the reason the relation must hold (printed)
   /// Only with class differ: the first divergence must be a tensor matching this glob
   /// ("grad/embedding.*") at this step (0 = any step). Empty = any first divergence.
   std::string first_divergence;

@@ -73,14 +73,15 @@ TEST(ScenarioTest, ErrorsNameFileLineColumnAndRule) {
   EXPECT_THAT(error_of(std::string(kMinimal).replace(t.find("layout = \"Et|tmL\""), 17,
                                                      "layot = \"Et|tmL\"")),
               HasSubstr("test.toml:15:1: variant \"a\": unknown key 'layot'"));
-  EXPECT_THAT(error_of(std::string(kMinimal).replace(t.find("hidden_size = 8"), 15,
-                                                     "hidden_size = \"8\"")),
-              HasSubstr("test.toml:6:15: [model].hidden_size must be an integer"));
+  EXPECT_THAT(
+      error_of(std::string(kMinimal).replace(t.find("hidden_size = 8"), 15, "hidden_size = \"8\"")),
+      HasSubstr("test.toml:6:15: [model].hidden_size must be an integer"));
   EXPECT_THAT(error_of(std::string(kMinimal).replace(t.find("class = \"bitwise\""), 17,
                                                      "class = \"bits\"")),
               HasSubstr("test.toml:25:9: expectation \"ab\""));
-  EXPECT_THAT(error_of(std::string(kMinimal).replace(t.find("[\"a\", \"b\"]"), 10, "[\"a\", \"c\"]")),
-              HasSubstr("unknown variant \"c\""));
+  EXPECT_THAT(
+      error_of(std::string(kMinimal).replace(t.find("[\"a\", \"b\"]"), 10, "[\"a\", \"c\"]")),
+      HasSubstr("unknown variant \"c\""));
   EXPECT_THAT(error_of(std::string(kMinimal).replace(t.find("why = \"because\""), 15, "")),
               HasSubstr("why is required"));
   EXPECT_THAT(error_of(std::string(kMinimal).replace(t.find("steps = \"2-\""), 12, "steps = [3]")),

@@ -102,10 +102,10 @@ void validate(const ScheduleConfig& config) {
       }
       const int remainder = m % n;
       if (remainder != 0 && remainder < p) {
-        throw ScheduleError(fmt::format(
-            "{} schedule: the last microbatch group M mod N={} must be 0 or >= P "
-            "(M={}, N={}, P={})",
-            kind, remainder, m, n, p));
+        throw ScheduleError(
+            fmt::format("{} schedule: the last microbatch group M mod N={} must be 0 or >= P "
+                        "(M={}, N={}, P={})",
+                        kind, remainder, m, n, p));
       }
       return;
     }

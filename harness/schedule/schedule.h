@@ -35,7 +35,8 @@ enum class ScheduleKind {
   kCombined1F1B,
 };
 
-/// Parses "none" | "1f1b" | "interleaved" | "combined_1f1b" (ScheduleError otherwise, listing the accepted names).
+/// Parses "none" | "1f1b" | "interleaved" | "combined_1f1b" (ScheduleError otherwise, listing the
+/// accepted names).
 ScheduleKind parse_schedule_kind(const std::string& name);
 /// The name parse_schedule_kind accepts for `kind`.
 std::string schedule_kind_name(ScheduleKind kind);
@@ -62,10 +63,10 @@ struct Op {
 
 struct ScheduleConfig {
   ScheduleKind kind = ScheduleKind::kInterleaved;
-  int pipeline_size = 1;           ///< P
-  int virtual_size = 1;            ///< V (1 for kNoPipelining and kOneFOneB)
-  int num_microbatches = 1;        ///< M
-  int microbatch_group_size = 0;   ///< N; 0 means the default N = P (interleaved only)
+  int pipeline_size = 1;          ///< P
+  int virtual_size = 1;           ///< V (1 for kNoPipelining and kOneFOneB)
+  int num_microbatches = 1;       ///< M
+  int microbatch_group_size = 0;  ///< N; 0 means the default N = P (interleaved only)
 };
 
 /// Checks the configuration against Megatron's constraints and throws ScheduleError naming the
@@ -82,7 +83,10 @@ int warmup_steps(const ScheduleConfig& config, int rank);
 /// The (microbatch, chunk) run by forward virtual step k of the interleaved schedule table
 /// (spec §4.5: groups of N microbatches, chunk-major inside a group). k ∈ [0, M·V).
 /// Megatron-LM schedules.py:989-1016. Validates `config` (ScheduleError).
-struct TableEntry { int microbatch; int chunk; };
+struct TableEntry {
+  int microbatch;
+  int chunk;
+};
 std::vector<TableEntry> interleaved_table(const ScheduleConfig& config);
 
 /// Every op of `rank` in execution order. Each chunk sees its microbatches first-in-first-out in

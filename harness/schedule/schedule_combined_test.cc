@@ -16,8 +16,9 @@ TEST(CombinedScheduleTest, OneMoreWarmupThanInterleavedP2V2M4N2) {
   auto c = combined(2, 2, 4, 2);
   EXPECT_EQ(warmup_steps(c, 0), 5);
   EXPECT_EQ(warmup_steps(c, 1), 3);
-  EXPECT_EQ(format_ops(rank_ops(c, 0)),
-            "F0.0 F0.1 F1.0 F1.1 F0.2 (F0.3 B1.0) (F1.2 B1.1) (F1.3 B0.0) B0.1 B1.2 B1.3 B0.2 B0.3");
+  EXPECT_EQ(
+      format_ops(rank_ops(c, 0)),
+      "F0.0 F0.1 F1.0 F1.1 F0.2 (F0.3 B1.0) (F1.2 B1.1) (F1.3 B0.0) B0.1 B1.2 B1.3 B0.2 B0.3");
   EXPECT_EQ(format_ops(rank_ops(c, 1)),
             "F0.0 F0.1 F1.0 (F1.1 B1.0) (F0.2 B1.1) (F0.3 B0.0) (F1.2 B0.1) (F1.3 B1.2) B1.3 B0.2 "
             "B0.3");

@@ -45,9 +45,9 @@ TEST(ScheduleKindTest, ParsesAndNamesEveryKind) {
     parse_schedule_kind("1F1B");
     ADD_FAILURE() << "parse_schedule_kind accepted \"1F1B\"";
   } catch (const ScheduleError& e) {
-    EXPECT_EQ(
-        std::string(e.what()),
-        "unknown schedule kind \"1F1B\": expected one of \"none\", \"1f1b\", \"interleaved\", \"combined_1f1b\"");
+    EXPECT_EQ(std::string(e.what()),
+              "unknown schedule kind \"1F1B\": expected one of \"none\", \"1f1b\", "
+              "\"interleaved\", \"combined_1f1b\"");
   }
 }
 

@@ -23,8 +23,8 @@ bool MessageTag::operator==(const MessageTag& o) const {
 
 std::string MessageTag::str() const {
   if (kind == Kind::kCollective) {
-    static const char* const kOps[] = {"none", "point-to-point message", "reduce_scatter",
-                                       "all_gather", "broadcast", "gather"};
+    static const char* const kOps[] = {
+        "none", "point-to-point message", "reduce_scatter", "all_gather", "broadcast", "gather"};
     const int i = static_cast<int>(op);
     const char* name = i >= 0 && i < 6 ? kOps[i] : "unknown collective";
     if (op == CollectiveOp::kPointToPoint) return fmt::format("{} #{}", name, sequence);
@@ -38,12 +38,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string shape_str(const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+std::string shape_str(const std::vector<int64_t>& s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
 
 class InProcessTransport final : public Transport {
  public:
   InProcessTransport(int world_size, InProcessOptions options)
-      : world_size_(world_size), options_(options), activity_(world_size, "not started"),
+      : world_size_(world_size),
+        options_(options),
+        activity_(world_size, "not started"),
         rng_(options.delay_seed) {}
 
   int world_size() const override { return world_size_; }

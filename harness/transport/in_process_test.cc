@@ -34,7 +34,9 @@ TEST(InProcessTransportTest, TimeoutReportsEveryRanksPendingOperation) {
   } catch (const InfraError& e) {
     std::string m = e.what();
     EXPECT_NE(m.find("rank 1: timed out after 50 ms waiting to receive activation from stage 0, "
-                     "microbatch 3 from rank 0"), std::string::npos) << m;
+                     "microbatch 3 from rank 0"),
+              std::string::npos)
+        << m;
     EXPECT_NE(m.find("rank 0: F chunk 0 mb 2"), std::string::npos) << m;
     EXPECT_NE(m.find("rank 2: done"), std::string::npos) << m;
     EXPECT_NE(m.find("rank 0 -> rank 2: gradient from stage 1, microbatch 4"), std::string::npos)

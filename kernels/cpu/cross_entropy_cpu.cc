@@ -19,9 +19,8 @@ void check_labels(const char* fn, const int64_t* labels, int64_t rows, int64_t v
 }  // namespace
 
 template <typename T>
-void cross_entropy_forward(const T* logits, const int64_t* labels, const Acc<T>* mask,
-                           int64_t rows, int64_t vocab, Acc<T>* loss, Acc<T>* row_max,
-                           Acc<T>* row_sum) {
+void cross_entropy_forward(const T* logits, const int64_t* labels, const Acc<T>* mask, int64_t rows,
+                           int64_t vocab, Acc<T>* loss, Acc<T>* row_max, Acc<T>* row_sum) {
   constexpr const char* kFn = "cross_entropy_forward";
   internal::check_cross_entropy_forward(kFn, logits, labels, loss, rows, vocab);
   check_labels(kFn, labels, rows, vocab);
@@ -70,12 +69,11 @@ void cross_entropy_backward(const T* logits, const int64_t* labels, const Acc<T>
   }
 }
 
-#define MTP_INSTANTIATE_CROSS_ENTROPY(T)                                                      \
-  template void cross_entropy_forward<T>(const T*, const int64_t*, const Acc<T>*, int64_t,    \
-                                         int64_t, Acc<T>*, Acc<T>*, Acc<T>*);                 \
-  template void cross_entropy_backward<T>(const T*, const int64_t*, const Acc<T>*,            \
-                                          const Acc<T>*, const Acc<T>*, const Acc<T>*, int64_t, \
-                                          int64_t, T*);
+#define MTP_INSTANTIATE_CROSS_ENTROPY(T)                                                          \
+  template void cross_entropy_forward<T>(const T*, const int64_t*, const Acc<T>*, int64_t,        \
+                                         int64_t, Acc<T>*, Acc<T>*, Acc<T>*);                     \
+  template void cross_entropy_backward<T>(const T*, const int64_t*, const Acc<T>*, const Acc<T>*, \
+                                          const Acc<T>*, const Acc<T>*, int64_t, int64_t, T*);
 MTP_INSTANTIATE_CROSS_ENTROPY(float)
 MTP_INSTANTIATE_CROSS_ENTROPY(double)
 MTP_INSTANTIATE_CROSS_ENTROPY(Bf16)

@@ -68,7 +68,7 @@ TEST(Xxh3Test, ZeroAndConstantInputsEqualLibxxhash) {
 TEST(BlockDigestsCpuTest, EachBlockIsTheDigestOfItsBytes) {
   const uint64_t block = 4096;
   const std::vector<uint8_t> data = random_bytes(3 * block + 1000, 14);  // 4 blocks, last short
-  std::vector<uint64_t> out(8, 0xdeadbeefULL);                          // poisoned
+  std::vector<uint64_t> out(8, 0xdeadbeefULL);                           // poisoned
   block_digests(data.data(), data.size(), block, out.data());
   for (size_t b = 0; b < 4; ++b) {
     const size_t len = b < 3 ? block : 1000;
@@ -93,8 +93,7 @@ TEST(BlockDigestsCpuTest, EmptyInputWritesNothingAndBadArgumentsThrow) {
   EXPECT_EQ(out[0], 7u);
   const uint8_t byte = 1;
   EXPECT_THROW(block_digests(&byte, 1, 0, out.data()), std::invalid_argument);
-  EXPECT_THROW(block_digests(&byte, 1, (uint64_t{1} << 19) + 1, out.data()),
-               std::invalid_argument);
+  EXPECT_THROW(block_digests(&byte, 1, (uint64_t{1} << 19) + 1, out.data()), std::invalid_argument);
   EXPECT_THROW(block_digests(nullptr, 1, 64, out.data()), std::invalid_argument);
   EXPECT_THROW(block_digests(&byte, 1, 64, nullptr), std::invalid_argument);
 }

@@ -72,9 +72,8 @@ void rms_norm_backward(const T* dy, const T* x, const T* weight, const Acc<T>* r
 /// Throws std::invalid_argument (negative sizes, V = 0 with N > 0, null pointers) and
 /// std::out_of_range (a label outside [0, V)).
 template <typename T>
-void cross_entropy_forward(const T* logits, const int64_t* labels, const Acc<T>* mask,
-                           int64_t rows, int64_t vocab, Acc<T>* loss, Acc<T>* row_max,
-                           Acc<T>* row_sum);
+void cross_entropy_forward(const T* logits, const int64_t* labels, const Acc<T>* mask, int64_t rows,
+                           int64_t vocab, Acc<T>* loss, Acc<T>* row_max, Acc<T>* row_sum);
 
 /// cross_entropy_backward: d loss / d logits.
 ///   logits [N, V] type T; labels [N] int64; mask [N] Acc<T> or null; grad_loss [N] Acc<T>;

@@ -24,9 +24,7 @@ class KernelsCpuTest : public ::testing::Test {
 
 TYPED_TEST_SUITE(KernelsCpuTest, InputTypes, TypeNames);
 
-std::string shape_name(int64_t a, int64_t b) {
-  return std::to_string(a) + "x" + std::to_string(b);
-}
+std::string shape_name(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
 
 // --- float64 references ------------------------------------------------------------------------
 
@@ -49,8 +47,8 @@ TYPED_TEST(KernelsCpuTest, RmsNormMatchesFloat64Reference) {
     const auto p = RmsProblem<T>::make(s.rows, s.cols, this->seed(shape_name(s.rows, s.cols)));
     const auto o = run_cpu(p, 0xff);
     const auto fwd = ref_rms_norm_forward(widen(p.x), widen(p.w), p.rows, p.hidden, p.eps);
-    const auto bwd = ref_rms_norm_backward(widen(p.dy), widen(p.x), widen(p.w), p.rows, p.hidden,
-                                           p.eps);
+    const auto bwd =
+        ref_rms_norm_backward(widen(p.dy), widen(p.x), widen(p.w), p.rows, p.hidden, p.eps);
     EXPECT_TRUE(close("y", widen(o.y), fwd.y, rounded_tolerance<T>(), p.hidden));
     EXPECT_TRUE(close("rstd", widen(o.rstd), fwd.rstd, acc_tolerance<T>()));
     EXPECT_TRUE(close("dx", widen(o.dx), bwd.dx, rounded_tolerance<T>(), p.hidden));
@@ -217,9 +215,8 @@ TYPED_TEST(KernelsCpuTest, RowResultsAreBatchInvariant) {
     EXPECT_TRUE(bitwise_equal(
         "y", std::vector<T>(all.y.begin() + r * h, all.y.begin() + (r + 1) * h), one.y));
     EXPECT_TRUE(bitwise_equal("rstd", std::vector<Acc<T>>{all.rstd[r]}, one.rstd));
-    EXPECT_TRUE(bitwise_equal("dx",
-                              std::vector<T>(all.dx.begin() + r * h, all.dx.begin() + (r + 1) * h),
-                              one.dx));
+    EXPECT_TRUE(bitwise_equal(
+        "dx", std::vector<T>(all.dx.begin() + r * h, all.dx.begin() + (r + 1) * h), one.dx));
   }
   const auto c = CeProblem<T>::make(20, 700, this->seed("c"));
   const auto call = run_cpu(c, 0xff);

@@ -50,9 +50,8 @@ double ulp_error(float got, double ref) {
   if (std::isinf(r)) {
     return got == r ? 0.0 : std::numeric_limits<double>::infinity();
   }
-  const double spacing = std::fabs(static_cast<double>(std::nextafter(std::fabs(r),
-                                                                      INFINITY)) -
-                                   std::fabs(r));
+  const double spacing =
+      std::fabs(static_cast<double>(std::nextafter(std::fabs(r), INFINITY)) - std::fabs(r));
   return std::fabs(static_cast<double>(got) - ref) / spacing;
 }
 

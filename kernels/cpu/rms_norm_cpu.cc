@@ -94,10 +94,9 @@ void rms_norm_backward(const T* dy, const T* x, const T* weight, const Acc<T>* r
   }
 }
 
-#define MTP_INSTANTIATE_RMS_NORM(T)                                                          \
-  template void rms_norm_forward<T>(const T*, const T*, int64_t, int64_t, double, T*,        \
-                                    Acc<T>*);                                                \
-  template void rms_norm_backward<T>(const T*, const T*, const T*, const Acc<T>*, int64_t,   \
+#define MTP_INSTANTIATE_RMS_NORM(T)                                                             \
+  template void rms_norm_forward<T>(const T*, const T*, int64_t, int64_t, double, T*, Acc<T>*); \
+  template void rms_norm_backward<T>(const T*, const T*, const T*, const Acc<T>*, int64_t,      \
                                      int64_t, T*, T*);
 MTP_INSTANTIATE_RMS_NORM(float)
 MTP_INSTANTIATE_RMS_NORM(double)

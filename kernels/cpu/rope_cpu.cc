@@ -40,8 +40,8 @@ void rope_backward(const T* grad, const RopeDims& dims, const T* cos, const T* s
   rope_rows<T, true>("rope_backward", grad, dims, cos, sin, dx);
 }
 
-#define MTP_INSTANTIATE_ROPE(T)                                                        \
-  template void rope_forward<T>(const T*, const RopeDims&, const T*, const T*, T*);   \
+#define MTP_INSTANTIATE_ROPE(T)                                                     \
+  template void rope_forward<T>(const T*, const RopeDims&, const T*, const T*, T*); \
   template void rope_backward<T>(const T*, const RopeDims&, const T*, const T*, T*);
 MTP_INSTANTIATE_ROPE(float)
 MTP_INSTANTIATE_ROPE(double)

@@ -43,9 +43,8 @@ __global__ void __launch_bounds__(kRowLanes)
     if (tid == 0) {
       const int64_t label = labels[n];
       const A m = mask != nullptr ? mask[n] : A(1);
-      loss[n] = (label < 0 || label >= vocab)
-                    ? quiet_nan<A>()
-                    : (log_acc(sum) - (load_acc(lr[label]) - mx)) * m;
+      loss[n] = (label < 0 || label >= vocab) ? quiet_nan<A>()
+                                              : (log_acc(sum) - (load_acc(lr[label]) - mx)) * m;
       if (row_max != nullptr) {
         row_max[n] = mx;
       }
@@ -72,8 +71,7 @@ __global__ void cross_entropy_backward_kernel(const T* logits, const int64_t* la
     const int64_t label = labels[n];
     const A coef = grad_loss[n] * (mask != nullptr ? mask[n] : A(1));
     const A p = exp_acc(load_acc(logits[i]) - row_max[n]) / row_sum[n];
-    const A g = (label < 0 || label >= vocab) ? quiet_nan<A>()
-                                              : (j == label ? p - A(1) : p) * coef;
+    const A g = (label < 0 || label >= vocab) ? quiet_nan<A>() : (j == label ? p - A(1) : p) * coef;
     grad_logits[i] = store_as<T>(g);
   }
 }
@@ -81,9 +79,9 @@ __global__ void cross_entropy_backward_kernel(const T* logits, const int64_t* la
 }  // namespace
 
 template <typename T>
-void cross_entropy_forward(const T* logits, const int64_t* labels, const Acc<T>* mask,
-                           int64_t rows, int64_t vocab, Acc<T>* loss, Acc<T>* row_max,
-                           Acc<T>* row_sum, cudaStream_t stream) {
+void cross_entropy_forward(const T* logits, const int64_t* labels, const Acc<T>* mask, int64_t rows,
+                           int64_t vocab, Acc<T>* loss, Acc<T>* row_max, Acc<T>* row_sum,
+                           cudaStream_t stream) {
   constexpr const char* kFn = "cuda::cross_entropy_forward";
   internal::check_cross_entropy_forward(kFn, logits, labels, loss, rows, vocab);
   if (rows == 0) {
@@ -113,12 +111,12 @@ void cross_entropy_backward(const T* logits, const int64_t* labels, const Acc<T>
   MTP_CUDA_CHECK(cudaGetLastError());
 }
 
-#define MTP_INSTANTIATE_CROSS_ENTROPY(T)                                                        \
-  template void cross_entropy_forward<T>(const T*, const int64_t*, const Acc<T>*, int64_t,      \
-                                         int64_t, Acc<T>*, Acc<T>*, Acc<T>*, cudaStream_t);     \
-  template void cross_entropy_backward<T>(const T*, const int64_t*, const Acc<T>*,              \
-                                          const Acc<T>*, const Acc<T>*, const Acc<T>*, int64_t, \
-                                          int64_t, T*, cudaStream_t);
+#define MTP_INSTANTIATE_CROSS_ENTROPY(T)                                                          \
+  template void cross_entropy_forward<T>(const T*, const int64_t*, const Acc<T>*, int64_t,        \
+                                         int64_t, Acc<T>*, Acc<T>*, Acc<T>*, cudaStream_t);       \
+  template void cross_entropy_backward<T>(const T*, const int64_t*, const Acc<T>*, const Acc<T>*, \
+                                          const Acc<T>*, const Acc<T>*, int64_t, int64_t, T*,     \
+                                          cudaStream_t);
 MTP_INSTANTIATE_CROSS_ENTROPY(float)
 MTP_INSTANTIATE_CROSS_ENTROPY(double)
 MTP_INSTANTIATE_CROSS_ENTROPY(Bf16)

@@ -28,16 +28,16 @@ class CudaError : public std::runtime_error {
 /// throw_cuda_error: builds and throws the CudaError for MTP_CUDA_CHECK.
 [[noreturn]] inline void throw_cuda_error(cudaError_t code, const char* expr, const char* file,
                                           int line) {
-  throw CudaError(code, std::string(file) + ":" + std::to_string(line) + ": " + expr + " failed: " +
-                            cudaGetErrorName(code) + ": " + cudaGetErrorString(code));
+  throw CudaError(code, std::string(file) + ":" + std::to_string(line) + ": " + expr +
+                            " failed: " + cudaGetErrorName(code) + ": " + cudaGetErrorString(code));
 }
 
 }  // namespace mtp::kernels::cuda
 
-#define MTP_CUDA_CHECK(expr)                                                      \
-  do {                                                                            \
-    const cudaError_t mtp_cuda_check_err_ = (expr);                               \
-    if (mtp_cuda_check_err_ != cudaSuccess) {                                     \
+#define MTP_CUDA_CHECK(expr)                                                                  \
+  do {                                                                                        \
+    const cudaError_t mtp_cuda_check_err_ = (expr);                                           \
+    if (mtp_cuda_check_err_ != cudaSuccess) {                                                 \
       ::mtp::kernels::cuda::throw_cuda_error(mtp_cuda_check_err_, #expr, __FILE__, __LINE__); \
-    }                                                                             \
+    }                                                                                         \
   } while (0)

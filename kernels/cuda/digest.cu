@@ -28,8 +28,8 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ uint64_t sums[kMaxRounds][8];
   const uint64_t b = blockIdx.x;
   const uint8_t* in = data + b * block_bytes;
-  const uint64_t len = nbytes - b * block_bytes < block_bytes ? nbytes - b * block_bytes
-                                                              : block_bytes;
+  const uint64_t len =
+      nbytes - b * block_bytes < block_bytes ? nbytes - b * block_bytes : block_bytes;
   for (int i = static_cast<int>(threadIdx.x); i < xxh3::kSecretSize; i += kThreads) {
     secret[i] = kSecret[i];
   }

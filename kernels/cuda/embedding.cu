@@ -102,8 +102,8 @@ __device__ int64_t lower_bound(const uint32_t* keys, int64_t n, int64_t value) {
 
 /// row_start[v] = the first sorted index whose key is ≥ v, for v in [0, V] (row v's segment is
 /// [row_start[v], row_start[v + 1])). One thread per row.
-__global__ void embedding_row_start_kernel(const uint32_t* keys, int64_t num_tokens,
-                                           int64_t vocab, int32_t* row_start) {
+__global__ void embedding_row_start_kernel(const uint32_t* keys, int64_t num_tokens, int64_t vocab,
+                                           int32_t* row_start) {
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v <= vocab;
        v += stride) {
@@ -181,8 +181,8 @@ void embedding_backward(const T* grad_out, const int64_t* ids, int64_t num_token
     return;
   }
   if (num_tokens == 0) {  // no token uses any row: the whole table is +0
-    MTP_CUDA_CHECK(cudaMemsetAsync(grad_table, 0,
-                                   static_cast<size_t>(vocab * hidden) * sizeof(T), stream));
+    MTP_CUDA_CHECK(
+        cudaMemsetAsync(grad_table, 0, static_cast<size_t>(vocab * hidden) * sizeof(T), stream));
     return;
   }
   Workspace w = plan(num_tokens, vocab, workspace);
@@ -195,16 +195,15 @@ void embedding_backward(const T* grad_out, const int64_t* ids, int64_t num_token
       ids, num_tokens, vocab, w.keys_in, w.pos_in);
   MTP_CUDA_CHECK(cudaGetLastError());
   size_t sort_bytes = w.sort_bytes;
-  MTP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
-      w.sort_scratch, sort_bytes, w.keys_in, w.keys_out, w.pos_in, w.pos_out,
-      static_cast<int>(num_tokens), 0, key_bits(vocab), stream));
+  MTP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(w.sort_scratch, sort_bytes, w.keys_in, w.keys_out,
+                                                 w.pos_in, w.pos_out, static_cast<int>(num_tokens),
+                                                 0, key_bits(vocab), stream));
   embedding_row_start_kernel<<<grid_blocks(vocab + 1, kThreads, 1 << 16), kThreads, 0, stream>>>(
       w.keys_out, num_tokens, vocab, w.row_start);
   MTP_CUDA_CHECK(cudaGetLastError());
   // One block per row (grid-stride beyond 2^20 rows); threads cover the row's columns.
   constexpr int kVec = Vec<T>::kVec;
-  const bool vectorized =
-      hidden % kVec == 0 && aligned16(grad_out) && aligned16(grad_table);
+  const bool vectorized = hidden % kVec == 0 && aligned16(grad_out) && aligned16(grad_table);
   const int64_t per_thread = vectorized ? kVec : 1;
   const int threads = static_cast<int>(
       std::min<int64_t>(kThreads, std::max<int64_t>(32, (hidden / per_thread + 31) / 32 * 32)));

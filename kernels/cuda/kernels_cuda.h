@@ -70,9 +70,9 @@ void rms_norm_backward(const T* dy, const T* x, const T* weight, const Acc<T>* r
 /// labels [N], mask [N] (may be null), as cpu::cross_entropy_forward; one block of kRowLanes
 /// threads per row. Throws std::invalid_argument, CudaError.
 template <typename T>
-void cross_entropy_forward(const T* logits, const int64_t* labels, const Acc<T>* mask,
-                           int64_t rows, int64_t vocab, Acc<T>* loss, Acc<T>* row_max,
-                           Acc<T>* row_sum, cudaStream_t stream);
+void cross_entropy_forward(const T* logits, const int64_t* labels, const Acc<T>* mask, int64_t rows,
+                           int64_t vocab, Acc<T>* loss, Acc<T>* row_max, Acc<T>* row_sum,
+                           cudaStream_t stream);
 
 /// cross_entropy_backward: grad_logits [N, V] as cpu::cross_entropy_backward; one thread per
 /// element. Throws std::invalid_argument, CudaError.

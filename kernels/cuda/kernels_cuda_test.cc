@@ -28,11 +28,11 @@ bool has_cuda_device() {
   return count > 0;
 }
 
-#define MTP_SKIP_WITHOUT_CUDA_DEVICE()                                  \
-  do {                                                                  \
-    if (!has_cuda_device()) {                                           \
+#define MTP_SKIP_WITHOUT_CUDA_DEVICE()                                   \
+  do {                                                                   \
+    if (!has_cuda_device()) {                                            \
       GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount failed or 0)"; \
-    }                                                                   \
+    }                                                                    \
   } while (0)
 
 /// DeviceBuffer: n elements of device memory, optionally uploaded from a host vector.
@@ -127,10 +127,9 @@ RmsOutputs<T> run_gpu(const RmsProblem<T>& p, unsigned char poison) {
   rstd.fill_bytes(poison);
   ws.fill_bytes(poison);
   inputs_ready();
-  rms_norm_forward<T>(x.get(), w.get(), p.rows, p.hidden, p.eps, y.get(), rstd.get(),
-                      stream.get());
-  rms_norm_backward<T>(dy.get(), x.get(), w.get(), rstd.get(), p.rows, p.hidden, dx.get(),
-                       dw.get(), ws.get(), bytes, stream.get());
+  rms_norm_forward<T>(x.get(), w.get(), p.rows, p.hidden, p.eps, y.get(), rstd.get(), stream.get());
+  rms_norm_backward<T>(dy.get(), x.get(), w.get(), rstd.get(), p.rows, p.hidden, dx.get(), dw.get(),
+                       ws.get(), bytes, stream.get());
   stream.sync();
   return {y.download(), rstd.download(), dx.download(), dw.download()};
 }
@@ -170,8 +169,8 @@ void expect_gpu_matches_cpu(const std::string& what, const std::vector<V>& gpu,
     return;
   }
   if (std::is_same<V, Bf16>::value) {
-    EXPECT_TRUE(close(what + " (bf16 tolerance)", widen(gpu), widen(cpu),
-                      rounded_tolerance<Bf16>(), width));
+    EXPECT_TRUE(close(what + " (bf16 tolerance)", widen(gpu), widen(cpu), rounded_tolerance<Bf16>(),
+                      width));
   }
   EXPECT_TRUE(bitwise_equal(what + " (bitwise)", gpu, cpu, width));
 }
@@ -274,9 +273,8 @@ TYPED_TEST(KernelsCudaTest, RowResultsAreBatchInvariant_CUDA) {
     const auto one = run_gpu(n.row(r), 0x00);
     EXPECT_TRUE(bitwise_equal(
         "y", std::vector<T>(all.y.begin() + r * h, all.y.begin() + (r + 1) * h), one.y));
-    EXPECT_TRUE(bitwise_equal("dx",
-                              std::vector<T>(all.dx.begin() + r * h, all.dx.begin() + (r + 1) * h),
-                              one.dx));
+    EXPECT_TRUE(bitwise_equal(
+        "dx", std::vector<T>(all.dx.begin() + r * h, all.dx.begin() + (r + 1) * h), one.dx));
   }
   const auto c = CeProblem<T>::make(50, 3000, this->seed("c"));
   const auto call = run_gpu(c, 0xff);
@@ -335,8 +333,8 @@ TEST(KernelsCudaEdgeTest, SmallWorkspaceAndBadSizesThrow_CUDA) {
   EXPECT_THROW(rms_norm_backward<float>(buf.get(), buf.get(), buf.get(), buf.get(), 8, 4, nullptr,
                                         buf.get(), nullptr, 0, nullptr),
                std::invalid_argument);
-  EXPECT_THROW(cross_entropy_forward<float>(buf.get(), ids.get(), nullptr, 2, 0, buf.get(),
-                                            nullptr, nullptr, nullptr),
+  EXPECT_THROW(cross_entropy_forward<float>(buf.get(), ids.get(), nullptr, 2, 0, buf.get(), nullptr,
+                                            nullptr, nullptr),
                std::invalid_argument);
 }
 
@@ -379,9 +377,9 @@ TEST(BlockDigestsCudaTest, EqualTheCpuDigestsForEveryPathAndBlockSize_CUDA) {
   const std::vector<uint8_t> host = digest_input((size_t{1} << 21) + 64, 21);
   // Record blocks of 1-, 2-, 4- and 8-byte elements, and block sizes that leave every short and
   // long path (0–240 bytes, partial rounds, 1 KiB boundaries) for the last block.
-  for (uint64_t block : {uint64_t{65536}, uint64_t{131072}, uint64_t{262144}, uint64_t{524288},
-                         uint64_t{1000}, uint64_t{1024}, uint64_t{241}, uint64_t{240}, uint64_t{17},
-                         uint64_t{1}}) {
+  for (uint64_t block :
+       {uint64_t{65536}, uint64_t{131072}, uint64_t{262144}, uint64_t{524288}, uint64_t{1000},
+        uint64_t{1024}, uint64_t{241}, uint64_t{240}, uint64_t{17}, uint64_t{1}}) {
     for (size_t n : {size_t{0}, size_t{1}, size_t{3}, size_t{8}, size_t{16}, size_t{100},
                      size_t{129}, size_t{240}, size_t{241}, size_t{1024}, size_t{1025},
                      size_t{262144 * 3 + 1000}, size_t{1} << 21}) {

@@ -140,8 +140,7 @@ void rms_norm_backward(const T* dy, const T* x, const T* weight, const Acc<T>* r
                        int64_t hidden, T* dx, T* dweight, void* workspace, size_t workspace_bytes,
                        cudaStream_t stream) {
   constexpr const char* kFn = "cuda::rms_norm_backward";
-  const bool any =
-      internal::check_rms_norm_backward(kFn, dy, x, weight, rstd, dx, rows, hidden);
+  const bool any = internal::check_rms_norm_backward(kFn, dy, x, weight, rstd, dx, rows, hidden);
   using A = Acc<T>;
   if (dx != nullptr && any) {
     rms_norm_dx_kernel<T><<<grid_blocks(rows, 1, kMaxRowBlocks), kRowLanes, 0, stream>>>(
@@ -161,20 +160,20 @@ void rms_norm_backward(const T* dy, const T* x, const T* weight, const Acc<T>* r
     const unsigned col_blocks = grid_blocks(hidden, kThreads, INT32_MAX);
     if (num_blocks > 0) {
       const dim3 grid(col_blocks, grid_blocks(num_blocks, 1, 65535));
-      rms_norm_dw_partial_kernel<T><<<grid, kThreads, 0, stream>>>(dy, x, rstd, rows, hidden,
-                                                                   partial);
+      rms_norm_dw_partial_kernel<T>
+          <<<grid, kThreads, 0, stream>>>(dy, x, rstd, rows, hidden, partial);
       MTP_CUDA_CHECK(cudaGetLastError());
     }
-    rms_norm_dw_final_kernel<T><<<col_blocks, kThreads, 0, stream>>>(partial, num_blocks, hidden,
-                                                                     dweight);
+    rms_norm_dw_final_kernel<T>
+        <<<col_blocks, kThreads, 0, stream>>>(partial, num_blocks, hidden, dweight);
     MTP_CUDA_CHECK(cudaGetLastError());
   }
 }
 
-#define MTP_INSTANTIATE_RMS_NORM(T)                                                             \
-  template void rms_norm_forward<T>(const T*, const T*, int64_t, int64_t, double, T*, Acc<T>*,  \
-                                    cudaStream_t);                                              \
-  template void rms_norm_backward<T>(const T*, const T*, const T*, const Acc<T>*, int64_t,      \
+#define MTP_INSTANTIATE_RMS_NORM(T)                                                            \
+  template void rms_norm_forward<T>(const T*, const T*, int64_t, int64_t, double, T*, Acc<T>*, \
+                                    cudaStream_t);                                             \
+  template void rms_norm_backward<T>(const T*, const T*, const T*, const Acc<T>*, int64_t,     \
                                      int64_t, T*, T*, void*, size_t, cudaStream_t);
 MTP_INSTANTIATE_RMS_NORM(float)
 MTP_INSTANTIATE_RMS_NORM(double)

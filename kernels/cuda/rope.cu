@@ -37,8 +37,9 @@ void launch(const char* fn, const T* in, const RopeDims& dims, const T* cos, con
   if (!internal::check_rope(fn, in, cos, sin, out, dims.s, dims.b, dims.heads, dims.dim)) {
     return;
   }
-  rope_kernel<T, kBackward><<<grid_blocks(dims.numel(), kThreads, kMaxBlocks), kThreads, 0,
-                              stream>>>(in, dims, cos, sin, out);
+  rope_kernel<T, kBackward>
+      <<<grid_blocks(dims.numel(), kThreads, kMaxBlocks), kThreads, 0, stream>>>(in, dims, cos, sin,
+                                                                                 out);
   MTP_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -56,11 +57,9 @@ void rope_backward(const T* grad, const RopeDims& dims, const T* cos, const T* s
   launch<T, true>("cuda::rope_backward", grad, dims, cos, sin, dx, stream);
 }
 
-#define MTP_INSTANTIATE_ROPE(T)                                                            \
-  template void rope_forward<T>(const T*, const RopeDims&, const T*, const T*, T*,        \
-                                cudaStream_t);                                             \
-  template void rope_backward<T>(const T*, const RopeDims&, const T*, const T*, T*,       \
-                                 cudaStream_t);
+#define MTP_INSTANTIATE_ROPE(T)                                                                   \
+  template void rope_forward<T>(const T*, const RopeDims&, const T*, const T*, T*, cudaStream_t); \
+  template void rope_backward<T>(const T*, const RopeDims&, const T*, const T*, T*, cudaStream_t);
 MTP_INSTANTIATE_ROPE(float)
 MTP_INSTANTIATE_ROPE(double)
 MTP_INSTANTIATE_ROPE(Bf16)

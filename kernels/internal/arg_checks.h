@@ -11,8 +11,7 @@
 namespace mtp::kernels::internal {
 
 /// require_size: throws std::invalid_argument unless 0 ≤ value ≤ max.
-inline void require_size(const char* fn, const char* name, int64_t value,
-                         int64_t max = INT64_MAX) {
+inline void require_size(const char* fn, const char* name, int64_t value, int64_t max = INT64_MAX) {
   if (value < 0 || value > max) {
     throw std::invalid_argument(std::string(fn) + ": " + name + " = " + std::to_string(value) +
                                 " is outside [0, " + std::to_string(max) + "]");
@@ -52,8 +51,8 @@ inline bool check_embedding_backward(const char* fn, const void* grad_out, const
 }
 
 /// rms_norm_forward: x, weight and y needed when rows·hidden > 0.
-inline bool check_rms_norm_forward(const char* fn, const void* x, const void* weight,
-                                   const void* y, int64_t rows, int64_t hidden) {
+inline bool check_rms_norm_forward(const char* fn, const void* x, const void* weight, const void* y,
+                                   int64_t rows, int64_t hidden) {
   require_size(fn, "rows", rows);
   require_size(fn, "hidden", hidden);
   const bool any = rows > 0 && hidden > 0;
@@ -94,8 +93,8 @@ inline bool check_cross_entropy_forward(const char* fn, const void* logits, cons
 /// cross_entropy_backward: every operand needed when rows·vocab > 0.
 inline bool check_cross_entropy_backward(const char* fn, const void* logits, const void* labels,
                                          const void* grad_loss, const void* row_max,
-                                         const void* row_sum, const void* grad_logits,
-                                         int64_t rows, int64_t vocab) {
+                                         const void* row_sum, const void* grad_logits, int64_t rows,
+                                         int64_t vocab) {
   require_size(fn, "rows", rows);
   require_size(fn, "vocab", vocab);
   const bool any = rows > 0 && vocab > 0;
@@ -116,9 +115,8 @@ inline constexpr uint64_t kMaxDigestBlockBytes = uint64_t{1} << 19;
 inline bool check_block_digests(const char* fn, const void* data, uint64_t nbytes,
                                 uint64_t block_bytes, const void* out) {
   if (block_bytes == 0 || block_bytes > kMaxDigestBlockBytes) {
-    throw std::invalid_argument(std::string(fn) + ": block_bytes = " +
-                                std::to_string(block_bytes) + " is outside [1, " +
-                                std::to_string(kMaxDigestBlockBytes) + "]");
+    throw std::invalid_argument(std::string(fn) + ": block_bytes = " + std::to_string(block_bytes) +
+                                " is outside [1, " + std::to_string(kMaxDigestBlockBytes) + "]");
   }
   require_ptr(fn, "data", data, nbytes > 0);
   require_ptr(fn, "out", out, nbytes > 0);
