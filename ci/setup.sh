@@ -12,7 +12,8 @@ pkgs=(build-essential cmake ninja-build git pkg-config
       libopenblas0-pthread)  # the CPU BLAS: LibTorch's libblas.so.3, pinned (harness/common/environment.h)
 if [ "${1:-}" != "tool" ]; then
   pkgs+=(chromium         # renders the HTML report to PNG in harness/report's test
-         clang-14 libclang-rt-14-dev llvm-14)  # ci/sanitize.sh: ASan/UBSan/libFuzzer, symbolizer
+         clang-14 libclang-rt-14-dev llvm-14  # ci/sanitize.sh: ASan/UBSan/libFuzzer, symbolizer
+         clang-format-14)  # ci/format.sh (run by ci/test.sh): the C++ style of .clang-format
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -135,7 +135,9 @@ TEST(InputsCliTest, NothingFromTheInputCanDriveTheTerminal) {
     EXPECT_FALSE(has_byte(q.out, '\x1b')) << args << ": " << q.out;
     EXPECT_FALSE(has_byte(q.out, '\x07')) << args;
     EXPECT_THAT(q.out, Not(HasSubstr("\xc2\x9b"))) << args;
-    if (has_byte(args, '\x1b')) EXPECT_THAT(q.out, HasSubstr("\\x1b")) << args;
+    if (has_byte(args, '\x1b')) {
+      EXPECT_THAT(q.out, HasSubstr("\\x1b")) << args;
+    }
   }
 }
 

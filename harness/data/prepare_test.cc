@@ -18,8 +18,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
-
 std::vector<int32_t> ids(const std::string& s, bool eod = true) {
   std::vector<int32_t> v(s.begin(), s.end());
   if (eod) v.push_back(kByteLevelEod);
