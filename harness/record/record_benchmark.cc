@@ -12,6 +12,11 @@
 //                                 digests computed by the writer, then commit() (flush, fsync,
 //                                 rename, directory sync); counters GBps = tensor bytes / time
 //                                 (what the writer thread sustains), file_MB
+//   BM_RecordWriteManyTensors/tensors:n  RecordWriter: one group of n tensors of 16 floats each
+//                                 (an MoE model's expert weights: 1,024 experts per layer make
+//                                 16,000 per group), then commit(); counter seconds_per_tensor. A
+//                                 group past 256 tensors keeps its links in dense storage (h5.cc):
+//                                 in compact storage writing n links costs about n^3.
 //
 // Time: real time (the writer is one thread; digests may use more). The file system is printed
 // in the context (`df` of $TMPDIR's device).
@@ -61,6 +66,30 @@ void BM_RecordWrite(benchmark::State& state, Storage storage) {
   state.counters["file_MB"] = file_bytes / 1e6;
 }
 
+void BM_RecordWriteManyTensors(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::string path = bench_tmp_dir() + "/mtp_record_benchmark_many.h5";
+  const std::vector<float> values(16, 0.5f);
+  for (auto _ : state) {
+    {
+      mtp::record::RecordWriter w(path);
+      for (int64_t i = 0; i < n; ++i) {
+        w.write(1, "grad",
+                mtp::record::TensorData::from_f32("decoder.layers.0.mlp.experts.local_experts." +
+                                                      std::to_string(i) + ".linear_fc1.weight",
+                                                  {16}, values));
+      }
+      w.commit();
+    }
+    state.PauseTiming();
+    fs::remove(path);
+    state.ResumeTiming();
+  }
+  state.counters["seconds_per_tensor"] =
+      benchmark::Counter(static_cast<double>(n) * state.iterations(),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 BENCHMARK(BM_DigestBytes)
     ->ArgName("threads")
     ->Arg(1)
@@ -73,6 +102,15 @@ BENCHMARK_CAPTURE(BM_RecordWrite, full, Storage::kFull)
     ->Iterations(3)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_RecordWrite, digest, Storage::kDigest)
+    ->UseRealTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RecordWriteManyTensors)
+    ->ArgName("tensors")
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Arg(16384)
     ->UseRealTime()
     ->Iterations(3)
     ->Unit(benchmark::kMillisecond);
