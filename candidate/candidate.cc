@@ -74,7 +74,7 @@ class CandidateChunk final : public engine::ModelChunk {
     if (plan_.owns_final_layernorm && plan_.decoder_layers.empty()) {
       // Without MTP the final norm sits on the last stage, which may hold no decoder layer.
       at::Tensor fln = params_.get(config::kFinalLayernormName);
-      prog->add("final_layernorm", -1, [fln, cfgp](model::ChunkProgram& p) {
+      prog->add(model::NodeKind::kFinalLayernorm, -1, [fln, cfgp](model::ChunkProgram& p) {
         p.hidden = model::norm(p.hidden, fln, *cfgp);
       });
     }

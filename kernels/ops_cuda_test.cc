@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/model/testing/rope_check.h"
 #include "kernels/ops.h"
-#include "kernels/testing/rope_check.h"
 
 namespace mtp::kernels {
 namespace {

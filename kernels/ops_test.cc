@@ -16,9 +16,9 @@
 
 #include "harness/model/layers.h"
 #include "harness/model/loss.h"
+#include "harness/model/testing/rope_check.h"
 #include "kernels/numerics.h"
 #include "kernels/ops.h"
-#include "kernels/testing/rope_check.h"
 
 namespace mtp::kernels {
 namespace {

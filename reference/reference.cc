@@ -49,7 +49,7 @@ class ReferenceChunk final : public engine::ModelChunk {
     if (!is_loss_) return prog;
     // Loss stage: the trunk final norm, every MTP depth, then the heads and losses.
     at::Tensor fln = params_.get(config::kFinalLayernormName);
-    prog->add("final_layernorm", -1, [fln, cfgp](model::ChunkProgram& p) {
+    prog->add(model::NodeKind::kFinalLayernorm, -1, [fln, cfgp](model::ChunkProgram& p) {
       p.hidden = model::norm(p.hidden, fln, *cfgp);
     });
     if (cfg_.mtp_num_layers > 0) {

@@ -151,10 +151,9 @@ int run_compare(const CompareOptions& opt) {
   compare::Selection sel;
   sel.groups = opt.records;
   for (const auto& g : sel.groups) {
-    const auto& known = record::record_groups();
-    if (std::find(known.begin(), known.end(), g) == known.end()) {
+    if (!record::parse_group(g)) {
       throw InputError(fmt::format("--records: unknown record \"{}\" (accepted: {})", g,
-                                   fmt::join(known, ", ")));
+                                   fmt::join(record::record_groups(), ", ")));
     }
   }
   sel.include = opt.include;

@@ -15,6 +15,7 @@
 #include "harness/compare/compare_json.h"
 #include "harness/engine/plan.h"
 #include "harness/layout/layout.h"
+#include "harness/record/schema.h"
 #include "harness/scenario/scenario.h"
 #include "scenarios/embedded.h"
 
@@ -90,10 +91,14 @@ std::string equiv_scenario_text(const EquivOptions& opt, const char* model_text,
     variants.push_back(std::move(v));
   }
   t.insert_or_assign("variant", std::move(variants));
-  toml::array groups{"batch", "loss", "grad", "weight"};
+  toml::array groups;
+  for (record::Group g : {record::Group::kBatch, record::Group::kLoss, record::Group::kGrad,
+                          record::Group::kWeight}) {
+    groups.push_back(record::group_name(g));
+  }
   if (opt.dtype == "bfloat16" ||
       (opt.dtype.empty() && t["training"]["dtype"].value_or(std::string()) == "bfloat16")) {
-    groups.push_back("model_weight");
+    groups.push_back(record::group_name(record::Group::kModelWeight));
   }
   toml::array expectations;
   expectations.push_back(

@@ -111,7 +111,7 @@ void print_changes(const golden::GoldenDiff& d, bool detail) {
     }
     std::cout << fmt::format("    {} step {} {}: {} of {}, first {}\n", g.variant, g.step, g.group,
                              g.changed, g.total, g.first);
-    if (g.group != "loss") continue;
+    if (g.group != record::group_name(record::Group::kLoss)) continue;
     for (const auto& l : d.loss_changes) {
       if (l.variant == g.variant && l.step == g.step) {
         std::cout << "      " << l.describe() << "\n";
@@ -122,7 +122,8 @@ void print_changes(const golden::GoldenDiff& d, bool detail) {
   for (const auto& l : d.loss_changes) {
     const bool shown =
         std::any_of(d.changed_groups.begin(), d.changed_groups.end(), [&](const auto& g) {
-          return g.group == "loss" && g.variant == l.variant && g.step == l.step;
+          return g.group == record::group_name(record::Group::kLoss) && g.variant == l.variant &&
+                 g.step == l.step;
         });
     if (!shown)
       std::cout << fmt::format("    {} step {} loss: {}\n", l.variant, l.step, l.describe());

@@ -33,13 +33,9 @@ int run_schedule(const ScheduleOptions& opt) {
   c.virtual_size = opt.virtual_size;
   c.num_microbatches = opt.num_microbatches;
   c.microbatch_group_size = opt.group_size;
-  if (opt.kind.empty()) {
-    c.kind = c.pipeline_size == 1  ? schedule::ScheduleKind::kNoPipelining
-             : c.virtual_size == 1 ? schedule::ScheduleKind::kOneFOneB
-                                   : schedule::ScheduleKind::kInterleaved;
-  } else {
-    c.kind = schedule::parse_schedule_kind(opt.kind);
-  }
+  c.kind = opt.kind.empty() ? schedule::default_schedule_kind(c.pipeline_size, c.virtual_size)
+                            : schedule::parse_schedule_kind(opt.kind);
+  const schedule::ScheduleDef& def = schedule::schedule_def(c.kind);
   schedule::validate(c);
   const int64_t ops = int64_t{c.pipeline_size} * c.virtual_size * c.num_microbatches;
   if (ops > 1000000) {
@@ -48,14 +44,13 @@ int run_schedule(const ScheduleOptions& opt) {
                     "command prints (P·V·M ≤ 1000000)",
                     ops));
   }
-  if (c.microbatch_group_size != 0 && c.kind != schedule::ScheduleKind::kInterleaved &&
-      c.kind != schedule::ScheduleKind::kCombined1F1B) {
+  if (c.microbatch_group_size != 0 && !def.takes_group_size) {
     throw InputError(fmt::format("schedule: --group applies to interleaved schedules, not {}",
                                  schedule::schedule_kind_name(c.kind)));
   }
   std::cout << fmt::format("# schedule {} P={} V={} M={}", schedule::schedule_kind_name(c.kind),
                            c.pipeline_size, c.virtual_size, c.num_microbatches);
-  if (c.kind == schedule::ScheduleKind::kInterleaved) {
+  if (def.takes_group_size && c.pipeline_size > 1) {
     std::cout << fmt::format(" N={}",
                              c.microbatch_group_size ? c.microbatch_group_size : c.pipeline_size);
   }

@@ -41,8 +41,7 @@ compare::CompareClass environment_tolerance(config::DType dtype) {
 replay::ReplaySteps replay_steps(const record::RecordReader& rec, const std::string& spec) {
   std::vector<int> batched;
   for (int s : rec.steps()) {
-    const auto g = rec.groups(s);
-    if (s >= 1 && std::find(g.begin(), g.end(), "batch") != g.end()) batched.push_back(s);
+    if (s >= 1 && rec.has_group(s, record::Group::kBatch)) batched.push_back(s);
   }
   if (batched.empty()) {
     throw record::RecordError(fmt::format("{}: has no step with a batch to replay", rec.path()));
@@ -125,10 +124,11 @@ int run_replay(const ReplayOptions& opt) {
   const record::RecordReader rec(opt.record);
   const replay::ReplaySteps steps = replay_steps(rec, opt.steps);
   std::vector<std::string> groups = recorded_groups(rec, steps);
-  const bool optimizer_matters =
-      steps.last > steps.first ||
-      std::count_if(groups.begin(), groups.end(),
-                    [](const std::string& g) { return g == "weight" || g == "optimizer"; }) > 0;
+  auto recorded = [&groups](record::Group g) {
+    return std::find(groups.begin(), groups.end(), record::group_name(g)) != groups.end();
+  };
+  const bool optimizer_matters = steps.last > steps.first || recorded(record::Group::kWeight) ||
+                                 recorded(record::Group::kOptimizer);
   replay::RecordRun run = replay::read_record_run(rec, steps, optimizer_matters);
   if (!opt.scenario.empty() && opt.variant_like.empty()) {
     throw InputError(
@@ -149,8 +149,7 @@ int run_replay(const ReplayOptions& opt) {
   const int start = steps.first - 1;
   (start == 0 ? run.training.init_from : run.training.resume_from) =
       config::RecordRef{opt.record, start};
-  run.training.save_optimizer_state =
-      std::find(groups.begin(), groups.end(), "optimizer") != groups.end();
+  run.training.save_optimizer_state = recorded(record::Group::kOptimizer);
   const auto impl = make_implementation(run.variant.implementation);
   engine::RunPlan plan;
   try {
@@ -164,10 +163,11 @@ int run_replay(const ReplayOptions& opt) {
       rec, steps.first, steps.last, run.global_microbatches, run.model.micro_batch_size,
       run.model.seq_length, run.model.vocab_size);
   // Losses are stored as the record stores them (Megatron-LM's record: float64), so they compare.
-  if (std::find(groups.begin(), groups.end(), "loss") != groups.end()) {
-    const std::vector<std::string> names = rec.names(steps.first, "loss");
-    const record::DType d =
-        names.empty() ? record::DType::kF32 : rec.describe(steps.first, "loss", names[0]).dtype;
+  if (recorded(record::Group::kLoss)) {
+    const std::vector<std::string> names = rec.names(steps.first, record::Group::kLoss);
+    const record::DType d = names.empty()
+                                ? record::DType::kF32
+                                : rec.describe(steps.first, record::Group::kLoss, names[0]).dtype;
     if (d == record::DType::kF64 && plan.training.dtype != config::DType::kFloat64) {
       ro.loss_dtype = config::DType::kFloat64;
       run.notes.push_back("losses stored in float64, as the record stores them");

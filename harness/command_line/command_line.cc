@@ -11,6 +11,7 @@
 
 #include "harness/common/error.h"
 #include "harness/config/enums.h"
+#include "harness/record/schema.h"
 #include "harness/schedule/schedule.h"
 
 namespace mtp::cli {
@@ -161,7 +162,7 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
   k->add_option("--class", cmp.cls, "bitwise | ulp:N | tol:RTOL,ATOL | differ")
       ->capture_default_str();
   k->add_option("--records", cmp.records,
-                "records to compare: batch, loss, grad, weight, model_weight, optimizer")
+                fmt::format("records to compare: {}", fmt::join(record::record_groups(), ", ")))
       ->delimiter(',')
       ->capture_default_str();
   k->add_option("--include", cmp.include, "glob on tensor names (repeatable)")

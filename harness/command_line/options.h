@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/record/schema.h"
+
 namespace mtp::cli {
 
 /// Where training starts and what it saves, from the command line (check and run).
@@ -56,7 +58,7 @@ struct RunCommandOptions {
 struct CompareOptions {
   std::string a, b;
   std::string cls = "bitwise";
-  std::vector<std::string> records{"loss", "grad", "weight"};
+  std::vector<std::string> records = record::default_compared_groups();
   std::vector<std::string> include{"*"};
   std::vector<std::string> exclude;
   std::string steps = "all";

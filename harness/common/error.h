@@ -43,6 +43,18 @@ class InternalError : public std::logic_error {
 
 }  // namespace mtp
 
+/// Bad input unless `cond` holds: throws InputError(msg), `msg` (a std::string expression)
+/// evaluated only then. The message names the file or string, the position and the rule broken.
+///   MTP_CHECK(v >= 1, fmt::format("model: {} = {} must be >= 1", name, v));
+#define MTP_CHECK(cond, msg) MTP_CHECK_AS(::mtp::InputError, cond, msg)
+
+/// MTP_CHECK throwing `ErrorType`, an InputError of a module (RecordError, LayoutError,
+/// ScheduleError), so that callers can catch the module's errors alone.
+#define MTP_CHECK_AS(ErrorType, cond, msg) \
+  do {                                     \
+    if (!(cond)) throw ErrorType(msg);     \
+  } while (0)
+
 #define MTP_INTERNAL_ASSERT(cond, msg)                                          \
   do {                                                                          \
     if (!(cond)) ::mtp::internal_assert_fail(#cond, __FILE__, __LINE__, (msg)); \

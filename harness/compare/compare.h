@@ -53,9 +53,10 @@ struct CompareClass {
 
 /// Which part of the records to compare.
 struct Selection {
-  std::vector<std::string> groups{"loss", "grad", "weight"};  ///< subset of record_groups()
-  std::vector<std::string> include{"*"};                      ///< glob patterns on the dataset name
-  std::vector<std::string> exclude;                           ///< glob patterns on the dataset name
+  /// subset of record_groups()
+  std::vector<std::string> groups = record::default_compared_groups();
+  std::vector<std::string> include{"*"};  ///< glob patterns on the dataset name
+  std::vector<std::string> exclude;       ///< glob patterns on the dataset name
   /// Steps to compare; empty = every step present in either record.
   std::set<int> steps;
 };

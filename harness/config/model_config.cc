@@ -23,79 +23,63 @@ bool ModelConfig::is_moe_layer(int64_t layer) const {
 namespace {
 
 void validate_moe(const ModelConfig& c) {
-  auto fail = [](const std::string& msg) { throw InputError("model: " + msg); };
-  if (c.num_moe_experts < 0) {
-    fail(fmt::format("num_moe_experts = {} must be >= 0 (0 = dense)", c.num_moe_experts));
-  }
-  if (c.moe_ffn_hidden_size < 0) {
-    fail(fmt::format("moe_ffn_hidden_size = {} must be >= 0 (0 = ffn_hidden_size)",
-                     c.moe_ffn_hidden_size));
-  }
-  if (c.moe_shared_expert_intermediate_size < 0) {
-    fail(
-        fmt::format("moe_shared_expert_intermediate_size = {} must be >= 0 (0 = no shared "
-                    "expert)",
-                    c.moe_shared_expert_intermediate_size));
-  }
-  if (!std::isfinite(c.moe_router_topk_scaling_factor) || !(c.moe_router_topk_scaling_factor > 0)) {
-    fail(fmt::format("moe_router_topk_scaling_factor = {} must be finite and > 0",
-                     c.moe_router_topk_scaling_factor));
-  }
+  MTP_CHECK(c.num_moe_experts >= 0,
+            fmt::format("model: num_moe_experts = {} must be >= 0 (0 = dense)", c.num_moe_experts));
+  MTP_CHECK(c.moe_ffn_hidden_size >= 0,
+            fmt::format("model: moe_ffn_hidden_size = {} must be >= 0 (0 = ffn_hidden_size)",
+                        c.moe_ffn_hidden_size));
+  MTP_CHECK(c.moe_shared_expert_intermediate_size >= 0,
+            fmt::format("model: moe_shared_expert_intermediate_size = {} must be >= 0 (0 = no "
+                        "shared expert)",
+                        c.moe_shared_expert_intermediate_size));
+  MTP_CHECK(std::isfinite(c.moe_router_topk_scaling_factor) && c.moe_router_topk_scaling_factor > 0,
+            fmt::format("model: moe_router_topk_scaling_factor = {} must be finite and > 0",
+                        c.moe_router_topk_scaling_factor));
   for (size_t i = 0; i < c.moe_layer_freq.size(); ++i) {
-    if (c.moe_layer_freq[i] != 0 && c.moe_layer_freq[i] != 1) {
-      fail(fmt::format("moe_layer_freq[{}] = {} must be 0 (dense) or 1 (MoE)", i,
-                       c.moe_layer_freq[i]));
-    }
+    MTP_CHECK(c.moe_layer_freq[i] == 0 || c.moe_layer_freq[i] == 1,
+              fmt::format("model: moe_layer_freq[{}] = {} must be 0 (dense) or 1 (MoE)", i,
+                          c.moe_layer_freq[i]));
   }
-  if (!c.moe_layer_freq.empty() && static_cast<int64_t>(c.moe_layer_freq.size()) != c.num_layers) {
-    fail(
-        fmt::format("moe_layer_freq has {} entries; it needs one per decoder layer "
-                    "(num_layers = {})",
-                    c.moe_layer_freq.size(), c.num_layers));
-  }
+  MTP_CHECK(
+      c.moe_layer_freq.empty() || static_cast<int64_t>(c.moe_layer_freq.size()) == c.num_layers,
+      fmt::format("model: moe_layer_freq has {} entries; it needs one per decoder layer "
+                  "(num_layers = {})",
+                  c.moe_layer_freq.size(), c.num_layers));
   for (size_t e = 0; e < c.moe_router_expert_bias.size(); ++e) {
-    if (!std::isfinite(c.moe_router_expert_bias[e])) {
-      fail(fmt::format("moe_router_expert_bias[{}] = {} must be finite", e,
-                       c.moe_router_expert_bias[e]));
-    }
+    MTP_CHECK(std::isfinite(c.moe_router_expert_bias[e]),
+              fmt::format("model: moe_router_expert_bias[{}] = {} must be finite", e,
+                          c.moe_router_expert_bias[e]));
   }
-  if (!c.moe_router_expert_bias.empty() && !c.moe_router_enable_expert_bias) {
-    fail("moe_router_expert_bias is set but moe_router_enable_expert_bias = false");
-  }
+  MTP_CHECK(c.moe_router_expert_bias.empty() || c.moe_router_enable_expert_bias,
+            "model: moe_router_expert_bias is set but moe_router_enable_expert_bias = false");
   if (c.num_moe_experts == 0) {
     // Dense model: MoE-only settings would be silently ignored, so reject them.
     for (int v : c.moe_layer_freq) {
-      if (v == 1) fail("moe_layer_freq marks an MoE layer but num_moe_experts = 0");
+      MTP_CHECK(v != 1, "model: moe_layer_freq marks an MoE layer but num_moe_experts = 0");
     }
-    if (c.moe_router_enable_expert_bias) {
-      fail("moe_router_enable_expert_bias = true but num_moe_experts = 0");
-    }
+    MTP_CHECK(!c.moe_router_enable_expert_bias,
+              "model: moe_router_enable_expert_bias = true but num_moe_experts = 0");
     return;
   }
-  if (c.moe_router_topk < 1 || c.moe_router_topk > c.num_moe_experts) {
-    fail(fmt::format("moe_router_topk = {} must be in 1..num_moe_experts = {}", c.moe_router_topk,
-                     c.num_moe_experts));
-  }
-  if (!c.moe_router_expert_bias.empty() &&
-      static_cast<int64_t>(c.moe_router_expert_bias.size()) != c.num_moe_experts) {
-    fail(
-        fmt::format("moe_router_expert_bias has {} entries; it needs one per expert "
-                    "(num_moe_experts = {})",
-                    c.moe_router_expert_bias.size(), c.num_moe_experts));
-  }
+  MTP_CHECK(c.moe_router_topk >= 1 && c.moe_router_topk <= c.num_moe_experts,
+            fmt::format("model: moe_router_topk = {} must be in 1..num_moe_experts = {}",
+                        c.moe_router_topk, c.num_moe_experts));
+  MTP_CHECK(c.moe_router_expert_bias.empty() ||
+                static_cast<int64_t>(c.moe_router_expert_bias.size()) == c.num_moe_experts,
+            fmt::format("model: moe_router_expert_bias has {} entries; it needs one per expert "
+                        "(num_moe_experts = {})",
+                        c.moe_router_expert_bias.size(), c.num_moe_experts));
 }
 
 }  // namespace
 
 void ModelConfig::validate() const {
   auto positive = [](const char* name, int64_t v) {
-    if (v < 1) throw InputError(fmt::format("model: {} = {} must be >= 1", name, v));
+    MTP_CHECK(v >= 1, fmt::format("model: {} = {} must be >= 1", name, v));
   };
   auto at_most = [](const char* name, int64_t v, int64_t limit) {
-    if (v > limit) {
-      throw InputError(
-          fmt::format("model: {} = {} is larger than the harness supports ({})", name, v, limit));
-    }
+    MTP_CHECK(v <= limit, fmt::format("model: {} = {} is larger than the harness supports ({})",
+                                      name, v, limit));
   };
   at_most("num_layers", num_layers, 1024);
   at_most("hidden_size", hidden_size, 65536);
@@ -139,42 +123,30 @@ void ModelConfig::validate() const {
   positive("vocab_size", vocab_size);
   positive("seq_length", seq_length);
   positive("micro_batch_size", micro_batch_size);
-  if (mtp_num_layers < 0) {
-    throw InputError(fmt::format("model: mtp_num_layers = {} must be >= 0", mtp_num_layers));
-  }
-  if (mtp_num_layers >= seq_length) {
-    throw InputError(fmt::format(
-        "model: mtp_num_layers = {} must be < seq_length = {} (depth k predicts token i+k+1)",
-        mtp_num_layers, seq_length));
-  }
-  if (hidden_size % num_attention_heads != 0) {
-    throw InputError(
-        fmt::format("model: hidden_size = {} must be divisible by "
-                    "num_attention_heads = {}",
-                    hidden_size, num_attention_heads));
-  }
-  if (num_attention_heads % num_query_groups != 0) {
-    throw InputError(
-        fmt::format("model: num_attention_heads = {} must be divisible by "
-                    "num_query_groups = {}",
-                    num_attention_heads, num_query_groups));
-  }
-  if (kv_channels() % 2 != 0) {
-    throw InputError(
-        fmt::format("model: kv_channels = hidden_size / num_attention_heads = {} "
-                    "must be even for rotate-half RoPE",
-                    kv_channels()));
-  }
-  if (!std::isfinite(mtp_loss_scaling_factor) || mtp_loss_scaling_factor < 0) {
-    throw InputError(fmt::format("model: mtp_loss_scaling_factor = {} must be finite and >= 0",
-                                 mtp_loss_scaling_factor));
-  }
-  if (!(norm_epsilon > 0) || !std::isfinite(norm_epsilon)) {
-    throw InputError(fmt::format("model: norm_epsilon = {} must be finite and > 0", norm_epsilon));
-  }
-  if (!(rotary_base > 1) || !std::isfinite(rotary_base)) {
-    throw InputError(fmt::format("model: rotary_base = {} must be finite and > 1", rotary_base));
-  }
+  MTP_CHECK(mtp_num_layers >= 0,
+            fmt::format("model: mtp_num_layers = {} must be >= 0", mtp_num_layers));
+  MTP_CHECK(mtp_num_layers < seq_length,
+            fmt::format("model: mtp_num_layers = {} must be < seq_length = {} (depth k predicts "
+                        "token i+k+1)",
+                        mtp_num_layers, seq_length));
+  MTP_CHECK(hidden_size % num_attention_heads == 0,
+            fmt::format("model: hidden_size = {} must be divisible by num_attention_heads = {}",
+                        hidden_size, num_attention_heads));
+  MTP_CHECK(num_attention_heads % num_query_groups == 0,
+            fmt::format("model: num_attention_heads = {} must be divisible by "
+                        "num_query_groups = {}",
+                        num_attention_heads, num_query_groups));
+  MTP_CHECK(kv_channels() % 2 == 0,
+            fmt::format("model: kv_channels = hidden_size / num_attention_heads = {} must be even "
+                        "for rotate-half RoPE",
+                        kv_channels()));
+  MTP_CHECK(std::isfinite(mtp_loss_scaling_factor) && mtp_loss_scaling_factor >= 0,
+            fmt::format("model: mtp_loss_scaling_factor = {} must be finite and >= 0",
+                        mtp_loss_scaling_factor));
+  MTP_CHECK(norm_epsilon > 0 && std::isfinite(norm_epsilon),
+            fmt::format("model: norm_epsilon = {} must be finite and > 0", norm_epsilon));
+  MTP_CHECK(rotary_base > 1 && std::isfinite(rotary_base),
+            fmt::format("model: rotary_base = {} must be finite and > 1", rotary_base));
   validate_moe(*this);
 }
 

@@ -18,23 +18,23 @@ record::DType record_dtype(at::ScalarType t) {
   return t == at::kDouble ? record::DType::kF64 : record::DType::kF32;
 }
 
-std::string where(const record::RecordReader& rec, int step, const std::string& group) {
-  return fmt::format("{}: steps/{}/{}", rec.path(), record::step_group_name(step), group);
+std::string where(const record::RecordReader& rec, int step, record::Group group) {
+  return fmt::format("{}: steps/{}/{}", rec.path(), record::step_group_name(step),
+                     record::group_name(group));
 }
 
 /// Throws RecordError unless /steps/<step> of `rec` has `group`; `why` says what it is for.
-void require_group(const record::RecordReader& rec, int step, const std::string& group,
+void require_group(const record::RecordReader& rec, int step, record::Group group,
                    const std::string& why) {
   const std::vector<int> steps = rec.steps();
   if (!std::binary_search(steps.begin(), steps.end(), step)) {
     throw record::RecordError(fmt::format("{}: has no step {} ({}; its steps: {})", rec.path(),
                                           step, why, fmt::join(steps, " ")));
   }
-  const std::vector<std::string> groups = rec.groups(step);
-  if (std::find(groups.begin(), groups.end(), group) == groups.end()) {
+  if (!rec.has_group(step, group)) {
     throw record::RecordError(fmt::format("{}: has no group '{}' ({}; the step has: {})",
-                                          where(rec, step, group), group, why,
-                                          fmt::join(groups, ", ")));
+                                          where(rec, step, group), record::group_name(group), why,
+                                          fmt::join(rec.groups(step), ", ")));
   }
 }
 
@@ -42,12 +42,12 @@ void require_group(const record::RecordReader& rec, int step, const std::string&
 void require_weight_dtype(const record::RecordReader& rec, int step, const InitialWeights& w,
                           at::ScalarType dtype) {
   for (const auto& s : w.specs) {
-    const record::DType d = rec.describe(step, "weight", s.name).dtype;
+    const record::DType d = rec.describe(step, record::Group::kWeight, s.name).dtype;
     if (d != record_dtype(dtype)) {
       throw record::RecordError(fmt::format(
           "{}/{}: dtype {}, but the run trains in {}: resuming must continue the same numbers "
           "(use init_from to start a new run from these weights)",
-          where(rec, step, "weight"), s.name, record::dtype_name(d),
+          where(rec, step, record::Group::kWeight), s.name, record::dtype_name(d),
           record::dtype_name(record_dtype(dtype))));
     }
   }
@@ -80,7 +80,7 @@ size_t OptimizerCheckpoint::index_of(const std::string& name) const {
 
 OptimizerCheckpoint read_optimizer_state(const record::RecordReader& rec, int step,
                                          const config::ModelConfig& cfg, at::ScalarType dtype) {
-  require_group(rec, step, kOptimizerGroup,
+  require_group(rec, step, record::Group::kOptimizer,
                 "resuming needs the optimizer state of the step: record the run with "
                 "[training] save_optimizer_state = true or --save-optimizer-state");
   const std::vector<config::ParamSpec> specs = config::parameter_specs(cfg);
@@ -88,13 +88,13 @@ OptimizerCheckpoint read_optimizer_state(const record::RecordReader& rec, int st
   for (const auto& s : specs) expected.push_back({exp_avg_name(s.name), s.shape});
   for (const auto& s : specs) expected.push_back({exp_avg_sq_name(s.name), s.shape});
   const std::vector<record::TensorData> t =
-      record::read_named_tensors(rec, step, kOptimizerGroup, expected);
+      record::read_named_tensors(rec, step, record::Group::kOptimizer, expected);
   const double count = tensor_from_record(t[0]).to(at::kDouble).item<double>();
   if (count != static_cast<double>(step)) {
-    throw record::RecordError(
-        fmt::format("{}/{}: {} Adam updates recorded at step {} (expected "
-                    "{})",
-                    where(rec, step, kOptimizerGroup), kOptimizerStepName, count, step, step));
+    throw record::RecordError(fmt::format(
+        "{}/{}: {} Adam updates recorded at step {} (expected "
+        "{})",
+        where(rec, step, record::Group::kOptimizer), kOptimizerStepName, count, step, step));
   }
   OptimizerCheckpoint ck;
   ck.step = step;
@@ -104,14 +104,14 @@ OptimizerCheckpoint read_optimizer_state(const record::RecordReader& rec, int st
         throw record::RecordError(fmt::format(
             "{}/{}: dtype {}, but the run trains in {}: the optimizer state must be restored "
             "without rounding",
-            where(rec, step, kOptimizerGroup), d->name, record::dtype_name(d->dtype),
+            where(rec, step, record::Group::kOptimizer), d->name, record::dtype_name(d->dtype),
             record::dtype_name(record_dtype(dtype))));
       }
     }
     ck.names.push_back(specs[i].name);
     ck.exp_avg.push_back(tensor_from_record(t[1 + i]));
     ck.exp_avg_sq.push_back(tensor_from_record(t[1 + specs.size() + i]));
-    const std::string at = where(rec, step, kOptimizerGroup);
+    const std::string at = where(rec, step, record::Group::kOptimizer);
     const char* why = "an impossible Adam state; resuming from it would train on garbage";
     require_valid_state(ck.exp_avg.back(), at, t[1 + i].name, false, why);
     require_valid_state(ck.exp_avg_sq.back(), at, t[1 + specs.size() + i].name, true, why);
@@ -135,19 +135,20 @@ StartState load_start_state(const RunPlan& plan) {
   const config::RecordRef& ref = t.resume_from ? *t.resume_from : *t.init_from;
   const record::RecordReader rec(ref.path);
   const int step = static_cast<int>(ref.step);
-  require_group(rec, step, "weight",
+  require_group(rec, step, record::Group::kWeight,
                 t.resume_from ? "--resume takes the weights of that step"
                               : "init_from takes the weights of that step");
   s.weights = initial_weights_from_record(rec, step, plan.model);
   for (size_t i = 0; i < s.weights.specs.size(); ++i) {
-    require_valid_state(s.weights.values[i], where(rec, step, "weight"), s.weights.specs[i].name,
-                        false, "training from non-finite weights gives non-finite losses");
+    require_valid_state(s.weights.values[i], where(rec, step, record::Group::kWeight),
+                        s.weights.specs[i].name, false,
+                        "training from non-finite weights gives non-finite losses");
   }
   s.origin = RecordOrigin{ref.path, ref.step, data::sha256_file(ref.path, "record")};
   if (t.resume_from) {
     s.resumed = true;
     s.step = ref.step;
-    // bf16 runs record fp32 masters under "weight" and fp32 Adam moments: resume from those.
+    // bf16 runs record fp32 masters in the weight group and fp32 Adam moments: resume from those.
     const at::ScalarType dtype = main_type(t.dtype);
     require_weight_dtype(rec, step, s.weights, dtype);
     if (step > 0) s.optimizer = read_optimizer_state(rec, step, plan.model, dtype);

@@ -34,11 +34,10 @@
 
 namespace mtp::engine {
 
-// The optimizer group's names (kOptimizerGroup, kOptimizerStepName, exp_avg_name,
-// exp_avg_sq_name) live in harness/record/record.h, which scenarios read too.
+// The optimizer group's names (record::Group::kOptimizer, kOptimizerStepName, exp_avg_name,
+// exp_avg_sq_name) live in harness/record/schema.h, which scenarios read too.
 using record::exp_avg_name;
 using record::exp_avg_sq_name;
-using record::kOptimizerGroup;
 using record::kOptimizerStepName;
 
 /// Adam's state of every parameter of a model at one step (canonical order, CPU tensors of the

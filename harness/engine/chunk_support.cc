@@ -59,10 +59,11 @@ void add_pre_process_node(model::ChunkProgram& prog, bool first_stage,
   const model::ParamTable* table = &params;
   const config::ModelConfig* c = &cfg;
   at::Tensor tokens = mb.tokens;
-  prog.add("pre_process", -1, [first_stage, table, c, tokens](model::ChunkProgram& p) {
-    p.hidden =
-        first_stage ? model::embed(tokens, table->get(config::kWordEmbeddingName), *c) : p.input;
-  });
+  prog.add(
+      model::NodeKind::kPreProcess, -1, [first_stage, table, c, tokens](model::ChunkProgram& p) {
+        p.hidden = first_stage ? model::embed(tokens, table->get(config::kWordEmbeddingName), *c)
+                               : p.input;
+      });
 }
 
 void add_post_process_node(model::ChunkProgram& prog, const at::Tensor& head,
@@ -71,7 +72,7 @@ void add_post_process_node(model::ChunkProgram& prog, const at::Tensor& head,
   const config::ModelConfig* c = &cfg;
   model::LossInputs in{mb.labels, mb.loss_mask};
   const int64_t m = mb.num_microbatches;
-  prog.add("post_process", -1, [head, c, in, m, source](model::ChunkProgram& p) {
+  prog.add(model::NodeKind::kPostProcess, -1, [head, c, in, m, source](model::ChunkProgram& p) {
     std::vector<at::Tensor> hidden;
     if (source == LossHidden::kConcatSplit) {
       hidden = p.hidden.split(c->seq_length, 0);

@@ -29,8 +29,9 @@ std::vector<std::string> mtp_param_names(const config::ModelConfig& cfg);
 /// "t0-2" for {0,1,2}, "t3 t5" for {3,5}, "" for none.
 std::string format_layer_ranges(const std::vector<int>& layers, const char* prefix);
 
-/// Appends the "pre_process" node: the word-embedding lookup of mb.tokens on the first stage
-/// (table `params`[embedding]), else the received input. Megatron PreProcessNode.
+/// Appends the pre-processing node (model::NodeKind::kPreProcess): the word-embedding lookup of
+/// mb.tokens on the first stage (table `params`[embedding]), else the received input. Megatron
+/// PreProcessNode.
 void add_pre_process_node(model::ChunkProgram& prog, bool first_stage,
                           const model::ParamTable& params, const config::ModelConfig& cfg,
                           const MicrobatchTensors& mb);
@@ -41,8 +42,8 @@ enum class LossHidden {
   kConcatSplit,  ///< prog.hidden = [(1+D)s, b, H] received or built here, split along dim 0
 };
 
-/// Appends the "post_process" node: every head and loss on one code path
-/// (model::loss_stage_forward); sets prog.result = objective and the lm / mtp losses.
+/// Appends the post-processing node (model::NodeKind::kPostProcess): every head and loss on one
+/// code path (model::loss_stage_forward); sets prog.result = objective and the lm / mtp losses.
 /// Megatron PostProcessNode.
 void add_post_process_node(model::ChunkProgram& prog, const at::Tensor& head,
                            const config::ModelConfig& cfg, const MicrobatchTensors& mb,

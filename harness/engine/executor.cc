@@ -31,7 +31,8 @@ class RankExecutor {
         peers_(rank.transport_ranks),
         layout_(layout),
         ops_(schedule::rank_ops(schedule, rank.pipeline_rank)),
-        split_(schedule.kind == schedule::ScheduleKind::kCombined1F1B),
+        def_(schedule::schedule_def(schedule.kind)),
+        split_(def_.combined_steps),
         microbatches_(microbatches),
         tr_(tr),
         options_(options),
@@ -246,33 +247,32 @@ class RankExecutor {
       bp.backward_node(i, b.grad);
       backward_done(ops_[jb]);
     };
-    static const std::vector<std::pair<char, std::string>> kOrder = {
-        {'B', "mtp_post"}, {'B', "combine"}, {'F', "attn"},    {'B', "mlp"},  {'F', "dispatch"},
-        {'B', "dispatch"}, {'F', "mlp"},     {'F', "combine"}, {'B', "attn"}, {'F', "mtp_post"}};
     const size_t steps = std::max(fg.size(), bg.size());
     for (size_t t = 0; t < steps; ++t) {
       const std::vector<size_t>* F = t < fg.size() ? &fg[t] : nullptr;
       const std::vector<size_t>* B = t < bg.size() ? &bg[bg.size() - 1 - t] : nullptr;
       std::vector<bool> fdone(F ? F->size() : 0, false), bdone(B ? B->size() : 0, false);
-      auto run_named = [&](char side, const std::string& name) {
-        const auto* g = side == 'F' ? F : B;
+      // Runs the next node of `side`'s group when it is of kind `kind`.
+      auto run_kind = [&](OpType side, model::NodeKind kind) {
+        const bool fwd_side = side == OpType::kForward;
+        const auto* g = fwd_side ? F : B;
         if (g == nullptr) return;
-        auto& done = side == 'F' ? fdone : bdone;
-        const auto& prog = side == 'F' ? f : bp;
+        auto& done = fwd_side ? fdone : bdone;
+        const auto& prog = fwd_side ? f : bp;
         // Forward takes its nodes in order, backward in reverse: only the next one may run.
         const size_t n = g->size();
         for (size_t k = 0; k < n; ++k) {
-          const size_t idx = side == 'F' ? k : n - 1 - k;
+          const size_t idx = fwd_side ? k : n - 1 - k;
           if (done[idx]) continue;
-          if (prog.node((*g)[idx]).name == name) {
-            side == 'F' ? fwd((*g)[idx]) : bwd((*g)[idx]);
+          if (prog.node((*g)[idx]).kind == kind) {
+            fwd_side ? fwd((*g)[idx]) : bwd((*g)[idx]);
             done[idx] = true;
           }
           return;
         }
       };
       if (F && B && f.node((*F)[0]).layer >= 0 && bp.node((*B)[0]).layer >= 0) {
-        for (const auto& [side, name] : kOrder) run_named(side, name);
+        for (const schedule::SubStep& s : def_.combined_order) run_kind(s.side, s.node);
       }
       // Whatever the template did not cover (pre/post-processing, leftovers): B then F.
       for (size_t k = B ? B->size() : 0; k-- > 0;) {
@@ -291,6 +291,7 @@ class RankExecutor {
   const std::vector<int>& peers_;
   const layout::PipelineLayout& layout_;
   const std::vector<Op> ops_;
+  const schedule::ScheduleDef& def_;
   const bool split_;
   const std::vector<MicrobatchTensors>& microbatches_;
   transport::Transport& tr_;

@@ -8,13 +8,7 @@
 
 namespace mtp::engine {
 
-using schedule::ScheduleKind;
-
 namespace {
-
-bool uses_group_size(ScheduleKind k) {
-  return k == ScheduleKind::kInterleaved || k == ScheduleKind::kCombined1F1B;
-}
 
 /// cuda_graphs = true: the preconditions of engine/microbatch_graph.h, the first one broken
 /// named with this run's value and the reason.
@@ -39,10 +33,10 @@ void check_cuda_graphs(const RunPlan& plan) {
                     "(this layout has {} stages)",
                     plan.layout.num_stages()));
   }
-  if (plan.schedule.kind == ScheduleKind::kCombined1F1B) {
-    refuse(
-        "needs a plain schedule, not combined_1f1b (its node-wise backward is not one "
-        "microbatch call)");
+  if (schedule::schedule_def(plan.schedule.kind).combined_steps) {
+    refuse(fmt::format(
+        "needs a plain schedule, not {} (its node-wise backward is not one microbatch call)",
+        schedule::schedule_kind_name(plan.schedule.kind)));
   }
   if (v.data_parallel_size != 1) {
     refuse(
@@ -63,7 +57,7 @@ void check_cuda_graphs(const RunPlan& plan) {
 }  // namespace
 
 int RunPlan::microbatch_group_size() const {
-  if (!uses_group_size(schedule.kind)) return 0;
+  if (!schedule::schedule_def(schedule.kind).takes_group_size) return 0;
   return schedule.microbatch_group_size ? schedule.microbatch_group_size : schedule.pipeline_size;
 }
 
@@ -78,25 +72,21 @@ schedule::ScheduleConfig variant_schedule(const config::VariantSpec& v,
                                           const layout::PipelineLayout& l,
                                           int64_t num_microbatches) {
   schedule::ScheduleConfig s;
-  if (v.schedule) {
-    s.kind = *v.schedule;
-  } else {
-    s.kind = l.pipeline_size == 1  ? ScheduleKind::kNoPipelining
-             : l.virtual_size == 1 ? ScheduleKind::kOneFOneB
-                                   : ScheduleKind::kInterleaved;
-  }
+  s.kind =
+      v.schedule ? *v.schedule : schedule::default_schedule_kind(l.pipeline_size, l.virtual_size);
+  const schedule::ScheduleDef& def = schedule::schedule_def(s.kind);
   s.pipeline_size = l.pipeline_size;
   s.virtual_size = l.virtual_size;
   s.num_microbatches = static_cast<int>(num_microbatches);
   s.microbatch_group_size = v.microbatch_group_size;
   schedule::validate(s);
-  if (v.microbatch_group_size != 0 && !uses_group_size(s.kind)) {
+  if (v.microbatch_group_size != 0 && !def.takes_group_size) {
     throw InputError(
         fmt::format("variant \"{}\": microbatch_group_size applies to interleaved "
                     "schedules, not {}",
                     v.name, schedule::schedule_kind_name(s.kind)));
   }
-  if (v.overlap_p2p && !uses_group_size(s.kind)) {
+  if (v.overlap_p2p && !def.overlaps_p2p) {
     throw InputError(
         fmt::format("variant \"{}\": overlap_p2p needs the interleaved or combined_1f1b "
                     "schedule (Megatron overlap_p2p_comm), not {}",
@@ -154,11 +144,13 @@ RunPlan plan_variant(const config::ModelConfig& model, const config::TrainingCon
   impl.check_layout(plan.layout);
   plan.schedule = variant_schedule(variant, plan.layout, plan.num_microbatches);
   if (variant.cuda_graphs) check_cuda_graphs(plan);
-  if (plan.schedule.kind == ScheduleKind::kCombined1F1B && plan.model.mtp_num_layers > 1) {
+  const int max_depths = schedule::schedule_def(plan.schedule.kind).max_mtp_num_layers;
+  if (max_depths >= 0 && plan.model.mtp_num_layers > max_depths) {
     throw InputError(
-        fmt::format("variant \"{}\": combined_1f1b supports mtp_num_layers <= 1 (Megatron "
+        fmt::format("variant \"{}\": {} supports mtp_num_layers <= {} (Megatron "
                     "transformer_config.py precondition), the model has {}",
-                    variant.name, plan.model.mtp_num_layers));
+                    variant.name, schedule::schedule_kind_name(plan.schedule.kind), max_depths,
+                    plan.model.mtp_num_layers));
   }
   return plan;
 }

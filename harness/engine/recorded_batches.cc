@@ -16,16 +16,18 @@ namespace {
 /// /steps/<step>/batch/<name> of `rec` as a CPU tensor of shape [K, b, s]; RecordError otherwise.
 at::Tensor read_batch_tensor(const record::RecordReader& rec, int64_t step, const std::string& name,
                              const std::vector<int64_t>& shape) {
-  const std::string where = fmt::format("{}: steps/{}/batch/{}", rec.path(),
-                                        record::step_group_name(static_cast<int>(step)), name);
-  const std::vector<std::string> names = rec.names(static_cast<int>(step), "batch");
+  const std::string where =
+      fmt::format("{}: steps/{}/{}/{}", rec.path(), record::step_group_name(static_cast<int>(step)),
+                  record::group_name(record::Group::kBatch), name);
+  const std::vector<std::string> names = rec.names(static_cast<int>(step), record::Group::kBatch);
   if (std::find(names.begin(), names.end(), name) == names.end()) {
     throw record::RecordError(
         fmt::format("{}: missing (a replayed step needs tokens, labels and "
                     "loss_mask)",
                     where));
   }
-  const at::Tensor t = tensor_from_record(rec.read(static_cast<int>(step), "batch", name));
+  const at::Tensor t =
+      tensor_from_record(rec.read(static_cast<int>(step), record::Group::kBatch, name));
   if (t.sizes().vec() != shape) {
     throw record::RecordError(
         fmt::format("{}: shape [{}], expected [{}] (K = DP·M microbatches "
@@ -63,7 +65,7 @@ std::vector<int32_t> token_ids(const record::RecordReader& rec, int64_t step,
 /// The loss mask as uint8, checked to hold only 0 and 1.
 std::vector<uint8_t> mask_bits(const record::RecordReader& rec, int64_t step,
                                const std::vector<int64_t>& shape) {
-  const at::Tensor t = read_batch_tensor(rec, step, "loss_mask", shape);
+  const at::Tensor t = read_batch_tensor(rec, step, record::kBatchTensorNames[2], shape);
   const at::Tensor d = t.to(at::kDouble);
   if (!((d == 0) | (d == 1)).all().item<bool>()) {
     throw record::RecordError(
@@ -97,8 +99,8 @@ RecordedBatches::RecordedBatches(const record::RecordReader& rec, int64_t first,
                                             step, fmt::join(present, " ")));
     }
     Step s;
-    s.tokens = token_ids(rec, step, "tokens", shape, vocab_size);
-    s.labels = token_ids(rec, step, "labels", shape, vocab_size);
+    s.tokens = token_ids(rec, step, record::kBatchTensorNames[0], shape, vocab_size);
+    s.labels = token_ids(rec, step, record::kBatchTensorNames[1], shape, vocab_size);
     s.loss_mask = mask_bits(rec, step, shape);
     steps_.emplace(step, std::move(s));
   }

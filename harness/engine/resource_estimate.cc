@@ -167,39 +167,26 @@ ResourceEstimate estimate_resources(const RunPlan& plan, const Implementation& i
   if (est.staging_on_device && !est.per_rank_bytes.empty()) {
     est.per_rank_bytes[0] += est.staging_bytes;  // the recording rank
   }
-  // Record: step 0 weights, then per step the batch, losses, grads and weights (and bf16 model
-  // weights, and the optimizer state when saved).
-  const uint64_t tokens = static_cast<uint64_t>(DP) * static_cast<uint64_t>(plan.num_microbatches) *
-                          static_cast<uint64_t>(m.micro_batch_size * m.seq_length);
+  // Record: the start step's weights, then per step what record/schema.h says the step holds.
   // HDF5 spends about kDatasetOverheadBytes per dataset (object header, link, attributes):
-  // measured on records of the tiny test model, where it is 18% of the file.
+  // measured on records of the tiny test model, where it is 18% of the file. A digest-only
+  // tensor keeps 16 bytes per block of 64 Ki elements besides its header.
   constexpr uint64_t kDatasetOverheadBytes = 390;
-  const uint64_t tensors = config::parameter_specs(m).size();
-  const uint64_t weight_sets = bf16 ? 2 : 1;
-  // A digest-only tensor keeps 16 bytes per block of 64 Ki elements besides its header.
+  const record::StepContents contents = step_contents(plan);
   const record::Storage default_storage = default_step_storage(plan);
-  auto kept = [&](int64_t step, uint64_t bytes, uint64_t elements) {
-    return step_storage(plan, step, default_storage) == record::Storage::kFull
-               ? bytes
-               : 16 *
-                     ((elements + record::kDigestBlockElements - 1) / record::kDigestBlockElements +
-                      tensors);
-  };
-  const uint64_t weights_once =
-      kept(0, est.parameters * (me + (bf16 ? e : 0)), est.parameters * weight_sets) +
-      weight_sets * tensors * kDatasetOverheadBytes;
-  est.record_bytes = weights_once;
-  for (int64_t step = 1; step <= plan.training.steps; ++step) {
-    uint64_t tensor_bytes = est.parameters * (2 * me + (bf16 ? e : 0));
-    uint64_t datasets = (1 + weight_sets) * tensors;
-    if (plan.training.save_optimizer_state) {
-      tensor_bytes += 2 * est.parameters * me;
-      datasets += 2 * tensors + 1;
+  auto step_bytes = [&](int64_t step) {
+    const bool full = step_storage(plan, step, default_storage) == record::Storage::kFull;
+    uint64_t bytes = 0;
+    for (const auto& t : record::step_tensors(contents, step == 0)) {
+      const bool always_full = t.group == record::Group::kBatch || t.group == record::Group::kLoss;
+      const uint64_t blocks = (static_cast<uint64_t>(t.numel) + record::kDigestBlockElements - 1) /
+                              record::kDigestBlockElements;
+      bytes += kDatasetOverheadBytes + (full || always_full ? t.nbytes() : 16 * (blocks + 1));
     }
-    est.record_bytes +=
-        tokens * 3 * 8 + kept(step, tensor_bytes, tensor_bytes / me) +
-        (3 + static_cast<uint64_t>(m.mtp_num_layers) + 2 + datasets) * kDatasetOverheadBytes;
-  }
+    return bytes;
+  };
+  est.record_bytes = step_bytes(0);
+  for (int64_t step = 1; step <= plan.training.steps; ++step) est.record_bytes += step_bytes(step);
   return est;
 }
 
@@ -216,18 +203,28 @@ record::Storage default_step_storage(const RunPlan& plan) {
                                                                : record::Storage::kDigest;
 }
 
-uint64_t step_tensor_bytes(const RunPlan& plan) {
-  const config::ModelConfig& m = plan.model;
-  const bool bf16 = plan.training.dtype == config::DType::kBFloat16;
-  const uint64_t e = dtype_bytes(plan.training.dtype), me = main_bytes(plan.training.dtype);
-  uint64_t parameters = 0;
-  for (const auto& spec : config::parameter_specs(m)) {
-    uint64_t n = 1;
-    for (int64_t d : spec.shape) n *= static_cast<uint64_t>(d);
-    parameters += n;
+record::StepContents step_contents(const RunPlan& plan) {
+  record::StepContents c;
+  for (const auto& spec : config::parameter_specs(plan.model)) {
+    int64_t n = 1;
+    for (int64_t d : spec.shape) n *= d;
+    c.params.push_back({spec.name, n});
   }
-  uint64_t bytes = parameters * (2 * me + (bf16 ? e : 0));  // grad, weight (master), model_weight
-  if (plan.training.save_optimizer_state) bytes += 2 * parameters * me;
+  c.mtp_num_layers = plan.model.mtp_num_layers;
+  c.batch_samples = plan.num_microbatches * plan.data_parallel_size();
+  c.tokens_per_sample = plan.model.micro_batch_size * plan.model.seq_length;
+  c.main_dtype =
+      plan.training.dtype == config::DType::kFloat64 ? record::DType::kF64 : record::DType::kF32;
+  if (plan.training.dtype == config::DType::kBFloat16) c.model_dtype = record::DType::kBF16;
+  c.optimizer_state = plan.training.save_optimizer_state;
+  return c;
+}
+
+uint64_t step_tensor_bytes(const RunPlan& plan) {
+  uint64_t bytes = 0;
+  for (const auto& t : record::step_tensors(step_contents(plan), false)) {
+    if (t.group != record::Group::kBatch && t.group != record::Group::kLoss) bytes += t.nbytes();
+  }
   return bytes;
 }
 

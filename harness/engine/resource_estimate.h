@@ -67,6 +67,11 @@ struct ResourceEstimate {
 /// 4.8 GiB, peak RSS 4.6 GiB. Throws nothing for a valid plan.
 ResourceEstimate estimate_resources(const RunPlan& plan, const Implementation& impl);
 
+/// What each step of `plan`'s record holds (record/schema.h): its parameters in canonical order,
+/// D, K = M · DP microbatches of b · s tokens, the main dtype (fp32 for bf16 and fp32 runs, fp64
+/// for fp64), the bf16 model weights, the optimizer state when saved. Throws nothing.
+record::StepContents step_contents(const RunPlan& plan);
+
 /// Bytes of one step's grad, weight (+ bf16 model_weight, + optimizer state when saved) tensors
 /// in a full record: what RecordMode::kAuto weighs against config::kAutoFullStepBytes.
 uint64_t step_tensor_bytes(const RunPlan& plan);

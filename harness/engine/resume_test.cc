@@ -169,11 +169,11 @@ TEST_F(StartStateTest, PlainAndDistributedAdamSaveTheSameState) {
   const record::RecordReader dist(run(t, d, "dist.h5"));
   for (int s : {1, 2}) expect_same_step(plain, dist, s, {"weight", "optimizer"}, "plain vs dist");
   // Real values: step counts, and moments that moved off zero.
-  const record::TensorData count = plain.read(2, kOptimizerGroup, kOptimizerStepName);
+  const record::TensorData count = plain.read(2, record::Group::kOptimizer, kOptimizerStepName);
   EXPECT_EQ(count.dtype, record::DType::kF64);
   EXPECT_EQ(*reinterpret_cast<const double*>(count.bytes.data()), 2.0);
   const record::TensorData m =
-      plain.read(1, kOptimizerGroup, exp_avg_name(config::kWordEmbeddingName));
+      plain.read(1, record::Group::kOptimizer, exp_avg_name(config::kWordEmbeddingName));
   const float* v = reinterpret_cast<const float*>(m.bytes.data());
   EXPECT_NE(*std::max_element(v, v + m.numel()), 0.0f);
 }

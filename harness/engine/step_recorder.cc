@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "harness/common/error.h"
+#include "harness/config/hyperparameters.h"
 #include "harness/engine/determinism.h"
 #include "harness/engine/dtypes.h"
 #include "harness/engine/git_revision.h"
@@ -32,41 +33,22 @@ void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
   const config::ModelConfig& cfg = plan.model;
   const config::TrainingConfig& training = plan.training;
   const layout::PipelineLayout& layout = plan.layout;
-  // Hyperparameters under Megatron's argument names.
-  rec.set_attr("num_layers", cfg.num_layers);
-  rec.set_attr("hidden_size", cfg.hidden_size);
-  rec.set_attr("ffn_hidden_size", cfg.ffn_hidden_size);
-  rec.set_attr("num_attention_heads", cfg.num_attention_heads);
-  rec.set_attr("num_query_groups", cfg.num_query_groups);
-  rec.set_attr("kv_channels", cfg.kv_channels());
-  rec.set_attr("vocab_size", cfg.vocab_size);
-  rec.set_attr("seq_length", cfg.seq_length);
-  rec.set_attr("micro_batch_size", cfg.micro_batch_size);
-  rec.set_attr("mtp_num_layers", cfg.mtp_num_layers);
-  rec.set_attr("mtp_loss_scaling_factor", cfg.mtp_loss_scaling_factor);
-  rec.set_attr("rotary_base", cfg.rotary_base);
-  rec.set_attr("norm_epsilon", cfg.norm_epsilon);
-  rec.set_attr("untie_embeddings_and_output_weights", int64_t{cfg.untie_embeddings ? 1 : 0});
-  rec.set_attr("kernels", config::enum_name(cfg.kernels));
-  rec.set_attr("attention_backend", config::enum_name(cfg.attention_backend));
-  rec.set_attr("num_moe_experts", cfg.num_moe_experts);
-  if (cfg.num_moe_experts > 0) {
-    rec.set_attr("moe_router_topk", cfg.moe_router_topk);
-    rec.set_attr("moe_ffn_hidden_size", cfg.moe_expert_ffn_hidden_size());
-    rec.set_attr("moe_shared_expert_intermediate_size", cfg.moe_shared_expert_intermediate_size);
-    rec.set_attr("moe_layer_freq", fmt::format("[{}]", fmt::join(cfg.moe_layer_freq, ",")));
-    rec.set_attr("moe_router_score_function", std::string("sigmoid"));
-    rec.set_attr("moe_router_enable_expert_bias", int64_t{cfg.moe_router_enable_expert_bias});
-    rec.set_attr("moe_router_expert_bias",
-                 fmt::format("[{}]", fmt::join(cfg.moe_router_expert_bias, ",")));
-    rec.set_attr("moe_router_topk_scaling_factor", cfg.moe_router_topk_scaling_factor);
+  // Hyperparameters under Megatron's argument names (config/hyperparameters.h); clip_grad and
+  // the record mode as this variant trains (a variant's override, the command line's mode).
+  auto set = [&rec](const char* attr, const config::RecordedValue& v) {
+    std::visit([&](const auto& x) { rec.set_attr(attr, x); }, v);
+  };
+  for (const auto& h : config::model_hyperparameters()) {
+    if (h.record_attr != nullptr && (!h.moe_only || cfg.num_moe_experts > 0)) {
+      set(h.record_attr, h.recorded(cfg));
+    }
   }
-  rec.set_attr("lr", training.lr);
-  rec.set_attr("adam_beta1", training.adam_beta1);
-  rec.set_attr("adam_beta2", training.adam_beta2);
-  rec.set_attr("adam_eps", training.adam_eps);
-  rec.set_attr("weight_decay", training.weight_decay);
-  rec.set_attr("clip_grad", plan.clip_grad);
+  config::TrainingConfig as_trained = training;
+  as_trained.clip_grad = plan.clip_grad;
+  as_trained.record = plan.record_mode;
+  for (const auto& h : config::training_hyperparameters()) {
+    if (h.record_attr != nullptr) set(h.record_attr, h.recorded(as_trained));
+  }
   // The variant.
   rec.set_attr("variant", plan.variant.name);
   rec.set_attr("implementation", ctx.implementation);
@@ -89,9 +71,6 @@ void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
   // Only when on, so that the records of runs without graphs keep their attributes.
   if (plan.variant.cuda_graphs) rec.set_attr("cuda_graphs", int64_t{1});
   rec.set_attr("mtp_standalone", int64_t{layout.mtp_standalone ? 1 : 0});
-  rec.set_attr("seed", static_cast<int64_t>(training.seed));
-  rec.set_attr("dtype", config::enum_name(training.dtype));
-  rec.set_attr("device", config::enum_name(training.device));
   rec.set_attr("execution", ctx.execution);
   rec.set_attr("data_source", source.describe());
   rec.set_attr("data_sha256", source.sha256());
@@ -104,7 +83,6 @@ void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
   }
   rec.set_attr("scenario", ctx.scenario_name);
   rec.set_attr("scenario_text", ctx.scenario_text);
-  rec.set_attr("record_mode", config::enum_name(plan.record_mode));
   nlohmann::json stages = nlohmann::json::object();
   for (const auto& [name, st] : ctx.param_stages) stages[name] = st;
   rec.set_attr("param_stages", stages.dump());
@@ -278,9 +256,10 @@ StepRecorder::~StepRecorder() = default;
 
 void StepRecorder::write_batch(int64_t step, const at::Tensor& tokens, const at::Tensor& labels,
                                const at::Tensor& loss_mask) {
-  write_tensor(step, "batch", "tokens", tokens);
-  write_tensor(step, "batch", "labels", labels);
-  write_tensor(step, "batch", "loss_mask", loss_mask);
+  const at::Tensor* batch[] = {&tokens, &labels, &loss_mask};
+  for (size_t i = 0; i < record::kBatchTensorNames.size(); ++i) {
+    write_tensor(step, record::Group::kBatch, record::kBatchTensorNames[i], *batch[i]);
+  }
 }
 
 StepLossAverages average_losses(const RunPlan& plan, const std::vector<double>& lm_per_mb,
@@ -312,16 +291,18 @@ double StepRecorder::write_losses(int64_t step, const std::vector<double>& lm_pe
   // Averages are taken in float64, then stored in the training dtype (fp32 for bf16 runs, whose
   // losses are computed in fp32) so that ulp:N counts units of that dtype.
   auto scalar = [this](double v) { return at::scalar_tensor(v, at::kDouble).to(loss_dtype_); };
-  write_tensor(step, "loss", "lm", scalar(lm));
-  for (int k = 0; k < D; ++k)
-    write_tensor(step, "loss", fmt::format("mtp_{}", k + 1), scalar(mtp[k]));
-  write_tensor(step, "loss", "total", scalar(total));
+  write_tensor(step, record::Group::kLoss, record::kLmLossName, scalar(lm));
+  for (int k = 0; k < D; ++k) {
+    write_tensor(step, record::Group::kLoss, record::mtp_loss_name(k + 1), scalar(mtp[k]));
+  }
+  write_tensor(step, record::Group::kLoss, record::kTotalLossName, scalar(total));
   return total;
 }
 
-void StepRecorder::write_tensor(int64_t step, const std::string& group, const std::string& name,
+void StepRecorder::write_tensor(int64_t step, record::Group group_id, const std::string& name,
                                 const at::Tensor& t) {
-  const bool always_full = group == "batch" || group == "loss";
+  const bool always_full = group_id == record::Group::kBatch || group_id == record::Group::kLoss;
+  const std::string group = record::group_name(group_id);
   const record::Storage storage =
       always_full ? record::Storage::kFull : step_storage(plan_, step, default_storage_);
   const record::DType dtype = record_dtype(name, t.scalar_type());

@@ -89,10 +89,9 @@ class StepRecorder {
   /// total = lm + (λ/D)·Σ mtp_k, all stored in the training dtype. Returns total (float64).
   double write_losses(int64_t step, const std::vector<double>& lm,
                       const std::vector<std::vector<double>>& mtp);
-  /// /steps/NNNNNN/<group>/<name> (group "grad", "weight", "model_weight" or "optimizer"; step 0 =
-  /// initial
-  /// weights).
-  void write_tensor(int64_t step, const std::string& group, const std::string& name,
+  /// /steps/NNNNNN/<group>/<name> (record/schema.h: the batch and loss groups are always kept in
+  /// full, the others as step_storage decides; step 0 = initial weights).
+  void write_tensor(int64_t step, record::Group group, const std::string& name,
                     const at::Tensor& t);
   /// An attribute of /steps/NNNNNN (grad_norm, clip_coeff).
   void set_step_attr(int64_t step, const std::string& key, double value);

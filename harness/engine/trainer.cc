@@ -116,11 +116,18 @@ class RankWorker {
           run_rank_step(rs, plan_.layout, plan_.schedule, mbs, comm_.transport(), exec);
       gather_losses(step, losses, result);
       finalize_model_grads(model_, placement_, topo_, rank_, comm_);
+      if (ctx_.options.after_grad_finalization) {
+        c10::NoGradGuard no_grad;
+        for (auto& p : model_.params) {
+          ctx_.options.after_grad_finalization(step, rank_, p.name, p.stage, p.main_grad);
+        }
+      }
       // The recording rank needs every main grad for the record and for the canonical norm.
       const bool need_grads = ctx_.options.write_record || plan_.clip_grad > 0.0;
       if (need_grads) gather_main_grads_to_first_rank(model_, topo_, rank_, comm_);
       std::vector<at::Tensor> grads =
-          need_grads ? gather_params(step, "grad", [](const LocalParam& p) { return p.main_grad; })
+          need_grads ? gather_params(step, record::Group::kGrad,
+                                     [](const LocalParam& p) { return p.main_grad; })
                      : std::vector<at::Tensor>{};
       clip_grads_by_global_norm(plan_.clip_grad, step, grads, model_, comm_, topo_.world(),
                                 ctx_.device, recorder_.get());
@@ -139,9 +146,11 @@ class RankWorker {
                      ctx_.device);
       if (ctx_.options.write_record) {
         if (bf16()) optimizer_->gather_masters_to_first_rank();
-        gather_params(step, "weight", [this](const LocalParam& p) { return master_of(p); });
+        gather_params(step, record::Group::kWeight,
+                      [this](const LocalParam& p) { return master_of(p); });
         if (bf16()) {
-          gather_params(step, "model_weight", [](const LocalParam& p) { return p.weight; });
+          gather_params(step, record::Group::kModelWeight,
+                        [](const LocalParam& p) { return p.weight; });
         }
         if (plan_.training.save_optimizer_state) save_optimizer_state(step);
       }
@@ -179,8 +188,8 @@ class RankWorker {
       const at::Tensor w = init.to(ctx_.dtype);
       const at::Tensor master =
           ctx_.start.resumed ? init.to(ctx_.main_dtype) : w.to(ctx_.main_dtype);
-      recorder_->write_tensor(ctx_.start.step, "weight", p.name, master);
-      if (bf16()) recorder_->write_tensor(ctx_.start.step, "model_weight", p.name, w);
+      recorder_->write_tensor(ctx_.start.step, record::Group::kWeight, p.name, master);
+      if (bf16()) recorder_->write_tensor(ctx_.start.step, record::Group::kModelWeight, p.name, w);
     }
   }
 
@@ -210,13 +219,14 @@ class RankWorker {
       return state[static_cast<size_t>(&p - model_.params.data())];
     };
     if (recorder_) {
-      recorder_->write_tensor(step, kOptimizerGroup, kOptimizerStepName,
+      recorder_->write_tensor(step, record::Group::kOptimizer, kOptimizerStepName,
                               at::scalar_tensor(static_cast<double>(step), at::kDouble));
     }
     gather_params(
-        step, kOptimizerGroup, [&](const LocalParam& p) { return local(p).exp_avg; }, exp_avg_name);
+        step, record::Group::kOptimizer, [&](const LocalParam& p) { return local(p).exp_avg; },
+        exp_avg_name);
     gather_params(
-        step, kOptimizerGroup, [&](const LocalParam& p) { return local(p).exp_avg_sq; },
+        step, record::Group::kOptimizer, [&](const LocalParam& p) { return local(p).exp_avg_sq; },
         exp_avg_sq_name);
   }
 
@@ -300,8 +310,7 @@ class RankWorker {
   // the recording rank, in canonical order; the recording rank writes each under
   // <group>/<name_of(parameter name)> and returns them.
   std::vector<at::Tensor> gather_params(
-      int64_t step, const std::string& group,
-      const std::function<at::Tensor(const LocalParam&)>& of,
+      int64_t step, record::Group group, const std::function<at::Tensor(const LocalParam&)>& of,
       const std::function<std::string(const std::string&)>& name_of = [](const std::string& n) {
         return n;
       }) {

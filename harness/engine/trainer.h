@@ -57,6 +57,14 @@ struct RunOptions {
   std::function<void(int64_t step, int rank, const std::string& name, int stage,
                      at::Tensor& weight)>
       after_optimizer_step;
+  /// Fault-injection seam (tests, planted bugs): called on every rank after gradient
+  /// finalisation (finalize_model_grads: the data-parallel reduction and the embedding group),
+  /// before the main grads are gathered, recorded, clipped and handed to the optimizer, for each
+  /// parameter copy it holds (global name, stage index, its main grad, fp32 for bf16 runs).
+  /// Runs under NoGradGuard; may modify `main_grad` in place.
+  std::function<void(int64_t step, int rank, const std::string& name, int stage,
+                     at::Tensor& main_grad)>
+      after_grad_finalization;
   /// Where the microbatches come from; null: cut from the `data` given to run_variant (the
   /// scenario's). Replay serves a record's batches here (engine/recorded_batches.h).
   std::shared_ptr<const data::MicrobatchSource> batches;

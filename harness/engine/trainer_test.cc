@@ -247,6 +247,40 @@ TEST_F(RunTest, DriftOfAReplicaOrAnEmbeddingCopyIsReported) {
   }
 }
 
+// The seam after gradient finalisation: a change made there is what the record holds as the
+// step's main grad (the gathered, recorded grad is the finalised one), and the weight the
+// optimizer makes from it moves with it; no hook, no change.
+TEST_F(RunTest, AGradChangedAfterFinalizationIsTheRecordedGrad) {
+  const std::string name = "decoder.layers.2.mlp.linear_fc2.weight";
+  const record::RecordReader plain(run(variant_, "plain_grads.h5"));
+  RunOptions ro;
+  ro.record_path = (dir_ / "planted_grads.h5").string();
+  std::filesystem::remove(ro.record_path);
+  int calls = 0;
+  ro.after_grad_finalization = [&](int64_t step, int, const std::string& n, int, at::Tensor& g) {
+    ++calls;
+    if (step == 2 && n == name) g.view({-1})[3] += 0.5f;
+  };
+  run_variant(plan(variant_), *candidate_, data::DataConfig{}, ro);
+  const record::RecordReader planted(ro.record_path);
+  EXPECT_GT(calls, 0);
+  for (int step = 1; step <= 2; ++step) {
+    const record::TensorData a = plain.read(step, record::Group::kGrad, name);
+    const record::TensorData b = planted.read(step, record::Group::kGrad, name);
+    std::vector<float> fa(a.numel()), fb(b.numel());
+    std::memcpy(fa.data(), a.bytes.data(), a.bytes.size());
+    std::memcpy(fb.data(), b.bytes.data(), b.bytes.size());
+    for (size_t i = 0; i < fa.size(); ++i) {
+      const float want = (step == 2 && i == 3) ? fa[i] + 0.5f : fa[i];
+      EXPECT_EQ(fb[i], want) << "step " << step << " element " << i;
+    }
+  }
+  EXPECT_EQ(plain.read(1, record::Group::kWeight, name).bytes,
+            planted.read(1, record::Group::kWeight, name).bytes);
+  EXPECT_NE(plain.read(2, record::Group::kWeight, name).bytes,
+            planted.read(2, record::Group::kWeight, name).bytes);
+}
+
 // A weight that turns NaN after step 1's optimizer step (in every replica alike, so the run goes
 // on): the record names it as its first non-finite value, in full and digest-only records alike,
 // and the NaN reaches step 2's losses.

@@ -49,7 +49,7 @@ InitialWeights initial_weights_from_record(const record::RecordReader& rec, int 
   w.specs = config::parameter_specs(cfg);
   std::vector<record::ExpectedTensor> expected;
   for (const auto& s : w.specs) expected.push_back({s.name, s.shape});
-  for (const auto& t : record::read_named_tensors(rec, step, "weight", expected)) {
+  for (const auto& t : record::read_named_tensors(rec, step, record::Group::kWeight, expected)) {
     w.values.push_back(tensor_from_record(t).to(at::kDouble));
   }
   return w;

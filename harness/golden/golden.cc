@@ -37,7 +37,7 @@ std::vector<std::string> split_lines(const std::string& text) {
 
 /// The value of scalar float loss `name` at `step` of `r`.
 double loss_value(const record::RecordReader& r, int step, const std::string& name) {
-  const record::TensorData t = r.read(step, "loss", name);
+  const record::TensorData t = r.read(step, record::Group::kLoss, name);
   if (t.numel() == 1 && t.dtype == record::DType::kF32) {
     float v;
     std::memcpy(&v, t.bytes.data(), 4);
@@ -174,10 +174,9 @@ GoldenFile golden_from_records(const std::string& scenario, const std::string& s
         }
         g.rows.push_back(std::move(row));
       }
-      const auto groups = r->groups(step);
-      if (std::find(groups.begin(), groups.end(), "loss") == groups.end()) continue;
+      if (!r->has_group(step, record::Group::kLoss)) continue;
       LossRow losses{variant, step, {}};
-      for (const auto& name : r->names(step, "loss")) {
+      for (const auto& name : r->names(step, record::Group::kLoss)) {
         losses.values.emplace_back(name, loss_value(*r, step, name));
       }
       g.losses.push_back(std::move(losses));
@@ -437,9 +436,13 @@ GoldenFile parse_golden(const std::string& text, const std::string& source) {
       }
       // A record's loss group is lm, mtp_1 .. mtp_D and total (step_recorder.cc): a row with
       // any other set was edited or cut short.
-      std::set<std::string> expected{"lm", "total"};
-      for (size_t k = 1; k + 2 <= names.size() && names.size() >= 2; ++k) {
-        expected.insert(fmt::format("mtp_{}", k));
+      std::set<std::string> expected;
+      if (names.size() >= 2) {
+        for (auto& n : record::loss_names(static_cast<int64_t>(names.size()) - 2)) {
+          expected.insert(std::move(n));
+        }
+      } else {
+        expected = {record::kLmLossName, record::kTotalLossName};
       }
       if (names != expected) {
         fail(fmt::format(

@@ -35,17 +35,17 @@ void append_layer(ChunkProgram& prog, int layer, const std::string& prefix, bool
     return x + self_attention(norm(x, st->w.input_layernorm, *c), st->w, *c, *r);
   };
   if (!is_moe) {
-    prog.add("attn", layer, [st, pre, attention](ChunkProgram& p) {
+    prog.add(NodeKind::kAttention, layer, [st, pre, attention](ChunkProgram& p) {
       p.hidden = attention(pre ? pre(p) : p.hidden);
     });
-    prog.add("mlp", layer, [st, post, c](ChunkProgram& p) {
+    prog.add(NodeKind::kMlp, layer, [st, post, c](ChunkProgram& p) {
       at::Tensor h = p.hidden;
       h = h + swiglu_mlp(norm(h, st->w.pre_mlp_layernorm, *c), st->w);
       p.hidden = post ? post(p, h) : h;
     });
     return;
   }
-  prog.add("attn", layer, [st, pre, attention, c](ChunkProgram& p) {
+  prog.add(NodeKind::kAttention, layer, [st, pre, attention, c](ChunkProgram& p) {
     at::Tensor h = attention(pre ? pre(p) : p.hidden);
     at::Tensor x2 = norm(h, st->w.pre_mlp_layernorm, *c);
     const MoeWeights& moe = *st->w.moe;
@@ -56,13 +56,13 @@ void append_layer(ChunkProgram& prog, int layer, const std::string& prefix, bool
     st->plan.gates = st->gates;
     p.hidden = dispatch(x2, st->plan);  // "dispatch preprocess": permute in the attn node
   });
-  prog.add("dispatch", layer, [](ChunkProgram& p) {
+  prog.add(NodeKind::kDispatch, layer, [](ChunkProgram& p) {
     p.hidden = p.hidden.clone();  // all-to-all over one expert-parallel rank: a copy
   });
-  prog.add("mlp", layer, [st](ChunkProgram& p) {
+  prog.add(NodeKind::kMlp, layer, [st](ChunkProgram& p) {
     p.hidden = experts_forward(p.hidden, st->plan, st->w.moe->experts);
   });
-  prog.add("combine", layer, [st, post](ChunkProgram& p) {
+  prog.add(NodeKind::kCombine, layer, [st, post](ChunkProgram& p) {
     at::Tensor h = st->residual;
     at::Tensor moe_out = combine(p.hidden, st->plan, st->shared).view(h.sizes());
     h = h + moe_out;
@@ -110,7 +110,7 @@ void append_mtp_nodes(ChunkProgram& prog, const at::Tensor& tokens, const at::Te
     append_layer(prog, layer, names.transformer_layer, cfg.mtp_layer_is_moe(), params, cfg, rope,
                  pre, nullptr);
     const bool last = k + 1 == D;
-    prog.add("mtp_post", layer, [final_norm, c, last, concat](ChunkProgram& prog_) {
+    prog.add(NodeKind::kMtpPost, layer, [final_norm, c, last, concat](ChunkProgram& prog_) {
       at::Tensor h = norm(prog_.hidden, final_norm, *c);
       prog_.mtp_hidden.push_back(h);
       prog_.hidden = (last && concat) ? at::cat(prog_.mtp_hidden, 0) : h;

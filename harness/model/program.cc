@@ -7,8 +7,8 @@
 
 namespace mtp::model {
 
-void ChunkProgram::add(std::string name, int layer, std::function<void(ChunkProgram&)> body) {
-  nodes_.push_back({std::move(name), layer, std::move(body)});
+void ChunkProgram::add(NodeKind kind, int layer, std::function<void(ChunkProgram&)> body) {
+  nodes_.push_back({kind, layer, std::move(body)});
   cuts_.emplace_back();
 }
 

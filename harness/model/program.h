@@ -20,16 +20,20 @@
 #include <utility>
 #include <vector>
 
+#include "harness/schedule/node_kind.h"
+
 namespace mtp::model {
+
+/// The kind of a node (schedule/node_kind.h: schedules order nodes by kind).
+using schedule::NodeKind;
 
 /// State and nodes of one microbatch of one chunk. Nodes share state through the members below.
 class ChunkProgram {
  public:
-  /// A node: a name ("pre_process", "attn", "dispatch", "mlp", "combine", "mtp_post",
-  /// "post_process"), the transformer layer it belongs to (−1 for pre/post-processing; MTP depth
-  /// k is layer num_layers + k − 1) and the forward body.
+  /// A node: its kind, the transformer layer it belongs to (−1 for pre/post-processing; MTP
+  /// depth k is layer num_layers + k − 1) and the forward body.
   struct Node {
-    std::string name;
+    NodeKind kind = NodeKind::kPreProcess;
     int layer = -1;
     std::function<void(ChunkProgram&)> forward;
   };
@@ -37,7 +41,7 @@ class ChunkProgram {
   explicit ChunkProgram(bool split) : split_(split) {}
 
   /// Appends a node (building the program; nothing runs).
-  void add(std::string name, int layer, std::function<void(ChunkProgram&)> body);
+  void add(NodeKind kind, int layer, std::function<void(ChunkProgram&)> body);
 
   /// At a node boundary, for a tensor that later nodes read: split mode returns a detached copy
   /// (requires_grad as the original) and remembers the pair for this node's backward;

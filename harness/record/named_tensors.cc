@@ -13,11 +13,10 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-std::vector<TensorData> read_named_tensors(const RecordReader& rec, int step,
-                                           const std::string& group,
+std::vector<TensorData> read_named_tensors(const RecordReader& rec, int step, Group group,
                                            const std::vector<ExpectedTensor>& expected) {
   const std::string where =
-      fmt::format("{}: steps/{}/{}", rec.path(), step_group_name(step), group);
+      fmt::format("{}: steps/{}/{}", rec.path(), step_group_name(step), group_name(group));
   const std::vector<std::string> present = rec.names(step, group);  // RecordError when absent
   const std::set<std::string> have(present.begin(), present.end());
   std::set<std::string> want;

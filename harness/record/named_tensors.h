@@ -25,8 +25,7 @@ struct ExpectedTensor {
 /// object path and the parameter: the step or group is absent; a name is missing (all missing
 /// names are listed); a name is extra (not a parameter of the model); a shape differs (both
 /// shapes given); the dtype is not floating point.
-std::vector<TensorData> read_named_tensors(const RecordReader& rec, int step,
-                                           const std::string& group,
+std::vector<TensorData> read_named_tensors(const RecordReader& rec, int step, Group group,
                                            const std::vector<ExpectedTensor>& expected);
 
 }  // namespace mtp::record

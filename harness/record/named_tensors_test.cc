@@ -31,7 +31,7 @@ std::string record_with(const ScratchDir& dir, const std::string& name,
 std::string error_of(const std::string& path, const std::vector<ExpectedTensor>& expected,
                      int step = 0) {
   try {
-    read_named_tensors(RecordReader(path), step, "weight", expected);
+    read_named_tensors(RecordReader(path), step, Group::kWeight, expected);
   } catch (const RecordError& e) {
     return e.what();
   }
@@ -46,7 +46,7 @@ TEST(NamedTensorsTest, ReturnsTheExpectedOrderWithTheRecordedBytes) {
   const auto out = TensorData::from_f32("output_layer.weight", {3, 2}, {-1, -2, -3, -4, -5, -6});
   // Written in another order than the model's: the result follows `expected`.
   const std::string path = record_with(dir, "ok.h5", {out, emb, fln});
-  const auto got = read_named_tensors(RecordReader(path), 0, "weight", kModel);
+  const auto got = read_named_tensors(RecordReader(path), 0, Group::kWeight, kModel);
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[0].name, emb.name);
   EXPECT_EQ(got[0].bytes, emb.bytes);

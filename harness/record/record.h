@@ -45,6 +45,7 @@
 #include "harness/common/error.h"
 #include "harness/record/digest.h"
 #include "harness/record/finite.h"
+#include "harness/record/schema.h"
 #include "harness/record/tensor_data.h"
 
 namespace mtp::record {
@@ -62,22 +63,6 @@ class RecordWriteError : public InfraError {
  public:
   explicit RecordWriteError(const std::string& msg) : InfraError(msg) {}
 };
-
-/// The groups of a step, in canonical order. "weight" holds the weights the optimizer updates
-/// (the fp32 master weights of a bf16 run); "model_weight" (bf16 runs only) the model's own
-/// bf16 weights, re-cast from the masters after each step.
-inline const std::vector<std::string>& record_groups() {
-  static const std::vector<std::string> g{"batch",  "loss",         "grad",
-                                          "weight", "model_weight", "optimizer"};
-  return g;
-}
-
-/// The optimizer group (engine/checkpoint.h), the name of its step count, and the datasets of a
-/// parameter's Adam moments: "<param>.exp_avg", "<param>.exp_avg_sq".
-inline constexpr const char* kOptimizerGroup = "optimizer";
-inline constexpr const char* kOptimizerStepName = "step";
-inline std::string exp_avg_name(const std::string& param) { return param + ".exp_avg"; }
-inline std::string exp_avg_sq_name(const std::string& param) { return param + ".exp_avg_sq"; }
 
 /// The record format version written to the root attribute `schema_version` (record.h's
 /// opening comment says what each version holds).
@@ -151,6 +136,9 @@ class RecordWriter {
              Storage storage = Storage::kFull) {
     write(step, group, TensorView::of(t), storage);
   }
+  void write(int step, Group group, const TensorData& t, Storage storage = Storage::kFull) {
+    write(step, group_name(group), TensorView::of(t), storage);
+  }
   /// Flushes, closes, syncs and renames the file to its final path. Throws RecordWriteError or
   /// InfraError on an I/O fault (nothing is left under either name), RecordError when already
   /// committed.
@@ -181,8 +169,16 @@ class RecordReader {
   std::vector<std::string> groups(int step) const;
   /// Dataset names of /steps/NNNNNN/<group>, in creation (canonical) order.
   std::vector<std::string> names(int step, const std::string& group) const;
+  std::vector<std::string> names(int step, Group group) const {
+    return names(step, group_name(group));
+  }
+  /// Whether `step` holds group `group`.
+  bool has_group(int step, Group group) const;
   /// dtype and shape without reading the data.
   TensorData describe(int step, const std::string& group, const std::string& name) const;
+  TensorData describe(int step, Group group, const std::string& name) const {
+    return describe(step, group_name(group), name);
+  }
   /// dtype, shape, storage and digest (indexed when the record was opened; no dataset I/O).
   const TensorInfo& info(int step, const std::string& group, const std::string& name) const;
   /// The tensor's block digests (opens the dataset and checks it against the index). Throws
@@ -203,6 +199,9 @@ class RecordReader {
   /// read, or declares more bytes than the memory available (a corrupt shape is an input error,
   /// not bad_alloc).
   TensorData read(int step, const std::string& group, const std::string& name) const;
+  TensorData read(int step, Group group, const std::string& name) const {
+    return read(step, group_name(group), name);
+  }
   /// Reads `n` bytes of the tensor's data starting at byte `offset` into `out`: straight from the
   /// file with pread when raw_offset() is set (callable from several threads at once),
   /// else through read(). Throws RecordError for a digest-only tensor, a range past the tensor,

@@ -565,6 +565,12 @@ std::vector<std::string> RecordReader::groups(int step) const {
   return out;
 }
 
+bool RecordReader::has_group(int step, Group group) const {
+  const StepIndex& si = impl_->step(step);
+  const size_t i = static_cast<size_t>(group);
+  return i < si.groups.size() && si.groups[i].has_value();
+}
+
 std::vector<std::string> RecordReader::names(int step, const std::string& group) const {
   return impl_->group(step, group).names;
 }

@@ -28,14 +28,99 @@ std::optional<int> parse_step_group_name(const std::string& name) {
   return step;
 }
 
+const char* group_name(Group g) {
+  switch (g) {
+    case Group::kBatch:
+      return "batch";
+    case Group::kLoss:
+      return "loss";
+    case Group::kGrad:
+      return "grad";
+    case Group::kWeight:
+      return "weight";
+    case Group::kModelWeight:
+      return "model_weight";
+    case Group::kOptimizer:
+      return "optimizer";
+  }
+  return "?";
+}
+
+std::optional<Group> parse_group(std::string_view name) {
+  for (Group g : kAllGroups) {
+    if (name == group_name(g)) return g;
+  }
+  return std::nullopt;
+}
+
+const std::vector<std::string>& record_groups() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (Group g : kAllGroups) v.emplace_back(group_name(g));
+    return v;
+  }();
+  return names;
+}
+
 int group_index(const std::string& group) {
-  const std::vector<std::string>& groups = record_groups();
-  for (size_t i = 0; i < groups.size(); ++i) {
-    if (groups[i] == group) {
-      return static_cast<int>(i);
+  const std::optional<Group> g = parse_group(group);
+  return g ? static_cast<int>(*g) : -1;
+}
+
+std::vector<std::string> default_compared_groups() {
+  return {group_name(Group::kLoss), group_name(Group::kGrad), group_name(Group::kWeight)};
+}
+
+std::string mtp_loss_name(int64_t depth) { return fmt::format("mtp_{}", depth); }
+
+std::vector<std::string> loss_names(int64_t mtp_num_layers) {
+  std::vector<std::string> names{kLmLossName};
+  for (int64_t k = 1; k <= mtp_num_layers; ++k) names.push_back(mtp_loss_name(k));
+  names.emplace_back(kTotalLossName);
+  return names;
+}
+
+uint64_t StepTensor::nbytes() const {
+  return static_cast<uint64_t>(numel) * static_cast<uint64_t>(dtype_size(dtype));
+}
+
+std::vector<StepTensor> step_tensors(const StepContents& c, bool start) {
+  std::vector<StepTensor> out;
+  auto params = [&](Group g, DType d) {
+    for (const auto& p : c.params) out.push_back({g, p.name, d, p.numel});
+  };
+  if (start) {
+    params(Group::kWeight, c.main_dtype);
+    if (c.model_dtype) params(Group::kModelWeight, *c.model_dtype);
+    return out;
+  }
+  const int64_t batch = c.batch_samples * c.tokens_per_sample;
+  out.push_back({Group::kBatch, kBatchTensorNames[0], DType::kI32, batch});
+  out.push_back({Group::kBatch, kBatchTensorNames[1], DType::kI32, batch});
+  out.push_back({Group::kBatch, kBatchTensorNames[2], DType::kU8, batch});
+  for (const auto& n : loss_names(c.mtp_num_layers))
+    out.push_back({Group::kLoss, n, c.main_dtype, 1});
+  params(Group::kGrad, c.main_dtype);
+  params(Group::kWeight, c.main_dtype);
+  if (c.model_dtype) params(Group::kModelWeight, *c.model_dtype);
+  if (c.optimizer_state) {
+    out.push_back({Group::kOptimizer, kOptimizerStepName, DType::kF64, 1});
+    for (const auto& p : c.params) {
+      out.push_back({Group::kOptimizer, exp_avg_name(p.name), c.main_dtype, p.numel});
+    }
+    for (const auto& p : c.params) {
+      out.push_back({Group::kOptimizer, exp_avg_sq_name(p.name), c.main_dtype, p.numel});
     }
   }
-  return -1;
+  return out;
+}
+
+std::vector<std::string> step_tensor_names(const StepContents& c, Group g) {
+  std::vector<std::string> names;
+  for (const auto& t : step_tensors(c, false)) {
+    if (t.group == g) names.push_back(t.name);
+  }
+  return names;
 }
 
 const char* storage_name(Storage s) { return s == Storage::kFull ? "full" : "digest"; }

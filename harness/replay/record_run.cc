@@ -1,16 +1,19 @@
 #include "harness/replay/record_run.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 
 #include "harness/common/error.h"
 #include "harness/common/utf8.h"
+#include "harness/config/hyperparameters.h"
 #include "harness/config/param_specs.h"
 #include "harness/layout/layout.h"
 #include "harness/schedule/schedule.h"
@@ -26,6 +29,23 @@ constexpr int64_t kMaxPipelineSize = 64;
 constexpr int64_t kMaxDataParallelSize = 64;
 constexpr int64_t kMaxVirtualSize = 4096;
 constexpr int64_t kMaxMicrobatches = 100000;
+
+/// A hyperparameter's value as an error shows it.
+template <class T>
+std::string shown_value(const T& x) {
+  if constexpr (std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, std::vector<double>>) {
+    return fmt::format("[{}]", fmt::join(x, ","));
+  } else {
+    return fmt::format("{}", x);
+  }
+}
+
+/// The model row whose record attribute is `attr` (a name of config/hyperparameters.h).
+const config::Hyperparameter<config::ModelConfig>& model_row(const char* attr) {
+  const auto* h = config::model_hyperparameter_by_attr(attr);
+  MTP_INTERNAL_ASSERT(h != nullptr, fmt::format("no model hyperparameter records '{}'", attr));
+  return *h;
+}
 
 /// The record's root attributes, read with errors that name the record and the attribute.
 class Attrs {
@@ -83,6 +103,46 @@ class Attrs {
   }
   const std::string& path() const { return path_; }
 
+  /// Hyperparameter `h`'s value in the record (config/hyperparameters.h): of the row's type (an
+  /// integral number for an integer, 0/1 for a boolean, a "[a,b,…]" list) and within the row's
+  /// rule; nullopt when absent. RecordError naming the attribute otherwise.
+  template <class C>
+  std::optional<config::HyperValue> hyper(const config::Hyperparameter<C>& h) const {
+    const std::string key = h.record_attr;
+    const auto it = map_.find(key);
+    if (it == map_.end()) return std::nullopt;
+    std::optional<config::HyperValue> v;
+    if (h.type == config::HyperType::kInt) {
+      v = *int_of(key);  // integral doubles too (Megatron's records)
+    } else {
+      v = config::from_recorded(h, it->second);
+    }
+    if (!v) {
+      const char* what = h.type == config::HyperType::kDouble ? "a number"
+                         : h.type == config::HyperType::kBool ? "0 or 1"
+                         : h.type == config::HyperType::kEnum ? "a string"
+                                                              : "a list \"[a,b,…]\" of numbers";
+      const std::string shown = std::visit(
+          [](const auto& x) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::string>) {
+              return fmt::format("\"{}\"", printable(x));
+            } else {
+              return fmt::format("{}", x);
+            }
+          },
+          it->second);
+      bad(key, fmt::format("{} is not {}", shown, what));
+    }
+    if (const std::string why = h.rule(*v); !why.empty()) {
+      if (h.type == config::HyperType::kEnum) {
+        bad(key, fmt::format("\"{}\" {}", printable(std::get<std::string>(*v)), why));
+      }
+      bad(key,
+          fmt::format("{} {}", std::visit([](const auto& x) { return shown_value(x); }, *v), why));
+    }
+    return v;
+  }
+
  private:
   std::string path_;
   record::AttrMap map_;
@@ -99,11 +159,11 @@ struct Weights {
   std::vector<std::string> names;
   /// "<record>: steps/000000/weight/<name>", as errors name a weight.
   std::string where(const std::string& n) const {
-    return fmt::format("{}: steps/{}/weight/{}", rec->path(), record::step_group_name(step),
-                       printable(n));
+    return fmt::format("{}: steps/{}/{}/{}", rec->path(), record::step_group_name(step),
+                       record::group_name(record::Group::kWeight), printable(n));
   }
   std::vector<int64_t> shape(const std::string& n) const {
-    return rec->describe(step, "weight", n).shape;
+    return rec->describe(step, record::Group::kWeight, n).shape;
   }
   /// The shape of weight `n`, which must be of rank dims.size() (`dims` names each dimension):
   /// RecordError naming the record, the weight, its shape and the rank expected otherwise.
@@ -117,7 +177,9 @@ struct Weights {
     }
     return s;
   }
-  record::DType dtype(const std::string& n) const { return rec->describe(step, "weight", n).dtype; }
+  record::DType dtype(const std::string& n) const {
+    return rec->describe(step, record::Group::kWeight, n).dtype;
+  }
   bool has(const std::string& n) const {
     return std::find(names.begin(), names.end(), n) != names.end();
   }
@@ -233,37 +295,31 @@ config::ModelConfig read_model(const Attrs& a, const Weights& w,
                                      "only kv_channels this build supports",
                                      *kv, c.kv_channels()));
   }
-  if (auto v = a.double_of("mtp_loss_scaling_factor")) {
-    c.mtp_loss_scaling_factor = *v;
-  } else if (c.mtp_num_layers > 0) {
-    a.missing("mtp_loss_scaling_factor", "λ scales every MTP gradient");
-  }
-  for (const auto& [key, field, value] :
-       {std::tuple{"rotary_base", &config::ModelConfig::rotary_base, 10000.0},
-        std::tuple{"norm_epsilon", &config::ModelConfig::norm_epsilon, 1e-5}}) {
-    if (auto v = a.double_of(key)) {
-      c.*field = *v;
+  // Read as the table says; absent: required, or the default with a note saying so.
+  const config::ModelConfig defaults;
+  auto read = [&](const char* attr, const char* required_because, const char* default_note) {
+    const auto& h = model_row(attr);
+    if (auto v = a.hyper(h)) {
+      h.set(c, *v);
+    } else if (required_because != nullptr) {
+      a.missing(attr, required_because);
     } else {
-      c.*field = value;
-      notes.push_back(fmt::format("{}: {} (Megatron-LM's default)", key, value));
+      h.set(c, h.get(defaults));
+      if (default_note != nullptr) {
+        notes.push_back(
+            fmt::format("{}: {} ({})", attr,
+                        std::visit([](const auto& x) { return shown_value(x); }, h.get(defaults)),
+                        default_note));
+      }
     }
-  }
+  };
   if (a.has("untie_embeddings_and_output_weights")) {
-    c.untie_embeddings = a.flag("untie_embeddings_and_output_weights", false);
+    read("untie_embeddings_and_output_weights", nullptr, nullptr);
   } else {
     c.untie_embeddings = w.has(config::kOutputLayerName);
     notes.push_back(fmt::format(
         "untie_embeddings_and_output_weights: {} (the weights {} {})", c.untie_embeddings ? 1 : 0,
         c.untie_embeddings ? "hold" : "do not hold", config::kOutputLayerName));
-  }
-  if (auto k = a.string_of("kernels")) {
-    try {
-      c.kernels = config::parse_enum<config::Kernels>(*k);
-    } catch (const InputError& e) {
-      a.bad("kernels", e.what());
-    }
-  } else {
-    notes.push_back("kernels: torch (LibTorch ops, the harness's default)");
   }
   const auto experts = a.int_of("num_moe_experts");
   if (!experts) {
@@ -275,46 +331,34 @@ config::ModelConfig read_model(const Attrs& a, const Weights& w,
     notes.push_back("num_moe_experts: 0 (no router among the weights)");
   }
   c.num_moe_experts = experts.value_or(0);
-  if (c.num_moe_experts > 0) {
-    const std::string moe = "MoE models record it";
-    c.moe_router_topk = a.int_of("moe_router_topk").value_or(-1);
-    if (c.moe_router_topk < 0) a.missing("moe_router_topk", moe);
-    auto ffn = a.int_of("moe_ffn_hidden_size");
-    if (!ffn) a.missing("moe_ffn_hidden_size", moe);
-    c.moe_ffn_hidden_size = *ffn;
-    c.moe_shared_expert_intermediate_size =
-        a.int_of("moe_shared_expert_intermediate_size").value_or(0);
-    if (a.string_of("moe_router_score_function").value_or("sigmoid") != "sigmoid") {
-      a.bad("moe_router_score_function", "this build has the sigmoid router only");
+  // Every other hyperparameter of the table as the record says; absent: required where the
+  // record cannot be replayed without it, else the default (a note names the well-known ones).
+  const std::set<std::string> read_above{
+      "num_layers",          "hidden_size",      "ffn_hidden_size",
+      "num_attention_heads", "num_query_groups", "kv_channels",
+      "vocab_size",          "seq_length",       "micro_batch_size",
+      "mtp_num_layers",      "num_moe_experts",  "untie_embeddings_and_output_weights"};
+  const char* moe = "MoE models record it";
+  const std::map<std::string, const char*> required{
+      {"mtp_loss_scaling_factor", c.mtp_num_layers > 0 ? "λ scales every MTP gradient" : nullptr},
+      {"moe_router_topk", moe},
+      {"moe_ffn_hidden_size", moe}};
+  const std::map<std::string, const char*> default_notes{
+      {"rotary_base", "Megatron-LM's default"},
+      {"norm_epsilon", "Megatron-LM's default"},
+      {"kernels", "LibTorch ops, the harness's default"},
+      {"attention_backend", "the unfused composite, the harness's default"}};
+  for (const auto& h : config::model_hyperparameters()) {
+    if (h.record_attr == nullptr || read_above.count(h.record_attr)) continue;
+    if (h.moe_only && c.num_moe_experts == 0) continue;
+    if (!h.set) {
+      a.hyper(h);  // a fixed value (the sigmoid router): refused when the record says otherwise
+      continue;
     }
-    c.moe_router_enable_expert_bias = a.flag("moe_router_enable_expert_bias", false);
-    c.moe_router_topk_scaling_factor = a.double_of("moe_router_topk_scaling_factor").value_or(1.0);
-    // "[0,1,1]" and "[0.1,-0.2]", as step_recorder.cc writes the lists.
-    auto list = [&](const char* key) {
-      std::vector<double> out;
-      const std::string text = a.string_of(key).value_or("[]");
-      if (text.size() < 2 || text.front() != '[' || text.back() != ']') {
-        a.bad(key, fmt::format("\"{}\" is not a list \"[a,b,…]\"", text));
-      }
-      const std::string body = text.substr(1, text.size() - 2);
-      for (size_t pos = 0; pos < body.size();) {
-        const size_t end = std::min(body.find(',', pos), body.size());
-        try {
-          out.push_back(std::stod(body.substr(pos, end - pos)));
-        } catch (const std::exception&) {
-          a.bad(key, fmt::format("\"{}\" is not a list of numbers", text));
-        }
-        pos = end + 1;
-      }
-      return out;
-    };
-    for (double f : list("moe_layer_freq")) {
-      if (f != 0.0 && f != 1.0) {  // NaN and 1e300 too: no narrowing of what is not 0 or 1
-        a.bad("moe_layer_freq", fmt::format("holds {}; each entry is 0 (dense) or 1 (MoE)", f));
-      }
-      c.moe_layer_freq.push_back(static_cast<int>(f));
-    }
-    c.moe_router_expert_bias = list("moe_router_expert_bias");
+    const auto req = required.find(h.record_attr);
+    const auto note = default_notes.find(h.record_attr);
+    read(h.record_attr, req == required.end() ? nullptr : req->second,
+         note == default_notes.end() ? nullptr : note->second);
   }
   try {
     c.validate();
@@ -329,34 +373,18 @@ config::TrainingConfig read_training(const Attrs& a, const Weights& w, bool opti
                                      std::vector<std::string>& notes) {
   config::TrainingConfig t;
   std::vector<std::string> defaulted;
-  using T = config::TrainingConfig;
-  for (const auto& [key, field] :
-       std::vector<std::pair<const char*, double T::*>>{{"lr", &T::lr},
-                                                        {"adam_beta1", &T::adam_beta1},
-                                                        {"adam_beta2", &T::adam_beta2},
-                                                        {"adam_eps", &T::adam_eps},
-                                                        {"weight_decay", &T::weight_decay},
-                                                        {"clip_grad", &T::clip_grad}}) {
-    if (auto v = a.double_of(key)) {
-      t.*field = *v;
-      // What the harness's scenarios accept (scenario.cc [training]), finite: a record that
-      // says clip_grad = NaN, inf or −1 is refused, not read as "clipping off" (issue 19).
-      const double x = *v;
-      const bool ok =
-          std::isfinite(x) && (field == &T::adam_beta1 || field == &T::adam_beta2 ? x >= 0 && x < 1
-                               : field == &T::adam_eps                            ? x > 0
-                                                                                  : x >= 0);
-      if (!ok) {
-        a.bad(key, fmt::format("{} is not {}", x,
-                               field == &T::adam_beta1 || field == &T::adam_beta2 ? "in [0, 1)"
-                               : field == &T::adam_eps                            ? "finite and > 0"
-                               : field == &T::clip_grad ? "finite and >= 0 (0 = clipping off)"
-                                                        : "finite and >= 0"));
-      }
+  // Adam's settings and clipping, typed and checked as a scenario's (config/hyperparameters.h):
+  // a record that says clip_grad = NaN, inf or −1 is refused, not read as "clipping off".
+  for (const char* key :
+       {"lr", "adam_beta1", "adam_beta2", "adam_eps", "weight_decay", "clip_grad"}) {
+    const auto* h = config::training_hyperparameter_by_attr(key);
+    MTP_INTERNAL_ASSERT(h != nullptr, fmt::format("no training hyperparameter records '{}'", key));
+    if (auto v = a.hyper(*h)) {
+      h->set(t, *v);
     } else if (optimizer_matters) {
       a.missing(key, "the replay compares results of an optimizer step");
     } else {
-      defaulted.push_back(fmt::format("{} = {}", key, t.*field));
+      defaulted.push_back(fmt::format("{} = {}", key, std::get<double>(h->get(t))));
     }
   }
   if (!defaulted.empty()) {
@@ -482,25 +510,24 @@ RecordRun read_record_run(const record::RecordReader& rec, const ReplaySteps& st
   const Attrs a(rec);
   const int start = steps.first - 1;
   const std::vector<int> present = rec.steps();
-  auto has_group = [&](int step, const std::string& group) {
-    if (!std::binary_search(present.begin(), present.end(), step)) return false;
-    const auto g = rec.groups(step);
-    return std::find(g.begin(), g.end(), group) != g.end();
+  auto has_group = [&](int step, record::Group group) {
+    return std::binary_search(present.begin(), present.end(), step) && rec.has_group(step, group);
   };
-  if (!has_group(start, "weight")) {
+  if (!has_group(start, record::Group::kWeight)) {
     throw RecordError(
         fmt::format("{}: has no weights at step {} (replaying from step {} starts "
                     "from them)",
                     rec.path(), start, steps.first));
   }
-  if (!has_group(steps.first, "batch")) {
+  if (!has_group(steps.first, record::Group::kBatch)) {
     throw RecordError(fmt::format("{}: has no batch at step {}", rec.path(), steps.first));
   }
   Weights w;
   w.rec = &rec;
   w.step = start;
-  w.names = rec.names(start, "weight");
-  const std::vector<int64_t> batch = rec.describe(steps.first, "batch", "tokens").shape;
+  w.names = rec.names(start, record::Group::kWeight);
+  const std::vector<int64_t> batch =
+      rec.describe(steps.first, record::Group::kBatch, record::kBatchTensorNames[0]).shape;
   if (batch.size() != 3) {
     throw RecordError(
         fmt::format("{}: steps/{}/batch/tokens: shape of rank {}, expected [K, b, "

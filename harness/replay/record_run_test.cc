@@ -74,6 +74,7 @@ record::AttrMap harness_attrs(const config::ModelConfig& c) {
           {"norm_epsilon", 1e-6},
           {"untie_embeddings_and_output_weights", int64_t{1}},
           {"kernels", std::string("harness")},
+          {"attention_backend", std::string("unfused")},
           {"num_moe_experts", int64_t{0}},
           {"lr", 2e-3},
           {"adam_beta1", 0.8},

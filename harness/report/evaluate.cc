@@ -169,7 +169,7 @@ ExpectationResult evaluate(const scenario::Expectation& e,
 std::vector<StepLoss> read_losses(const record::RecordReader& r) {
   std::vector<StepLoss> out;
   auto value = [&](int step, const std::string& name) {
-    const record::TensorData t = r.read(step, "loss", name);
+    const record::TensorData t = r.read(step, record::Group::kLoss, name);
     if (t.numel() != 1) {
       throw record::RecordError(fmt::format("{}: step {} loss/{} has {} elements, expected 1",
                                             r.path(), step, name, t.numel()));
@@ -191,19 +191,20 @@ std::vector<StepLoss> read_losses(const record::RecordReader& r) {
     }
   };
   for (int step : r.steps()) {
-    const auto groups = r.groups(step);
-    if (std::find(groups.begin(), groups.end(), "loss") == groups.end()) continue;
+    if (!r.has_group(step, record::Group::kLoss)) continue;
     StepLoss l;
     l.step = step;
-    const auto names = r.names(step, "loss");
+    const auto names = r.names(step, record::Group::kLoss);
     for (int k = 1;; ++k) {
-      const std::string n = fmt::format("mtp_{}", k);
+      const std::string n = record::mtp_loss_name(k);
       if (std::find(names.begin(), names.end(), n) == names.end()) break;
       l.mtp.push_back(value(step, n));
     }
-    if (std::find(names.begin(), names.end(), "lm") != names.end()) l.lm = value(step, "lm");
-    if (std::find(names.begin(), names.end(), "total") != names.end()) {
-      l.total = value(step, "total");
+    if (std::find(names.begin(), names.end(), record::kLmLossName) != names.end()) {
+      l.lm = value(step, record::kLmLossName);
+    }
+    if (std::find(names.begin(), names.end(), record::kTotalLossName) != names.end()) {
+      l.total = value(step, record::kTotalLossName);
     }
     out.push_back(std::move(l));
   }

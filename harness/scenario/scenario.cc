@@ -15,6 +15,7 @@
 #include "harness/common/error.h"
 #include "harness/common/glob.h"
 #include "harness/common/utf8.h"
+#include "harness/config/hyperparameters.h"
 #include "harness/config/param_specs.h"
 #include "harness/data/microbatch.h"
 #include "harness/layout/layout.h"
@@ -145,79 +146,104 @@ bool valid_name(const std::string& s) {
   return true;
 }
 
+/// The value of hyperparameter `h` at node `n` ([model] / [training] of a scenario), of the
+/// row's type: the error names the key's position and the rule broken.
+template <class C>
+config::HyperValue hyper_value(const Ctx& ctx, const toml::node* n, const std::string& w,
+                               const config::Hyperparameter<C>& h) {
+  const std::string key = fmt::format("{}.{}", w, h.key);
+  auto list = [&](bool integers) {
+    const toml::array* a = n->as_array();
+    const char* what = integers ? "integers" : "numbers";
+    if (a == nullptr) ctx.fail(n, fmt::format("{} must be an array of {}", key, what));
+    std::vector<int64_t> ints;
+    std::vector<double> numbers;
+    for (const auto& e : *a) {
+      if (integers ? !e.is_integer() : !e.is_number()) {
+        ctx.fail(&e, fmt::format("{} must hold only {}", key, what));
+      }
+      if (integers) ints.push_back(e.value<int64_t>().value());
+      if (!integers) numbers.push_back(e.value<double>().value());
+    }
+    return integers ? config::HyperValue(ints) : config::HyperValue(numbers);
+  };
+  config::HyperValue v;
+  switch (h.type) {
+    case config::HyperType::kInt:
+      if (!n->is_integer()) ctx.fail(n, fmt::format("{} must be an integer", key));
+      v = n->value<int64_t>().value();
+      break;
+    case config::HyperType::kDouble:
+      if (!n->is_number()) ctx.fail(n, fmt::format("{} must be a number", key));
+      v = n->value<double>().value();
+      break;
+    case config::HyperType::kBool:
+      if (!n->is_boolean()) ctx.fail(n, fmt::format("{} must be true or false", key));
+      v = n->value<bool>().value();
+      break;
+    case config::HyperType::kEnum: {
+      if (!n->is_string()) ctx.fail(n, fmt::format("{} must be a string", key));
+      const std::string text = n->value<std::string>().value();
+      if (std::find(h.choices.begin(), h.choices.end(), text) == h.choices.end()) {
+        std::vector<std::string> quoted;
+        for (const auto& c : h.choices) quoted.push_back(fmt::format("\"{}\"", c));
+        ctx.fail(n, fmt::format("{} = \"{}\": accepted {}", key, text, fmt::join(quoted, ", ")));
+      }
+      v = text;
+      break;
+    }
+    case config::HyperType::kIntList:
+      v = list(true);
+      break;
+    case config::HyperType::kDoubleList:
+      v = list(false);
+      break;
+  }
+  const std::string why = h.rule(v);
+  if (!why.empty()) {
+    const std::string shown = std::visit(
+        [](const auto& x) -> std::string {
+          using X = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<X, std::vector<int64_t>> ||
+                        std::is_same_v<X, std::vector<double>>) {
+            return fmt::format("[{}]", fmt::join(x, ", "));
+          } else {
+            return fmt::format("{}", x);
+          }
+        },
+        v);
+    ctx.fail(n, fmt::format("{} = {} {}", key, shown, why));
+  }
+  return v;
+}
+
+/// The keys of `rows` a scenario may set, plus `extra`.
+template <class C>
+std::set<std::string> hyper_keys(const std::vector<config::Hyperparameter<C>>& rows,
+                                 std::initializer_list<const char*> extra) {
+  std::set<std::string> keys(extra.begin(), extra.end());
+  for (const auto& h : rows) {
+    if (h.key != nullptr && h.set) keys.insert(h.key);
+  }
+  return keys;
+}
+
+/// Sets every hyperparameter of `rows` that table `t` gives on `cfg`, in the table's order.
+template <class C>
+void parse_hyperparameters(const Ctx& ctx, const toml::table& t, const std::string& w,
+                           const std::vector<config::Hyperparameter<C>>& rows, C& cfg) {
+  for (const auto& h : rows) {
+    if (h.key == nullptr || !h.set) continue;
+    if (const toml::node* n = t.get(h.key)) h.set(cfg, hyper_value(ctx, n, w, h));
+  }
+}
+
 void parse_model(const Ctx& ctx, const toml::table& t, config::ModelConfig& m) {
   const std::string w = "[model]";
-  check_keys(ctx, t, w,
-             {"num_layers",
-              "hidden_size",
-              "ffn_hidden_size",
-              "num_attention_heads",
-              "num_query_groups",
-              "vocab_size",
-              "seq_length",
-              "micro_batch_size",
-              "mtp_num_layers",
-              "mtp_loss_scaling_factor",
-              "rotary_base",
-              "norm_epsilon",
-              "untie_embeddings",
-              "num_moe_experts",
-              "moe_router_topk",
-              "moe_ffn_hidden_size",
-              "moe_shared_expert_intermediate_size",
-              "moe_layer_freq",
-              "moe_router_enable_expert_bias",
-              "moe_router_expert_bias",
-              "moe_router_topk_scaling_factor",
-              "kernels",
-              "attention_backend"});
-  m.num_layers = get_int(ctx, t, "num_layers", w, m.num_layers, 1);
-  m.hidden_size = get_int(ctx, t, "hidden_size", w, m.hidden_size, 1);
-  m.ffn_hidden_size = get_int(ctx, t, "ffn_hidden_size", w, m.ffn_hidden_size, 1);
-  m.num_attention_heads = get_int(ctx, t, "num_attention_heads", w, m.num_attention_heads, 1);
-  m.num_query_groups = get_int(ctx, t, "num_query_groups", w, m.num_attention_heads, 1);
-  m.vocab_size = get_int(ctx, t, "vocab_size", w, m.vocab_size, 1);
-  m.seq_length = get_int(ctx, t, "seq_length", w, m.seq_length, 2);
-  m.micro_batch_size = get_int(ctx, t, "micro_batch_size", w, m.micro_batch_size, 1);
-  m.mtp_num_layers = get_int(ctx, t, "mtp_num_layers", w, m.mtp_num_layers, 0);
-  m.mtp_loss_scaling_factor =
-      get_double(ctx, t, "mtp_loss_scaling_factor", w, m.mtp_loss_scaling_factor);
-  m.rotary_base = get_double(ctx, t, "rotary_base", w, m.rotary_base);
-  m.norm_epsilon = get_double(ctx, t, "norm_epsilon", w, m.norm_epsilon);
-  m.untie_embeddings = get_bool(ctx, t, "untie_embeddings", w, m.untie_embeddings);
-  m.num_moe_experts = get_int(ctx, t, "num_moe_experts", w, m.num_moe_experts, 0);
-  m.moe_router_topk = get_int(ctx, t, "moe_router_topk", w, m.moe_router_topk, 1);
-  m.moe_ffn_hidden_size = get_int(ctx, t, "moe_ffn_hidden_size", w, m.moe_ffn_hidden_size, 0);
-  m.moe_shared_expert_intermediate_size = get_int(ctx, t, "moe_shared_expert_intermediate_size", w,
-                                                  m.moe_shared_expert_intermediate_size, 0);
-  if (const toml::node* n = t.get("moe_layer_freq")) {
-    const toml::array* a = n->as_array();
-    if (a == nullptr)
-      ctx.fail(n, "[model].moe_layer_freq must be an array of 0/1 per decoder layer");
-    m.moe_layer_freq.clear();
-    for (const auto& e : *a) {
-      if (!e.is_integer() || (e.value<int64_t>().value() != 0 && e.value<int64_t>().value() != 1)) {
-        ctx.fail(&e, "[model].moe_layer_freq entries must be 0 (dense) or 1 (MoE)");
-      }
-      m.moe_layer_freq.push_back(static_cast<int>(e.value<int64_t>().value()));
-    }
-  }
-  m.moe_router_enable_expert_bias =
-      get_bool(ctx, t, "moe_router_enable_expert_bias", w, m.moe_router_enable_expert_bias);
-  if (const toml::node* n = t.get("moe_router_expert_bias")) {
-    const toml::array* a = n->as_array();
-    if (a == nullptr) ctx.fail(n, "[model].moe_router_expert_bias must be an array of numbers");
-    m.moe_router_expert_bias.clear();
-    for (const auto& e : *a) {
-      if (!e.is_number()) ctx.fail(&e, "[model].moe_router_expert_bias must hold numbers");
-      m.moe_router_expert_bias.push_back(e.value<double>().value());
-    }
-  }
-  m.moe_router_topk_scaling_factor =
-      get_double(ctx, t, "moe_router_topk_scaling_factor", w, m.moe_router_topk_scaling_factor);
-  m.kernels = get_enum<config::Kernels>(ctx, t, "kernels", w, m.kernels);
-  m.attention_backend =
-      get_enum<config::AttentionBackend>(ctx, t, "attention_backend", w, m.attention_backend);
+  check_keys(ctx, t, w, hyper_keys(config::model_hyperparameters(), {}));
+  parse_hyperparameters(ctx, t, w, config::model_hyperparameters(), m);
+  // num_query_groups defaults to the heads: plain multi-head attention (Megatron-LM).
+  if (t.get("num_query_groups") == nullptr) m.num_query_groups = m.num_attention_heads;
   try {
     m.validate();
   } catch (const InputError& e) {
@@ -228,11 +254,9 @@ void parse_model(const Ctx& ctx, const toml::table& t, config::ModelConfig& m) {
 void parse_training(const Ctx& ctx, const toml::table& t, config::TrainingConfig& tr) {
   const std::string w = "[training]";
   check_keys(ctx, t, w,
-             {"steps", "num_microbatches", "global_batch_size", "seed", "lr", "adam_beta1",
-              "adam_beta2", "adam_eps", "weight_decay", "clip_grad", "dtype", "device", "init_from",
-              "save_optimizer_state", "record", "dump_steps"});
-  tr.steps = get_int(ctx, t, "steps", w, tr.steps, 1);
-  tr.num_microbatches = get_int(ctx, t, "num_microbatches", w, tr.num_microbatches, 1);
+             hyper_keys(config::training_hyperparameters(),
+                        {"global_batch_size", "init_from", "dump_steps"}));
+  parse_hyperparameters(ctx, t, w, config::training_hyperparameters(), tr);
   if (const toml::node* n = t.get("global_batch_size")) {
     if (t.get("num_microbatches")) {
       ctx.fail(n,
@@ -244,15 +268,6 @@ void parse_training(const Ctx& ctx, const toml::table& t, config::TrainingConfig
       ctx.fail(n, "[training].global_batch_size must be <= 10000000");
     }
   }
-  tr.seed = static_cast<uint64_t>(get_int(ctx, t, "seed", w, static_cast<int64_t>(tr.seed), 0));
-  tr.lr = get_double(ctx, t, "lr", w, tr.lr);
-  tr.adam_beta1 = get_double(ctx, t, "adam_beta1", w, tr.adam_beta1);
-  tr.adam_beta2 = get_double(ctx, t, "adam_beta2", w, tr.adam_beta2);
-  tr.adam_eps = get_double(ctx, t, "adam_eps", w, tr.adam_eps);
-  tr.weight_decay = get_double(ctx, t, "weight_decay", w, tr.weight_decay);
-  tr.clip_grad = get_double(ctx, t, "clip_grad", w, tr.clip_grad);
-  tr.dtype = get_enum<config::DType>(ctx, t, "dtype", w, tr.dtype);
-  tr.device = get_enum<config::Device>(ctx, t, "device", w, tr.device);
   if (const toml::node* n = t.get("init_from")) {
     try {
       tr.init_from = config::parse_record_ref(get_string(ctx, t, "init_from", w, ""), 0);
@@ -260,8 +275,6 @@ void parse_training(const Ctx& ctx, const toml::table& t, config::TrainingConfig
       ctx.fail(n, fmt::format("[training].init_from = {}", e.what()));
     }
   }
-  tr.save_optimizer_state = get_bool(ctx, t, "save_optimizer_state", w, tr.save_optimizer_state);
-  tr.record = get_enum<config::RecordMode>(ctx, t, "record", w, tr.record);
   if (const toml::node* n = t.get("dump_steps")) {
     const toml::array* a = n->as_array();
     if (a == nullptr) ctx.fail(n, "[training].dump_steps must be an array of step numbers");
@@ -275,18 +288,6 @@ void parse_training(const Ctx& ctx, const toml::table& t, config::TrainingConfig
       tr.dump_steps.insert(*step);
     }
   }
-  if (tr.steps > 100000) ctx.fail(t.get("steps"), "[training].steps must be <= 100000");
-  if (tr.num_microbatches > 100000) {
-    ctx.fail(t.get("num_microbatches"), "[training].num_microbatches must be <= 100000");
-  }
-  if (!(tr.lr >= 0)) ctx.fail(t.get("lr"), "[training].lr must be >= 0");
-  if (!(tr.adam_beta1 >= 0 && tr.adam_beta1 < 1))
-    ctx.fail(t.get("adam_beta1"), "[training].adam_beta1 must be in [0, 1)");
-  if (!(tr.adam_beta2 >= 0 && tr.adam_beta2 < 1))
-    ctx.fail(t.get("adam_beta2"), "[training].adam_beta2 must be in [0, 1)");
-  if (!(tr.adam_eps > 0)) ctx.fail(t.get("adam_eps"), "[training].adam_eps must be > 0");
-  if (!(tr.clip_grad >= 0))
-    ctx.fail(t.get("clip_grad"), "[training].clip_grad must be >= 0 (0 = off)");
 }
 
 void parse_data(const Ctx& ctx, const toml::table& t, data::DataConfig& d, int64_t vocab_size) {
@@ -572,7 +573,7 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
   } catch (const InputError& err) {
     ctx.fail(t.get("class") ? t.get("class") : &t, fmt::format("{}: {}", w, err.what()));
   }
-  e.selection.groups = get_strings(ctx, t, "records", w, {"loss", "grad", "weight"});
+  e.selection.groups = get_strings(ctx, t, "records", w, record::default_compared_groups());
   if (e.selection.groups.empty())
     ctx.fail(t.get("records"), fmt::format("{}: records must not be empty", w));
   if (std::set<std::string>(e.selection.groups.begin(), e.selection.groups.end()).size() !=
@@ -580,10 +581,9 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
     ctx.fail(t.get("records"), fmt::format("{}: records lists a record twice", w));
   }
   for (const auto& g : e.selection.groups) {
-    const auto& known = record::record_groups();
-    if (std::find(known.begin(), known.end(), g) == known.end()) {
+    if (!record::parse_group(g)) {
       ctx.fail(t.get("records"), fmt::format("{}: records: unknown record \"{}\" (accepted: {})", w,
-                                             g, fmt::join(known, ", ")));
+                                             g, fmt::join(record::record_groups(), ", ")));
     }
   }
   e.selection.include = get_strings(ctx, t, "include", w, {"*"});
@@ -745,30 +745,20 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
 
 void check_expectation_selections(const Scenario& sc) {
   for (const auto& e : sc.expectations) {
-    // The names a record of this scenario holds, per group (the λ override changes no name).
+    // The names a record of each of the expectation's variants holds in the selected groups
+    // (record/schema.h; an untie_embeddings override adds or drops the head, the λ override
+    // changes no name). Sizes and dtypes do not matter here.
     std::vector<std::string> names;
-    for (const auto& g : e.selection.groups) {
-      if (g == "batch") names.insert(names.end(), {"tokens", "labels", "loss_mask"});
-      if (g == "loss") {
-        names.push_back("lm");
-        for (int64_t k = 1; k <= sc.model.mtp_num_layers; ++k)
-          names.push_back(fmt::format("mtp_{}", k));
-        names.push_back("total");
-      }
-      if (g == "grad" || g == "weight" || g == "model_weight" || g == "optimizer") {
-        // Every variant's parameters (an untie_embeddings override adds or drops the head); the
-        // optimizer group holds "step" and <name>.exp_avg, <name>.exp_avg_sq.
-        if (g == record::kOptimizerGroup) names.push_back(record::kOptimizerStepName);
-        for (const auto& vname : e.variants) {
-          for (const auto& spec :
-               config::parameter_specs(config::variant_model(sc.model, sc.variant(vname)))) {
-            if (g != "optimizer") {
-              names.push_back(spec.name);
-              continue;
-            }
-            names.push_back(record::exp_avg_name(spec.name));
-            names.push_back(record::exp_avg_sq_name(spec.name));
-          }
+    for (const auto& vname : e.variants) {
+      record::StepContents contents;
+      const config::ModelConfig m = config::variant_model(sc.model, sc.variant(vname));
+      contents.mtp_num_layers = m.mtp_num_layers;
+      for (const auto& spec : config::parameter_specs(m)) contents.params.push_back({spec.name, 0});
+      contents.model_dtype = record::DType::kBF16;  // names only: every group listed
+      contents.optimizer_state = true;
+      for (const auto& g : e.selection.groups) {
+        for (auto& n : record::step_tensor_names(contents, *record::parse_group(g))) {
+          names.push_back(std::move(n));
         }
       }
     }

@@ -1,7 +1,7 @@
 // File: harness/schedule/config.cc
 //
-// Schedule names and the configuration rules Megatron enforces (spec §4.1, §4.5;
-// Megatron-LM schedules.py:1160-1180).
+// Schedule names (from the rows of registry.cc) and the rules every schedule shares; each
+// schedule's own rules are its row's check (spec §4.1, §4.5; Megatron-LM schedules.py:1160-1180).
 #include "harness/schedule/schedule.h"
 
 #include <fmt/format.h>
@@ -9,9 +9,11 @@
 namespace mtp::schedule {
 
 const std::vector<ScheduleKind>& all_schedule_kinds() {
-  static const std::vector<ScheduleKind> kinds{ScheduleKind::kNoPipelining, ScheduleKind::kOneFOneB,
-                                               ScheduleKind::kInterleaved,
-                                               ScheduleKind::kCombined1F1B};
+  static const std::vector<ScheduleKind> kinds = [] {
+    std::vector<ScheduleKind> k;
+    for (const ScheduleDef* d : schedules()) k.push_back(d->kind);
+    return k;
+  }();
   return kinds;
 }
 
@@ -31,20 +33,7 @@ ScheduleKind parse_schedule_kind(const std::string& name) {
                                   schedule_kind_names("\", \"")));
 }
 
-std::string schedule_kind_name(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::kNoPipelining:
-      return "none";
-    case ScheduleKind::kOneFOneB:
-      return "1f1b";
-    case ScheduleKind::kInterleaved:
-      return "interleaved";
-    case ScheduleKind::kCombined1F1B:
-      return "combined_1f1b";
-  }
-  throw InternalError(
-      fmt::format("schedule_kind_name: bad ScheduleKind {}", static_cast<int>(kind)));
-}
+std::string schedule_kind_name(ScheduleKind kind) { return schedule_def(kind).name; }
 
 void validate(const ScheduleConfig& config) {
   const std::string kind = schedule_kind_name(config.kind);
@@ -62,55 +51,7 @@ void validate(const ScheduleConfig& config) {
     throw ScheduleError(
         fmt::format("{} schedule: number of microbatches M={} must be >= 1", kind, m));
   }
-  switch (config.kind) {
-    case ScheduleKind::kNoPipelining:
-      if (p != 1 || v != 1) {
-        throw ScheduleError(
-            fmt::format("none schedule: no pipelining needs P=1 and V=1 (P={}, V={})", p, v));
-      }
-      return;
-    case ScheduleKind::kOneFOneB:
-      if (v != 1) {
-        throw ScheduleError(fmt::format(
-            "1f1b schedule: non-interleaved 1F1B needs V=1 (V={}); use \"interleaved\"", v));
-      }
-      if (p < 2) {
-        throw ScheduleError(
-            fmt::format("1f1b schedule: 1F1B needs P > 1 (P={}); use \"none\" for P=1", p));
-      }
-      return;
-    case ScheduleKind::kCombined1F1B:
-      if (p == 1) {
-        if (v != 1) {
-          throw ScheduleError(fmt::format(
-              "combined_1f1b schedule: without pipelining (P=1) it needs V=1 (V={})", v));
-        }
-        return;
-      }
-      [[fallthrough]];
-    case ScheduleKind::kInterleaved: {
-      if (p < 2) {
-        throw ScheduleError(fmt::format(
-            "{} schedule: interleaved 1F1B needs P > 1 (P={}); use \"none\" for P=1", kind, p));
-      }
-      const int n = config.microbatch_group_size == 0 ? p : config.microbatch_group_size;
-      if (n < p || n > m) {
-        throw ScheduleError(
-            fmt::format("{} schedule: microbatch group size N={} must satisfy P <= N <= M "
-                        "(P={}, M={})",
-                        kind, n, p, m));
-      }
-      const int remainder = m % n;
-      if (remainder != 0 && remainder < p) {
-        throw ScheduleError(
-            fmt::format("{} schedule: the last microbatch group M mod N={} must be 0 or >= P "
-                        "(M={}, N={}, P={})",
-                        kind, remainder, m, n, p));
-      }
-      return;
-    }
-  }
-  throw InternalError(fmt::format("validate: bad ScheduleKind {}", static_cast<int>(config.kind)));
+  schedule_def(config.kind).check(config);
 }
 
 }  // namespace mtp::schedule

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "harness/common/error.h"
+#include "harness/schedule/node_kind.h"
 
 namespace mtp::schedule {
 
@@ -96,6 +97,53 @@ std::vector<TableEntry> interleaved_table(const ScheduleConfig& config);
 /// F(mb), B(mb) is one steady pair "(F0.mb B0.mb)". Megatron-LM schedules.py
 /// forward_backward_{no_pipelining, pipelining_without_interleaving, pipelining_with_interleaving}.
 std::vector<Op> rank_ops(const ScheduleConfig& config, int rank);
+
+/// One sub-step of a combined 1F1B step: run the next node of kind `node` of the forward
+/// microbatch (`side` kForward) or of the backward one (kBackward).
+struct SubStep {
+  OpType side = OpType::kForward;
+  NodeKind node = NodeKind::kAttention;
+};
+
+/// A schedule, described by itself. Each lives in a file of its own (no_pipelining.cc,
+/// one_f_one_b.cc, interleaved.cc, combined_1f1b.cc) and is one row of schedules()
+/// (registry.cc); the planner, the executor, the resource estimate and `mtp-harness layout
+/// schedule` ask the row instead of testing kinds. Adding a schedule is a new file, its enum
+/// value and its row.
+struct ScheduleDef {
+  ScheduleKind kind = ScheduleKind::kNoPipelining;
+  const char* name = "";     ///< what scenarios, the CLI and records call it ("1f1b")
+  const char* summary = "";  ///< one line for help texts
+  /// Takes a microbatch group size N (microbatch_group_size, `layout schedule --group`), and
+  /// `layout schedule` prints it.
+  bool takes_group_size = false;
+  /// Supports Megatron's overlap_p2p_comm (receives posted one op ahead).
+  bool overlaps_p2p = false;
+  /// Runs each steady (F, B) pair as one combined step and every backward node by node, in
+  /// `combined_order` (Megatron combined_1f1b.py); a CUDA graph of a whole microbatch cannot.
+  bool combined_steps = false;
+  /// The order of a combined step's sub-steps inside a pair of transformer layers (the nodes the
+  /// order does not name run after it: backward then forward).
+  std::vector<SubStep> combined_order;
+  /// Most MTP depths the schedule supports; −1: any.
+  int max_mtp_num_layers = -1;
+  /// Whether a variant that names no schedule gets this one for (P, V).
+  bool (*is_default_for)(int pipeline_size, int virtual_size) = nullptr;
+  /// The rules of this schedule beyond P, V, M ≥ 1 (ScheduleError naming the rule broken).
+  void (*check)(const ScheduleConfig& config) = nullptr;
+  /// Warm-up forwards of `rank` (config valid, rank in [0, P)).
+  int (*warmup)(const ScheduleConfig& config, int rank) = nullptr;
+  /// Every op of `rank` in execution order, given its warm-up count.
+  std::vector<Op> (*ops)(const ScheduleConfig& config, int rank, int warmup) = nullptr;
+};
+
+/// Every schedule, in ScheduleKind order.
+const std::vector<const ScheduleDef*>& schedules();
+/// The row of `kind` (InternalError for a kind without one, a bug).
+const ScheduleDef& schedule_def(ScheduleKind kind);
+/// The schedule a variant without `schedule` gets for P and V: none for P = 1, 1f1b for V = 1,
+/// interleaved otherwise (Megatron's choice by pipeline and virtual size).
+ScheduleKind default_schedule_kind(int pipeline_size, int virtual_size);
 
 /// Compact text: forwards "F<chunk>.<mb>", backwards "B<chunk>.<mb>", separated by one space;
 /// a steady-state forward and its paired backward are wrapped as "(F0.6 B1.0)".

@@ -1,4 +1,4 @@
-// File: kernels/testing/rope_check.h
+// File: harness/model/testing/rope_check.h
 //
 // Test helper shared by kernels/ops_test.cc (CPU) and kernels/ops_cuda_test.cc (GPU): the fused
 // RoPE op (kernels::rope) against the model's composite (harness/model/layers.h apply_rope),

@@ -1,4 +1,4 @@
-// File: harness/engine/train_step_benchmark.cc
+// File: harness/cli/train_step_benchmark.cc
 //
 // Training-step throughput and MFU of the two MTP placements, the two kernel sets, fp32 and
 // bf16 and the two attention backends, with every pipeline rank as a thread of this process
