@@ -61,6 +61,14 @@ int run_one(const RunCommandOptions& opt);
 /// that as one JSON object (schema_version 1).
 int run_info(const std::string& path, bool json = false);
 
+/// mtp-harness oracle: step `opt.step` of a record against the straight-line float64 program
+/// (harness/oracle/oracle.h) run on the record's own weights of the step before (the bf16 model
+/// weights of a bf16 run) and its batch: each loss and main grad's relative L2 error
+/// ‖record − oracle‖/‖oracle‖, the worst first, and the verdict against the bound (the record
+/// dtype's unless given). Exit 0 within, 1 outside or undecided (a tensor held only as a
+/// digest), 2 bad input (not a record, no such step, a model replay cannot read).
+int run_oracle(const OracleOptions& opt);
+
 /// Compares two records. 0 = equal under the class, 1 = different.
 int run_compare(const CompareOptions& opt);
 

@@ -88,6 +88,8 @@ int main(int argc, char** argv) {
         return mtp::cli::run_perf_ab(cl.perf_ab);
       case Command::kPerfMerge:
         return mtp::cli::run_perf_merge(cl.perf_merge);
+      case Command::kOracle:
+        return mtp::cli::run_oracle(cl.oracle);
     }
     return static_cast<int>(mtp::kExitUsage);
   }));

@@ -61,6 +61,7 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
   PerfCompareCommandOptions& pc = cl.perf_compare;
   PerfAbOptions& pab = cl.perf_ab;
   PerfMergeOptions& pm = cl.perf_merge;
+  OracleOptions& orc = cl.oracle;
   // Paths must not be empty ("" would silently mean a default or the current directory).
   const CLI::Validator non_empty(
       [](std::string& s) { return s.empty() ? std::string("must not be empty") : std::string(); },
@@ -220,6 +221,25 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
   inf->add_flag("--json", info_json,
                 "print it as JSON (attributes, losses, steps, the first "
                 "non-finite value) instead");
+
+  auto* orx = app.add_subcommand(
+      "oracle",
+      "check a record's step against the straight-line float64 program (exit 0: every loss "
+      "and main grad within the bound, 1: not, or the record holds only digests, 2: bad input)");
+  orx->add_option("record", orc.record, "record (.h5)")->required()->check(non_empty);
+  orx->add_option("--step", orc.step,
+                  "the step checked (its losses and main grads, from the weights of the step "
+                  "before)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 999999));
+  orx->add_option("--bound", orc.bound,
+                  "relative L2 bound per tensor (default: the one derived from the record's "
+                  "dtype, printed)")
+      ->check(CLI::PositiveNumber);
+  orx->add_option("--json", orc.json_path, "also write the result as JSON")->check(non_empty);
+  orx->add_option("--max-rows", orc.max_rows, "tensors to list, worst first")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
 
   auto* g = app.add_subcommand("golden",
                                "committed per-tensor digests of every CPU scenario "
@@ -412,6 +432,10 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
        "Examples:\n  mtp-harness replay runs/default/latest/cand_p4v2_tmm.h5\n"
        "  mtp-harness replay golden/oracle/megatron_selftest_fused.h5 --variant-like ref_p1\n"
        "Exit: 0 equal under the class, 1 different, 2 bad input, 3 failure"},
+      {orx,
+       "Examples:\n  mtp-harness oracle runs/default/latest/cand_p4v2_tmm.h5\n"
+       "  mtp-harness oracle r.h5 --step 2 --bound 1e-4 --json oracle.json\nExit: 0 within the "
+       "bound, 1 outside it or undecided (digest-only tensors), 2 bad input, 3 failure"},
       {inf,
        "Examples:\n  mtp-harness info runs/default/latest/ref_p1.h5\n"
        "  mtp-harness info r.h5 --json\nExit: 0 printed, 2 not a readable record, "
@@ -481,7 +505,7 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       {rp, Command::kReplay},       {inf, Command::kInfo},       {gc, Command::kGoldenCheck},
       {gu, Command::kGoldenUpdate}, {e, Command::kEquiv},        {l, Command::kLayout},
       {s, Command::kSchedule},      {dp, Command::kDataPrepare}, {pfc, Command::kPerfCompare},
-      {pfa, Command::kPerfAb},      {pfm, Command::kPerfMerge}};
+      {pfa, Command::kPerfAb},      {pfm, Command::kPerfMerge},  {orx, Command::kOracle}};
   for (const auto& [sub, command] : chosen) {
     if (sub->parsed()) {
       cl.command = command;

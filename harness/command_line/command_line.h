@@ -34,6 +34,7 @@ enum class Command {
   kPerfCompare,
   kPerfAb,
   kPerfMerge,
+  kOracle,
 };
 
 /// Every subcommand's options; parse_command_line fills those of `command`.
@@ -53,6 +54,7 @@ struct CommandLine {
   PerfCompareCommandOptions perf_compare;
   PerfAbOptions perf_ab;
   PerfMergeOptions perf_merge;
+  OracleOptions oracle;
 };
 
 /// Parses argv into `cl`. Returns std::nullopt when `cl.command` is to run; otherwise the exit

@@ -84,6 +84,16 @@ struct ReplayOptions {
   int max_rows = 20;
 };
 
+/// mtp-harness oracle: a record's step against the straight-line float64 program
+/// (harness/oracle/oracle.h).
+struct OracleOptions {
+  std::string record;  ///< REC.h5
+  int step = 1;        ///< the step checked: its losses and main grads, from step − 1's weights
+  double bound = 0.0;  ///< relative L2 bound; 0 = the record dtype's (printed)
+  std::string json_path;  ///< also write the result as JSON
+  int max_rows = 10;      ///< tensors listed, worst first
+};
+
 struct GoldenOptions {
   std::vector<std::string> scenarios;  ///< scenario files; empty = every CPU scenario
   std::string golden_dir = "golden/digests";

@@ -1,0 +1,111 @@
+// End-to-end tests of `mtp-harness oracle`: a default-scenario record agrees with the float64
+// straight-line program; the same record with one main grad doubled (the embedding counted twice,
+// torchtitan #4488), or with the LM loss off by 1e-3, disagrees, naming that tensor; a record
+// holding only digests is undecided; a step the record lacks is bad input.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <functional>
+
+#include "harness/cli/cli_test_util.h"
+#include "harness/record/record.h"
+
+namespace {
+
+using mtp::cli_test::run;
+namespace record = mtp::record;
+
+class OracleCliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = testing::TempDir() + "/cli_oracle";
+    std::filesystem::create_directories(dir_);
+    const auto r =
+        run("run scenarios/default.toml --variant cand_p4v2_tmm --out " + dir_ + "/full.h5");
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+  /// A copy of full.h5 at `out` whose tensors pass through `edit(step, group, tensor)`.
+  static std::string copy_with(
+      const std::string& out,
+      const std::function<void(int, const std::string&, record::TensorData&)>& edit) {
+    const record::RecordReader in(dir_ + "/full.h5");
+    record::RecordWriter w(out);
+    for (const auto& [k, v] : in.attrs()) w.set_attr(k, v);
+    for (int step : in.steps()) {
+      for (const auto& group : in.groups(step)) {
+        for (const auto& name : in.names(step, group)) {
+          record::TensorData t = in.read(step, group, name);
+          edit(step, group, t);
+          w.write(step, group, t);
+        }
+      }
+    }
+    w.commit();
+    return out;
+  }
+  static std::string dir_;
+};
+std::string OracleCliTest::dir_;
+
+TEST_F(OracleCliTest, ADefaultScenarioRecordAgrees) {
+  const auto r = run("oracle " + dir_ + "/full.h5 --json " + dir_ + "/o.json");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("# verdict: AGREES (bounds: losses 6.1e-05, grads 6.1e-05)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/o.json"));
+  EXPECT_EQ(run("oracle " + dir_ + "/full.h5 --step 3").code, 0);
+}
+
+TEST_F(OracleCliTest, ADoubledEmbeddingGradDisagreesNamingIt) {
+  const std::string bad =
+      copy_with(dir_ + "/twice.h5", [](int step, const std::string& group, record::TensorData& t) {
+        if (step == 1 && group == "grad" && t.name == "embedding.word_embeddings.weight") {
+          for (size_t i = 0; i < t.bytes.size(); i += 4) {
+            float f;
+            std::memcpy(&f, &t.bytes[i], 4);
+            f *= 2.0f;
+            std::memcpy(&t.bytes[i], &f, 4);
+          }
+        }
+      });
+  const auto r = run("oracle " + bad);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("DISAGREES"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 of 75 tensors outside, worst step 1 "
+                       "grad/embedding.word_embeddings.weight at 1"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(OracleCliTest, ALossOffByOnePartInAThousandDisagrees) {
+  const std::string bad =
+      copy_with(dir_ + "/lm.h5", [](int step, const std::string& group, record::TensorData& t) {
+        if (step == 1 && group == "loss" && t.name == "lm") {
+          float f;
+          std::memcpy(&f, t.bytes.data(), 4);
+          f *= 1.001f;
+          std::memcpy(t.bytes.data(), &f, 4);
+        }
+      });
+  const auto r = run("oracle " + bad);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("worst step 1 loss/lm at 0.001"), std::string::npos) << r.out;
+}
+
+TEST_F(OracleCliTest, DigestOnlyIsUndecidedAndAMissingStepIsBadInput) {
+  const std::string digest = dir_ + "/digest.h5";
+  ASSERT_EQ(run("run scenarios/default.toml --variant ref_p1 --record digest --out " + digest).code,
+            0);
+  auto r = run("oracle " + digest);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("# verdict: UNDECIDED: the record holds only digests of"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("--dump-steps 0,1"), std::string::npos) << r.out;
+  r = run("oracle " + dir_ + "/full.h5 --step 4");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("has no step 4"), std::string::npos) << r.out;
+}
+
+}  // namespace
