@@ -94,6 +94,40 @@ TEST_F(OracleCliTest, ALossOffByOnePartInAThousandDisagrees) {
   EXPECT_NE(r.out.find("worst step 1 loss/lm at 0.001"), std::string::npos) << r.out;
 }
 
+// Bad records are bad input (exit 2, naming the tensor), not a LibTorch error or a verdict: a
+// token id past the vocabulary, a grad of another shape, a loss the model does not have.
+TEST_F(OracleCliTest, ABadRecordIsBadInputNamingTheTensor) {
+  const std::string token =
+      copy_with(dir_ + "/token.h5", [](int step, const std::string& group, record::TensorData& t) {
+        if (step == 1 && group == "batch" && t.name == "tokens") {
+          const int32_t v = 256;
+          std::memcpy(t.bytes.data() + 4 * 5, &v, 4);
+        }
+      });
+  auto r = run("oracle " + token);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("step 1 batch/tokens: element 5 is 256, outside [0, 256)"),
+            std::string::npos)
+      << r.out;
+  const std::string shape =
+      copy_with(dir_ + "/shape.h5", [](int step, const std::string& group, record::TensorData& t) {
+        if (step == 1 && group == "grad" && t.name == "decoder.final_layernorm.weight") {
+          t.shape = {t.shape[0], 1};
+        }
+      });
+  r = run("oracle " + shape);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("decoder.final_layernorm.weight"), std::string::npos) << r.out;
+  const std::string loss =
+      copy_with(dir_ + "/loss.h5", [](int step, const std::string& group, record::TensorData& t) {
+        if (step == 1 && group == "loss" && t.name == "mtp_2") t.name = "mtp_3";
+      });
+  r = run("oracle " + loss);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("holds the losses {lm, mtp_1, mtp_3, total}"), std::string::npos) << r.out;
+  EXPECT_EQ(run("oracle " + dir_ + "/full.h5 --bound nan").code, 2);
+}
+
 TEST_F(OracleCliTest, DigestOnlyIsUndecidedAndAMissingStepIsBadInput) {
   const std::string digest = dir_ + "/digest.h5";
   ASSERT_EQ(run("run scenarios/default.toml --variant ref_p1 --record digest --out " + digest).code,

@@ -12,9 +12,11 @@
 
 #include "harness/cli/commands.h"
 #include "harness/common/output_file.h"
+#include "harness/common/utf8.h"
 #include "harness/config/param_specs.h"
 #include "harness/engine/weights_import.h"
 #include "harness/oracle/oracle.h"
+#include "harness/record/named_tensors.h"
 #include "harness/record/record.h"
 #include "harness/replay/record_run.h"
 
@@ -58,6 +60,33 @@ double relative_l2(const at::Tensor& got, const at::Tensor& want) {
   return diff == 0 ? 0.0 : INFINITY;
 }
 
+/// Batch tensor `index` (tokens, labels, loss_mask) of `step`: integers of shape [K, b, s], each
+/// in [0, limit) (token ids and labels below the vocabulary, the mask 0 or 1); RecordError
+/// naming the tensor and the first element that is not.
+at::Tensor read_batch(const record::RecordReader& rec, int step, size_t index,
+                      const config::ModelConfig& m, int64_t limit) {
+  const std::string name = record::kBatchTensorNames[index];
+  const record::TensorData d = rec.read(step, record::Group::kBatch, name);
+  const std::string where = fmt::format("{}: step {} batch/{}", rec.path(), step, name);
+  if (record::dtype_is_float(d.dtype)) {
+    throw record::RecordError(
+        fmt::format("{} is {}; a batch holds integers", where, record::dtype_name(d.dtype)));
+  }
+  if (d.shape.size() != 3 || d.shape[1] != m.micro_batch_size || d.shape[2] != m.seq_length) {
+    throw record::RecordError(fmt::format("{} has shape [{}], expected [K, {}, {}]", where,
+                                          fmt::join(d.shape, ", "), m.micro_batch_size,
+                                          m.seq_length));
+  }
+  const at::Tensor t = engine::tensor_from_record(d).to(at::kLong);
+  const at::Tensor bad = ((t < 0) | (t >= limit)).reshape({-1});
+  if (bad.any().item<bool>()) {
+    const int64_t i = bad.to(at::kByte).argmax().item<int64_t>();
+    throw record::RecordError(fmt::format("{}: element {} is {}, outside [0, {})", where, i,
+                                          t.reshape({-1})[i].item<int64_t>(), limit));
+  }
+  return t;
+}
+
 }  // namespace
 
 int run_oracle(const OracleOptions& opt) {
@@ -83,27 +112,67 @@ int run_oracle(const OracleOptions& opt) {
   const record::Group weights_group = rec.has_group(step - 1, record::Group::kModelWeight)
                                           ? record::Group::kModelWeight
                                           : record::Group::kWeight;
+  // Every tensor the step needs must hold its values (not only digests).
+  const std::vector<config::ParamSpec> specs = config::parameter_specs(model);
   std::vector<std::string> digest_only;
-  auto read = [&](int s, record::Group g, const std::string& name) {
-    if (!rec.info(s, record::group_name(g), name).stored) {
-      digest_only.push_back(fmt::format("step {} {}/{}", s, record::group_name(g), name));
-      return at::Tensor();
+  auto need_values = [&](int s, record::Group g) {
+    for (const auto& name : rec.names(s, g)) {
+      if (!rec.info(s, record::group_name(g), name).stored) {
+        digest_only.push_back(fmt::format("step {} {}/{}", s, record::group_name(g), name));
+      }
     }
-    return engine::tensor_from_record(rec.read(s, g, name));
   };
+  for (const auto& [s, g] :
+       {std::pair{step - 1, weights_group}, std::pair{step, record::Group::kBatch},
+        std::pair{step, record::Group::kLoss}, std::pair{step, record::Group::kGrad}}) {
+    if (!rec.has_group(s, g)) {
+      throw record::RecordError(
+          fmt::format("{}: step {} has no {} group (the oracle needs the "
+                      "weights of step {} and the batch, losses and grads "
+                      "of step {})",
+                      opt.record, s, record::group_name(g), step - 1, step));
+    }
+    need_values(s, g);
+  }
   oracle::StepInputs in;
   in.model = model;
-  const std::vector<config::ParamSpec> specs = config::parameter_specs(model);
-  record::DType model_dtype = record::DType::kF32;
-  for (const auto& spec : specs) {
-    in.weights[spec.name] = read(step - 1, weights_group, spec.name);
-    model_dtype = rec.info(step - 1, record::group_name(weights_group), spec.name).dtype;
-  }
-  in.tokens = read(step, record::Group::kBatch, record::kBatchTensorNames[0]);
-  in.labels = read(step, record::Group::kBatch, record::kBatchTensorNames[1]);
-  in.loss_mask = read(step, record::Group::kBatch, record::kBatchTensorNames[2]);
   std::map<std::string, at::Tensor> grads;
-  for (const auto& spec : specs) grads[spec.name] = read(step, record::Group::kGrad, spec.name);
+  const record::DType model_dtype =
+      rec.describe(step - 1, weights_group, config::kWordEmbeddingName).dtype;
+  if (digest_only.empty()) {
+    // Exactly the model's parameters, each of its shape and a float dtype (else RecordError).
+    std::vector<record::ExpectedTensor> expected;
+    for (const auto& spec : specs) expected.push_back({spec.name, spec.shape});
+    for (const auto& t : record::read_named_tensors(rec, step - 1, weights_group, expected)) {
+      in.weights[t.name] = engine::tensor_from_record(t);
+    }
+    for (const auto& t : record::read_named_tensors(rec, step, record::Group::kGrad, expected)) {
+      grads[t.name] = engine::tensor_from_record(t).to(at::kDouble);
+    }
+    in.tokens = read_batch(rec, step, 0, model, model.vocab_size);
+    in.labels = read_batch(rec, step, 1, model, model.vocab_size);
+    in.loss_mask = read_batch(rec, step, 2, model, 2);
+    std::vector<std::string> loss_names = rec.names(step, record::Group::kLoss);
+    std::vector<std::string> want = record::loss_names(model.mtp_num_layers);
+    std::sort(loss_names.begin(), loss_names.end());
+    std::sort(want.begin(), want.end());
+    if (loss_names != want) {
+      throw record::RecordError(fmt::format(
+          "{}: step {} holds the losses {{{}}}; a model with mtp_num_layers = {} records {{{}}}",
+          opt.record, step, printable(fmt::format("{}", fmt::join(loss_names, ", "))),
+          model.mtp_num_layers, fmt::join(want, ", ")));
+    }
+    for (const auto& name : loss_names) {
+      const auto info = rec.describe(step, record::Group::kLoss, name);
+      if (info.numel() != 1 || !record::dtype_is_float(info.dtype)) {
+        throw record::RecordError(
+            fmt::format("{}: step {} loss/{} is {} [{}]; a loss is a float "
+                        "scalar",
+                        opt.record, step, printable(name), record::dtype_name(info.dtype),
+                        fmt::join(info.shape, ", ")));
+      }
+    }
+  }
   const Bounds bounds = opt.bound > 0 ? Bounds{opt.bound, opt.bound} : dtype_bounds(model_dtype);
   nlohmann::json j;
   j["schema_version"] = 1;

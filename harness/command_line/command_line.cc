@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <vector>
 
@@ -235,7 +236,20 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
   orx->add_option("--bound", orc.bound,
                   "relative L2 bound per tensor (default: the one derived from the record's "
                   "dtype, printed)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            double v = 0;
+            try {
+              size_t used = 0;
+              v = std::stod(s, &used);
+              if (used != s.size()) v = NAN;
+            } catch (const std::exception&) {
+              v = NAN;
+            }
+            return std::isfinite(v) && v > 0 ? std::string()
+                                             : std::string("must be a finite number > 0");
+          },
+          "BOUND", "finite-positive"));
   orx->add_option("--json", orc.json_path, "also write the result as JSON")->check(non_empty);
   orx->add_option("--max-rows", orc.max_rows, "tensors to list, worst first")
       ->capture_default_str()
