@@ -53,13 +53,6 @@ struct Row {
   bool within() const { return error <= bound; }
 };
 
-double relative_l2(const at::Tensor& got, const at::Tensor& want) {
-  const double norm = want.norm().item<double>();
-  const double diff = (got - want).norm().item<double>();
-  if (norm > 0) return diff / norm;
-  return diff == 0 ? 0.0 : INFINITY;
-}
-
 /// Batch tensor `index` (tokens, labels, loss_mask) of `step`: integers of shape [K, b, s], each
 /// in [0, limit) (token ids and labels below the vocabulary, the mask 0 or 1); RecordError
 /// naming the tensor and the first element that is not.
@@ -211,7 +204,7 @@ int run_oracle(const OracleOptions& opt) {
   }
   loss_row(record::kTotalLossName, o.total);
   for (const auto& spec : specs) {
-    const double err = relative_l2(grads[spec.name].to(at::kDouble), o.grads.at(spec.name));
+    const double err = oracle::relative_l2(grads[spec.name].to(at::kDouble), o.grads.at(spec.name));
     rows.push_back({record::group_name(record::Group::kGrad), spec.name, err, bounds.grad});
     j["grads"].push_back({{"name", spec.name}, {"error", std::isfinite(err) ? err : -1.0}});
   }

@@ -226,4 +226,11 @@ StepResult straight_line_step(const StepInputs& in) {
   return r;
 }
 
+double relative_l2(const at::Tensor& got, const at::Tensor& want) {
+  const double norm = want.to(at::kDouble).norm().item<double>();
+  const double diff = (got.to(at::kDouble) - want.to(at::kDouble)).norm().item<double>();
+  if (norm > 0) return diff / norm;
+  return diff == 0 ? 0.0 : INFINITY;
+}
+
 }  // namespace mtp::oracle

@@ -62,4 +62,8 @@ struct StepResult {
 /// is not [K, b, s] with b, s the model's.
 StepResult straight_line_step(const StepInputs& in);
 
+/// ‖got − want‖₂ / ‖want‖₂ over every element (float64); 0 when both are zero, infinity when only
+/// `want` is. The measure the oracle's bounds are stated in.
+double relative_l2(const at::Tensor& got, const at::Tensor& want);
+
 }  // namespace mtp::oracle

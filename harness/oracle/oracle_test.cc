@@ -73,11 +73,6 @@ StepInputs inputs(const record::RecordReader& r, const config::ModelConfig& m) {
   return in;
 }
 
-double relative_l2(const at::Tensor& a, const at::Tensor& b) {
-  const double denom = b.norm().item<double>();
-  return (a - b).norm().item<double>() / (denom > 0 ? denom : 1.0);
-}
-
 void expect_oracle_agrees(const Case& c) {
   SCOPED_TRACE(c.name);
   const record::RecordReader r(train(c));
