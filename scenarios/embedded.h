@@ -11,6 +11,9 @@ namespace mtp::scenarios {
 /// The text of scenarios/default.toml at build time.
 const char* default_scenario_text();
 
+/// The text of scenarios/faults.toml at build time (mtp-harness selftest).
+const char* faults_scenario_text();
+
 /// The built-in models of `mtp-harness equiv`: "default" (scenarios/default.toml: 8 dense
 /// layers, D = 2) and "tiny-moe" (scenarios/overlap.toml: 8 layers, 7 of them MoE, D = 1). The
 /// text of the scenario that defines the model (its [model], [training] and [data] are used),

@@ -31,10 +31,30 @@ void print_failures(const std::vector<report::ExpectationResult>& results, const
     for (const auto& p : r.pairs) {
       if (p.holds || p.undecided) continue;
       const std::string& a = run.records.at(p.baseline);
+      if (r.expectation->oracle) {
+        // A variant against the float64 program: the record names everything to re-check.
+        std::cout << fmt::format(
+            "\n## {} FAILED: {} vs the float64 oracle ({})\n# why it should hold: {}\n",
+            r.expectation->name, p.baseline, p.other, r.expectation->why);
+        if (!p.nonfinite.empty()) std::cout << "# non-finite value in " << p.nonfinite << "\n";
+        std::cout << compare::format_report(p.result, a, p.other);
+        if (const auto& fd = p.result.first_divergence) {
+          const auto it = p.owners.find(fd->name);
+          if (it != p.owners.end() && it->second.stage >= 0) {
+            std::cout << fmt::format("# {}/{} is owned by {} in {}\n", fd->group, fd->name,
+                                     it->second.describe(), p.baseline);
+          }
+        }
+        const auto& steps = r.expectation->selection.steps;
+        std::cout << fmt::format("# rerun: mtp-harness oracle {} --step {}\n# re-train {}: {}\n", a,
+                                 steps.empty() ? 1 : *steps.begin(), p.baseline,
+                                 by_name.at(p.baseline)->retrain_command);
+        continue;
+      }
       const std::string& b = run.records.at(p.other);
       std::cout << fmt::format("\n## {} FAILED: {} vs {} ({})\n# why it should hold: {}\n",
                                r.expectation->name, p.baseline, p.other,
-                               r.expectation->cls.to_string(), r.expectation->why);
+                               r.expectation->class_text(), r.expectation->why);
       if (!p.nonfinite.empty()) std::cout << "# non-finite value in " << p.nonfinite << "\n";
       if (!p.note.empty()) std::cout << "# " << p.note << "\n";
       std::cout << compare::format_report(p.result, a, b);
@@ -49,7 +69,7 @@ void print_failures(const std::vector<report::ExpectationResult>& results, const
       std::string args = fmt::format(" --class {} --records {}",
                                      r.expectation->cls.kind == compare::CompareClass::Kind::kDiffer
                                          ? "bitwise"
-                                         : r.expectation->cls.to_string(),
+                                         : r.expectation->class_text(),
                                      fmt::join(sel.groups, ","));
       for (const auto& pat : sel.include) args += fmt::format(" --include '{}'", pat);
       for (const auto& pat : sel.exclude) args += fmt::format(" --exclude '{}'", pat);

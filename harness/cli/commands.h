@@ -69,6 +69,13 @@ int run_info(const std::string& path, bool json = false);
 /// digest), 2 bad input (not a record, no such step, a model replay cannot read).
 int run_oracle(const OracleOptions& opt);
 
+/// mtp-harness selftest: trains the compiled-in scenarios/faults.toml (each variant plants one
+/// bug of config/fault.h), evaluates its expectations and prints the detection table: per fault
+/// its source, the detector expectation, the step and tensor where it was caught, and the time.
+/// A fault of config::all_faults() without a detector is a gap and fails. Returns kExitOk when
+/// every expectation holds, kExitMismatch otherwise. Throws what check throws.
+int run_selftest(const SelftestOptions& opt);
+
 /// Compares two records. 0 = equal under the class, 1 = different.
 int run_compare(const CompareOptions& opt);
 

@@ -90,6 +90,8 @@ int main(int argc, char** argv) {
         return mtp::cli::run_perf_merge(cl.perf_merge);
       case Command::kOracle:
         return mtp::cli::run_oracle(cl.oracle);
+      case Command::kSelftest:
+        return mtp::cli::run_selftest(cl.selftest);
     }
     return static_cast<int>(mtp::kExitUsage);
   }));

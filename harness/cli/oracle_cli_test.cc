@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "harness/cli/cli_test_util.h"
@@ -140,6 +141,71 @@ TEST_F(OracleCliTest, DigestOnlyIsUndecidedAndAMissingStepIsBadInput) {
   r = run("oracle " + dir_ + "/full.h5 --step 4");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("has no step 4"), std::string::npos) << r.out;
+}
+
+// In check, class "oracle" fails a variant whose shared code is wrong, naming the step and
+// tensor and how to re-check; with `detects` the same failure is the expectation's pass.
+TEST(OracleExpectationTest, APlantedBugFailsTheOracleInCheckNamingTheTensor) {
+  mtp::testing_util::ScratchDir dir;
+  // The tiny scenario (its P = 1 pair fails on purpose) with a planted bug in one more variant.
+  const std::string sc = mtp::cli_test::tiny_scenario(dir);
+  std::string text = mtp::testing_util::read_text(sc);
+  text.replace(text.find("name = \"tiny\""), 13, "name = \"tiny\"\nfault_injection = true");
+  std::ofstream(sc) << text << R"(
+[[variant]]
+name = "planted"
+implementation = "candidate"
+pp = 2
+inject = "mtp_loss_main_mask_count"
+[[expectation]]
+name = "oracle"
+variants = ["ref_p2", "planted"]
+class = "oracle"
+why = "shared code agrees with the float64 program"
+[[expectation]]
+name = "detector"
+variants = ["planted"]
+class = "oracle"
+detects = "mtp_loss_main_mask_count"
+first_divergence = "loss/mtp_1"
+first_divergence_step = 1
+why = "Megatron-LM #2417"
+)";
+  const auto r = run("check " + sc + " --out " + dir.file("o"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("## oracle FAILED: planted vs the float64 oracle (oracle/loss)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("first divergence: step 1 loss/mtp_1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# rerun: mtp-harness oracle " + dir.file("o") + "/planted.h5 --step 1"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("PASS   ref_p2 vs oracle/grad"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("caught mtp_loss_main_mask_count at step 1 loss/mtp_1"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("4 expectation(s): 2 passed, 2 failed"), std::string::npos) << r.out;
+  // The record names the planted bug.
+  EXPECT_NE(run("info " + dir.file("o") + "/planted.h5").out.find("mtp_loss_main_mask_count"),
+            std::string::npos);
+}
+
+// selftest: every fault of config/fault.h is caught by its detector where faults.toml says.
+TEST(SelftestTest, EveryPlantedBugIsCaughtWhereExpected) {
+  mtp::testing_util::ScratchDir dir;
+  const auto r = run("selftest --quiet --out " + dir.file("st") + " --json " + dir.file("d.json"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  size_t caught = 0;
+  for (size_t at = r.out.find(" CAUGHT\n"); at != std::string::npos;
+       at = r.out.find(" CAUGHT\n", at + 1)) {
+    ++caught;
+  }
+  EXPECT_EQ(caught, 9u) << r.out;
+  EXPECT_EQ(r.out.find("MISSED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("embedding_norm_counted_twice.oracle           1  attr/grad_norm"),
+            std::string::npos)
+      << r.out;
+  const std::string json = mtp::testing_util::read_text(dir.file("d.json"));
+  EXPECT_NE(json.find("\"source\": \"Megatron-LM #2417\""), std::string::npos) << json;
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "harness/data/token_source.h"
 #include "harness/engine/step_recorder.h"
 #include "harness/engine/trainer.h"
+#include "harness/oracle/check/record_check.h"
 #include "harness/record/record.h"
 
 namespace mtp::cli {
@@ -42,16 +43,24 @@ std::string shell_quote(const std::string& s) {
 bool embedded(const scenario::Scenario& sc) { return sc.source.rfind("<", 0) == 0; }
 
 /// The steps of `variant`'s record that an expectation compares under a class needing values
-/// (ulp, tol: digests that differ cannot decide them), so that they are kept in full whatever the
-/// record mode and no verdict lacks its data.
+/// (ulp, tol, rel_l2: digests that differ cannot decide them; oracle: steps n − 1 and n of every
+/// step n it checks), so that they are kept in full whatever the record mode and no verdict lacks
+/// its data.
 std::set<int64_t> value_steps(const scenario::Scenario& sc, const std::string& variant) {
   std::set<int64_t> out;
   for (const auto& e : sc.expectations) {
-    const auto kind = e.cls.kind;
-    if (kind != compare::CompareClass::Kind::kUlp && kind != compare::CompareClass::Kind::kTol) {
+    if (!e.oracle && !e.cls.needs_values()) continue;
+    if (std::find(e.variants.begin(), e.variants.end(), variant) == e.variants.end()) continue;
+    if (e.oracle) {  // step n against the oracle needs the weights of step n − 1 in full
+      if (e.selection.steps.empty()) {
+        for (int64_t s = 0; s <= sc.training.steps; ++s) out.insert(s);
+      }
+      for (int s : e.selection.steps) {
+        out.insert(s - 1);
+        out.insert(s);
+      }
       continue;
     }
-    if (std::find(e.variants.begin(), e.variants.end(), variant) == e.variants.end()) continue;
     if (e.selection.steps.empty()) {
       for (int64_t s = 0; s <= sc.training.steps; ++s) out.insert(s);
     } else {
@@ -356,8 +365,14 @@ std::vector<report::ExpectationResult> evaluate_expectations(const scenario::Sce
     for (const auto& v : e.variants) {
       if (!run.records.count(v)) missing.push_back(v);
     }
-    results.push_back(missing.empty() ? report::evaluate(e, run.records)
-                                      : report::skipped(e, std::move(missing)));
+    if (!missing.empty()) {
+      results.push_back(report::skipped(e, std::move(missing)));
+    } else if (e.oracle) {
+      results.push_back(oracle::evaluate_oracle_expectation(e, run.records));
+    } else {
+      results.push_back(report::evaluate(e, run.records));
+    }
+    if (e.detects) report::apply_detection(e, results.back());
   }
   return results;
 }

@@ -63,6 +63,7 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
   PerfAbOptions& pab = cl.perf_ab;
   PerfMergeOptions& pm = cl.perf_merge;
   OracleOptions& orc = cl.oracle;
+  SelftestOptions& st = cl.selftest;
   // Paths must not be empty ("" would silently mean a default or the current directory).
   const CLI::Validator non_empty(
       [](std::string& s) { return s.empty() ? std::string("must not be empty") : std::string(); },
@@ -161,7 +162,7 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
                                "1: different, 2: bad input)");
   k->add_option("a", cmp.a, "first record (.h5)")->required()->check(non_empty);
   k->add_option("b", cmp.b, "second record (.h5)")->required()->check(non_empty);
-  k->add_option("--class", cmp.cls, "bitwise | ulp:N | tol:RTOL,ATOL | differ")
+  k->add_option("--class", cmp.cls, "bitwise | ulp:N | tol:RTOL,ATOL | rel_l2:B | differ")
       ->capture_default_str();
   k->add_option("--records", cmp.records,
                 fmt::format("records to compare: {}", fmt::join(record::record_groups(), ", ")))
@@ -192,7 +193,7 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
                                 "input)");
   rp->add_option("record", rep.record, "record (.h5)")->required()->check(non_empty);
   rp->add_option("--class", rep.cls,
-                 "bitwise | ulp:N | tol:RTOL,ATOL (default: bitwise when the "
+                 "bitwise | ulp:N | tol:RTOL,ATOL | rel_l2:B (default: bitwise when the "
                  "environment fingerprint matches the record's, else the "
                  "dtype's rounding tolerance)");
   rp->add_option("--steps", rep.steps, "consecutive steps: all | A | A-B | A-")
@@ -254,6 +255,16 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
   orx->add_option("--max-rows", orc.max_rows, "tensors to list, worst first")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
+
+  auto* stx = app.add_subcommand(
+      "selftest",
+      "plant each known bug (scenarios/faults.toml, compiled in) and show which expectation "
+      "catches it, at which step and tensor (exit 0: every fault caught where expected, 1: one "
+      "is not, 2: bad input)");
+  stx->add_option("--out", st.out_dir, "directory for the records and reports")->check(non_empty);
+  stx->add_option("--json", st.json_path, "also write the detection table as JSON")
+      ->check(non_empty);
+  stx->add_flag("-q,--quiet", st.quiet, "no progress line on stderr");
 
   auto* g = app.add_subcommand("golden",
                                "committed per-tensor digests of every CPU scenario "
@@ -446,6 +457,11 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
        "Examples:\n  mtp-harness replay runs/default/latest/cand_p4v2_tmm.h5\n"
        "  mtp-harness replay golden/oracle/megatron_selftest_fused.h5 --variant-like ref_p1\n"
        "Exit: 0 equal under the class, 1 different, 2 bad input, 3 failure"},
+      {stx,
+       "Examples:\n  mtp-harness selftest\n  mtp-harness selftest --out st --json "
+       "st/detection.json\n"
+       "Exit: 0 every fault caught by its detector, 1 one is not (or a clean expectation fails), "
+       "2 bad input, 3 failure"},
       {orx,
        "Examples:\n  mtp-harness oracle runs/default/latest/cand_p4v2_tmm.h5\n"
        "  mtp-harness oracle r.h5 --step 2 --bound 1e-4 --json oracle.json\nExit: 0 within the "
@@ -519,7 +535,8 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       {rp, Command::kReplay},       {inf, Command::kInfo},       {gc, Command::kGoldenCheck},
       {gu, Command::kGoldenUpdate}, {e, Command::kEquiv},        {l, Command::kLayout},
       {s, Command::kSchedule},      {dp, Command::kDataPrepare}, {pfc, Command::kPerfCompare},
-      {pfa, Command::kPerfAb},      {pfm, Command::kPerfMerge},  {orx, Command::kOracle}};
+      {pfa, Command::kPerfAb},      {pfm, Command::kPerfMerge},  {orx, Command::kOracle},
+      {stx, Command::kSelftest}};
   for (const auto& [sub, command] : chosen) {
     if (sub->parsed()) {
       cl.command = command;

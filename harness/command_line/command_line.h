@@ -35,6 +35,7 @@ enum class Command {
   kPerfAb,
   kPerfMerge,
   kOracle,
+  kSelftest,
 };
 
 /// Every subcommand's options; parse_command_line fills those of `command`.
@@ -55,6 +56,7 @@ struct CommandLine {
   PerfAbOptions perf_ab;
   PerfMergeOptions perf_merge;
   OracleOptions oracle;
+  SelftestOptions selftest;
 };
 
 /// Parses argv into `cl`. Returns std::nullopt when `cl.command` is to run; otherwise the exit

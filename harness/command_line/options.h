@@ -94,6 +94,14 @@ struct OracleOptions {
   int max_rows = 10;      ///< tensors listed, worst first
 };
 
+/// mtp-harness selftest: the planted bugs of scenarios/faults.toml (compiled in), each of which
+/// a named expectation must catch (harness/config/fault.h).
+struct SelftestOptions {
+  std::string out_dir;    ///< records and reports; empty = runs/faults/<UTC time>
+  std::string json_path;  ///< also write the detection table as JSON
+  bool quiet = false;     ///< no progress line on stderr
+};
+
 struct GoldenOptions {
   std::vector<std::string> scenarios;  ///< scenario files; empty = every CPU scenario
   std::string golden_dir = "golden/digests";

@@ -179,6 +179,9 @@ void merge_chunk(const TensorDiff& part, TensorDiff& d) {
   d.max_abs = std::max(d.max_abs, part.max_abs);
   d.max_rel = std::max(d.max_rel, part.max_rel);
   d.max_limit_fraction = std::max(d.max_limit_fraction, part.max_limit_fraction);
+  d.sum_sq_diff += part.sum_sq_diff;
+  d.sum_sq_b += part.sum_sq_b;
+  d.nonfinite_diff = d.nonfinite_diff || part.nonfinite_diff;
   if (d.first_index < 0 && part.first_index >= 0) {
     d.first_index = part.first_index;
     d.a_value = part.a_value;
@@ -256,6 +259,7 @@ void Walk::compare_stored(int step, const std::string& group, const std::string&
     if (e) std::rethrow_exception(e);
   }
   for (const TensorDiff& part : parts) merge_chunk(part, d);
+  finish_values(cls_, info.dtype, d);
   if (d.first_index >= 0) d.first_coord = unflatten(d.first_index, info.shape);
 }
 
@@ -278,7 +282,7 @@ void Walk::compare_digests(int step, const std::string& group, const std::string
   d.first_block_coord = unflatten(d.first_block * record::kDigestBlockElements, ia.shape);
   // Differing digests prove a bit difference: that decides bitwise and differ, but not a class
   // that allows some difference.
-  d.undecided = cls_.kind == CompareClass::Kind::kUlp || cls_.kind == CompareClass::Kind::kTol;
+  d.undecided = cls_.needs_values();
 }
 
 void Walk::compare_group(int step, const std::string& group) {

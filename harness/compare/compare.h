@@ -10,6 +10,10 @@
 //        monotone integer (so +0 and −0 are 0 ULP apart; any NaN vs non-NaN fails); ints exact.
 // tol:RTOL,ATOL: |a − b| ≤ ATOL + RTOL·|b| (b = the second record), NaN only equals NaN, inf
 //        only equals the same inf; ints exact.
+// rel_l2:B: per tensor, ‖a − b‖₂ / ‖b‖₂ ≤ B over its float elements (b = the second record; the
+//        sums in float64, chunk by chunk in a fixed order); any NaN or inf that differs in bits
+//        fails; ints exact. The measure mixed-precision results are bounded in (a bf16 run against
+//        an fp32 or float64 one): elementwise tolerances fail on the near-zero elements.
 // differ: a negative control; holds iff the records are NOT bitwise equal on the selection.
 // Digests first (record.h, digest.h): a tensor whose digests are equal in both records is equal
 // under every class without reading its values. When they differ and both records hold the
@@ -40,15 +44,22 @@ namespace mtp::compare {
 
 /// A comparison class (architecture.md §5 item 6).
 struct CompareClass {
-  enum class Kind { kBitwise, kUlp, kTol, kDiffer };
+  enum class Kind { kBitwise, kUlp, kTol, kRelL2, kDiffer };
   Kind kind = Kind::kBitwise;
-  int64_t max_ulp = 0;  ///< kUlp
-  double rtol = 0.0;    ///< kTol
-  double atol = 0.0;    ///< kTol
-  /// Parses "bitwise", "ulp:N" (N ≥ 0 integer), "tol:RTOL,ATOL" (both ≥ 0, finite), "differ".
+  int64_t max_ulp = 0;      ///< kUlp
+  double rtol = 0.0;        ///< kTol
+  double atol = 0.0;        ///< kTol
+  double max_rel_l2 = 0.0;  ///< kRelL2
+  /// Parses "bitwise", "ulp:N" (N ≥ 0 integer), "tol:RTOL,ATOL" (both ≥ 0, finite), "rel_l2:B"
+  /// (B ≥ 0, finite), "differ".
   /// Throws InputError naming the text and the accepted forms.
   static CompareClass parse(const std::string& text);
   std::string to_string() const;
+  /// Whether digests that differ leave a tensor undecided (ulp, tol, rel_l2: a difference in
+  /// bits may be within the class).
+  bool needs_values() const {
+    return kind == Kind::kUlp || kind == Kind::kTol || kind == Kind::kRelL2;
+  }
 };
 
 /// Which part of the records to compare.
@@ -90,6 +101,13 @@ struct TensorDiff {
   /// ulp and tol: the largest fraction of the class's limit any element used (|a − b| over
   /// ATOL + RTOL·|b|; ULP distance over N); 1 − it is the headroom. 0 when all bits are equal.
   double max_limit_fraction = 0.0;
+  /// rel_l2: Σ (a − b)² over the elements whose bits differ and Σ b² over all, float64; whether
+  /// a NaN or inf differs in bits; and ‖a − b‖₂ / ‖b‖₂ (infinity for a non-finite difference or
+  /// ‖b‖₂ = 0 < ‖a − b‖₂), set once the whole tensor was seen.
+  double sum_sq_diff = 0.0;
+  double sum_sq_b = 0.0;
+  bool nonfinite_diff = false;
+  double rel_l2 = 0.0;
   bool failed() const {
     return !structural.empty() || mismatches > 0 || (first_block >= 0 && !undecided);
   }

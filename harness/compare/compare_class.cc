@@ -12,7 +12,7 @@ namespace {
 
 constexpr const char* kAcceptedForms =
     "bitwise, ulp:N (N a non-negative integer), tol:RTOL,ATOL (both non-negative and finite), "
-    "differ";
+    "rel_l2:B (B non-negative and finite), differ";
 
 [[noreturn]] void reject(const std::string& text, const std::string& why) {
   throw InputError(fmt::format("invalid comparison class '{}': {}; accepted forms: {}", text, why,
@@ -67,6 +67,13 @@ CompareClass CompareClass::parse(const std::string& text) {
     c.kind = Kind::kTol;
     return c;
   }
+  if (starts_with(text, "rel_l2:")) {
+    if (!parse_tolerance(text.substr(7), c.max_rel_l2)) {
+      reject(text, "B must be a non-negative finite number");
+    }
+    c.kind = Kind::kRelL2;
+    return c;
+  }
   reject(text, "unknown class");
 }
 
@@ -78,6 +85,8 @@ std::string CompareClass::to_string() const {
       return fmt::format("ulp:{}", max_ulp);
     case Kind::kTol:
       return fmt::format("tol:{},{}", rtol, atol);
+    case Kind::kRelL2:
+      return fmt::format("rel_l2:{}", max_rel_l2);
     case Kind::kDiffer:
       return "differ";
   }

@@ -25,6 +25,13 @@ TEST(CompareClassTest, ParsesTheFourForms) {
   CompareClass z = CompareClass::parse("tol:0,0.5");
   EXPECT_EQ(z.rtol, 0.0);
   EXPECT_EQ(z.atol, 0.5);
+
+  CompareClass l = CompareClass::parse("rel_l2:0.125");
+  EXPECT_EQ(l.kind, Kind::kRelL2);
+  EXPECT_EQ(l.max_rel_l2, 0.125);
+  EXPECT_TRUE(l.needs_values());
+  EXPECT_FALSE(CompareClass::parse("bitwise").needs_values());
+  EXPECT_FALSE(CompareClass::parse("differ").needs_values());
 }
 
 TEST(CompareClassTest, RejectsMalformedTextNamingTheAcceptedForms) {
@@ -47,6 +54,12 @@ TEST(CompareClassTest, RejectsMalformedTextNamingTheAcceptedForms) {
                           "tol:,1",
                           "tol:1,",
                           "differ ",
+                          "rel_l2:",
+                          "rel_l2:-1",
+                          "rel_l2:nan",
+                          "rel_l2:inf",
+                          "rel_l2:1,2",
+                          "rel_l2",
                           "ulp"}) {
     SCOPED_TRACE(bad);
     try {
@@ -57,12 +70,14 @@ TEST(CompareClassTest, RejectsMalformedTextNamingTheAcceptedForms) {
       EXPECT_THAT(e.what(), HasSubstr("bitwise, ulp:N"));
       EXPECT_THAT(e.what(), HasSubstr("tol:RTOL,ATOL"));
       EXPECT_THAT(e.what(), HasSubstr("differ"));
+      EXPECT_THAT(e.what(), HasSubstr("rel_l2:B"));
     }
   }
 }
 
 TEST(CompareClassTest, ToStringRoundTrips) {
-  for (const char* text : {"bitwise", "differ", "ulp:0", "ulp:17", "tol:0.001,1e-08", "tol:0,0"}) {
+  for (const char* text : {"bitwise", "differ", "ulp:0", "ulp:17", "tol:0.001,1e-08", "tol:0,0",
+                           "rel_l2:0.0039", "rel_l2:0"}) {
     CompareClass c = CompareClass::parse(text);
     EXPECT_EQ(c.to_string(), text);
     CompareClass again = CompareClass::parse(c.to_string());
@@ -70,6 +85,7 @@ TEST(CompareClassTest, ToStringRoundTrips) {
     EXPECT_EQ(again.max_ulp, c.max_ulp);
     EXPECT_EQ(again.rtol, c.rtol);
     EXPECT_EQ(again.atol, c.atol);
+    EXPECT_EQ(again.max_rel_l2, c.max_rel_l2);
   }
 }
 

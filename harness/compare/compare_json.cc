@@ -1,6 +1,7 @@
 #include "harness/compare/compare_json.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace mtp::compare {
@@ -27,6 +28,10 @@ nlohmann::json to_json(const TensorDiff& d) {
                    {"by_digest", d.by_digest},
                    {"description", d.describe()}};
   if (!d.structural.empty()) j["structural"] = d.structural;
+  auto finite_or_null = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nullptr; };
+  // ulp, tol, rel_l2: the share of the class's limit used (null: infinite, a NaN or inf).
+  if (d.max_limit_fraction != 0.0) j["limit_fraction"] = finite_or_null(d.max_limit_fraction);
+  if (d.sum_sq_b > 0.0 || d.rel_l2 != 0.0) j["rel_l2"] = finite_or_null(d.rel_l2);
   if (d.first_index >= 0) {
     j["first"] = {{"index", d.first_index}, {"coord", d.first_coord}, {"a", d.a_value},
                   {"b", d.b_value},         {"a_bits", d.a_bits},     {"b_bits", d.b_bits}};

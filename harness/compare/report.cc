@@ -48,11 +48,20 @@ std::string TensorDiff::describe() const {
     if (bit_mismatches == 0) {
       return fmt::format("{}: bitwise equal", loc);
     }
+    if (rel_l2 > 0.0) {
+      return fmt::format(
+          "{}: {} of {} elements differ in bits; relative L2 {:.3g}, within the class", loc,
+          bit_mismatches, numel, rel_l2);
+    }
     return fmt::format("{}: {} of {} elements differ in bits, all within the class (max ULP {})",
                        loc, bit_mismatches, numel, ulp_string(max_ulp));
   }
   std::string index = first_coord.empty() ? "" : fmt::format("[{}]", fmt::join(first_coord, ", "));
-  return fmt::format("{}{}: a={} ({}) b={} ({})", loc, index, a_value, a_bits, b_value, b_bits);
+  // rel_l2 fails a whole tensor: say by how much, then its first differing element.
+  const std::string norm =
+      rel_l2 > 0.0 ? fmt::format(" (relative L2 of the tensor {:.3g})", rel_l2) : "";
+  return fmt::format("{}{}: a={} ({}) b={} ({}){}", loc, index, a_value, a_bits, b_value, b_bits,
+                     norm);
 }
 
 std::string verdict_text(const CompareResult& r) {
@@ -61,7 +70,9 @@ std::string verdict_text(const CompareResult& r) {
   int64_t failing = 0, bits = 0, differing = 0;
   uint64_t max_ulp = 0;
   double max_abs = 0.0, max_rel = 0.0, used = 0.0;
+  const TensorDiff* worst_l2 = nullptr;  // rel_l2: the tensor with the largest relative L2
   for (const TensorDiff& d : r.tensors) {
+    if (worst_l2 == nullptr || d.rel_l2 > worst_l2->rel_l2) worst_l2 = &d;
     failing += d.failed() ? 1 : 0;
     differing += d.bit_mismatches > 0 || d.first_block >= 0 ? 1 : 0;
     bits += d.bit_mismatches;
@@ -109,6 +120,13 @@ std::string verdict_text(const CompareResult& r) {
   if (r.cls.kind == CompareClass::Kind::kBitwise || bits == 0) {
     return fmt::format("bitwise equal ({} tensors, {} of them by digest)", r.tensors_compared,
                        r.tensors_by_digest);
+  }
+  if (r.cls.kind == CompareClass::Kind::kRelL2) {
+    return fmt::format(
+        "within {} ({} tensors): {} elements differ in bits, worst relative L2 {:.3g} ({}/{}), "
+        "max |diff| {:.3g}; {:.3g}% of the limit used (headroom {:.3g}%)",
+        cls, r.tensors_compared, bits, worst_l2->rel_l2, worst_l2->group, worst_l2->name, max_abs,
+        100.0 * used, 100.0 * (1.0 - used));
   }
   return fmt::format(
       "within {} ({} tensors): {} elements differ in bits, max |diff| {:.3g}, max "

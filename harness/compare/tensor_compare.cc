@@ -68,7 +68,16 @@ void compare_float(const uint8_t* pa, const uint8_t* pb, int64_t first, int64_t 
       }
     }
     d.max_ulp = std::max(d.max_ulp, ulp);
-    bool outside = true;  // bitwise and differ: any bit difference
+    bool outside = true;  // bitwise and differ: any bit difference; rel_l2 until finish_values
+    if (cls.kind == Kind::kRelL2) {
+      if (std::isfinite(va) && std::isfinite(vb)) {
+        d.sum_sq_diff += (va - vb) * (va - vb);
+      } else if (!(a_nan && b_nan)) {
+        d.nonfinite_diff = true;
+      } else {
+        outside = false;  // NaN against NaN: equal, as under tol
+      }
+    }
     if (cls.kind == Kind::kUlp) {
       outside = ulp > static_cast<uint64_t>(cls.max_ulp);
       d.max_limit_fraction =
@@ -136,9 +145,60 @@ std::vector<int64_t> unflatten(int64_t flat, const std::vector<int64_t>& shape) 
   return coord;
 }
 
+namespace {
+
+/// Σ b² over the chunk's finite elements (rel_l2's denominator), float64, in index order.
+template <class F>
+double sum_of_squares(const uint8_t* pb, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = F::to_double(load<typename F::Bits>(pb, i));
+    if (std::isfinite(v)) s += v * v;
+  }
+  return s;
+}
+
+}  // namespace
+
+void finish_values(const CompareClass& cls, record::DType dtype, TensorDiff& d) {
+  if (cls.kind != Kind::kRelL2 || !record::dtype_is_float(dtype)) return;
+  const double num = std::sqrt(d.sum_sq_diff);
+  const double den = std::sqrt(d.sum_sq_b);
+  d.rel_l2 = d.nonfinite_diff ? INFINITY : num == 0.0 ? 0.0 : den == 0.0 ? INFINITY : num / den;
+  const double bound = cls.max_rel_l2;
+  d.max_limit_fraction = bound > 0.0 ? d.rel_l2 / bound : (d.rel_l2 == 0.0 ? 0.0 : INFINITY);
+  if (d.rel_l2 <= bound) {
+    d.mismatches = 0;
+    d.first_index = -1;
+    d.first_coord.clear();
+    d.a_value.clear();
+    d.b_value.clear();
+    d.a_bits.clear();
+    d.b_bits.clear();
+  }
+}
+
 void compare_chunk(const uint8_t* pa, const uint8_t* pb, int64_t first, int64_t n,
                    record::DType dtype, const CompareClass& cls, TensorDiff& diff) {
   const size_t bytes = static_cast<size_t>(n) * static_cast<size_t>(record::dtype_size(dtype));
+  if (cls.kind == Kind::kRelL2 && bytes > 0) {
+    switch (dtype) {
+      case DType::kF32:
+        diff.sum_sq_b += sum_of_squares<F32>(pb, n);
+        break;
+      case DType::kF64:
+        diff.sum_sq_b += sum_of_squares<F64>(pb, n);
+        break;
+      case DType::kBF16:
+        diff.sum_sq_b += sum_of_squares<BF16>(pb, n);
+        break;
+      case DType::kF16:
+        diff.sum_sq_b += sum_of_squares<F16>(pb, n);
+        break;
+      default:
+        break;  // integers are exact under every class
+    }
+  }
   if (bytes == 0 || std::memcmp(pa, pb, bytes) == 0) {
     return;
   }
@@ -177,6 +237,7 @@ void compare_values(const record::TensorData& a, const record::TensorData& b,
                       fmt::format("tensor '{}': byte count does not match its shape", a.name));
   diff.numel = n;
   compare_chunk(a.bytes.data(), b.bytes.data(), 0, n, a.dtype, cls, diff);
+  finish_values(cls, a.dtype, diff);
   if (diff.first_index >= 0) {
     diff.first_coord = unflatten(diff.first_index, a.shape);
   }

@@ -23,6 +23,13 @@ void compare_values(const record::TensorData& a, const record::TensorData& b,
 void compare_chunk(const uint8_t* pa, const uint8_t* pb, int64_t first, int64_t n,
                    record::DType dtype, const CompareClass& cls, TensorDiff& diff);
 
+/// finish_values: completes `diff` once every chunk of a tensor of `dtype` was compared (and
+/// merged in chunk order): for rel_l2 on a float tensor, sets rel_l2 and max_limit_fraction and,
+/// when the tensor is within the bound, clears the elementwise failure fields (every differing
+/// element counted as outside while the sums were open). Other classes and integers (exact under
+/// every class): nothing.
+void finish_values(const CompareClass& cls, record::DType dtype, TensorDiff& diff);
+
 /// unflatten: the multi-index of row-major flat index `flat` in `shape` (empty for a scalar).
 std::vector<int64_t> unflatten(int64_t flat, const std::vector<int64_t>& shape);
 

@@ -177,10 +177,36 @@ TEST(TensorCompareTest, Tolerance) {
   EXPECT_EQ(run(a, b, "bitwise").bit_mismatches, 1);
 }
 
+// ‖a − b‖₂ / ‖b‖₂ over the whole tensor: a = (3, 4.5, 0), b = (3, 4, 0) → 0.5 / 5 = 0.1 exactly
+// in float64; the near-zero element that would fail an elementwise tolerance does not matter.
+TEST(TensorCompareTest, RelativeL2IsPerTensor) {
+  TensorData a = f32({3.0f, 4.5f, 1e-9f});
+  TensorData b = f32({3.0f, 4.0f, 0.0f});
+  TensorDiff within = run(a, b, "rel_l2:0.1");
+  EXPECT_DOUBLE_EQ(within.rel_l2, std::sqrt(0.25 + 1e-18) / 5.0);
+  EXPECT_EQ(within.bit_mismatches, 2);
+  EXPECT_EQ(within.mismatches, 0);  // within: no element is outside
+  EXPECT_EQ(within.first_index, -1);
+  EXPECT_FALSE(within.failed());
+  TensorDiff outside = run(a, b, "rel_l2:0.0999");
+  EXPECT_TRUE(outside.failed());
+  EXPECT_EQ(outside.mismatches, 2);  // every differing element of a failing tensor
+  EXPECT_EQ(outside.first_index, 1);
+  EXPECT_EQ(outside.a_value, "4.5");
+  EXPECT_NEAR(outside.max_limit_fraction, 0.1 / 0.0999, 1e-12);
+  EXPECT_THAT(outside.describe(), ::testing::HasSubstr("relative L2 of the tensor 0.1"));
+  // Equal tensors: 0 whatever ‖b‖; b = 0 and a ≠ 0: infinity; a NaN against a number fails.
+  EXPECT_EQ(run(b, b, "rel_l2:0").rel_l2, 0.0);
+  EXPECT_TRUE(std::isinf(run(f32({1.0f}), f32({0.0f}), "rel_l2:1e9").rel_l2));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(run(f32({nan, 4.0f}), f32({3.0f, 4.0f}), "rel_l2:1e9").failed());
+  EXPECT_FALSE(run(f32({nan, 4.0f}), f32({nan, 4.0f}), "rel_l2:0").failed());
+}
+
 TEST(TensorCompareTest, IntegersAreExactUnderEveryClass) {
   TensorData a = TensorData::from_i32("tokens", {3}, {1, 2, -1});
   TensorData b = TensorData::from_i32("tokens", {3}, {1, 5, -1});
-  for (const char* cls : {"bitwise", "ulp:100", "tol:1,1", "differ"}) {
+  for (const char* cls : {"bitwise", "ulp:100", "tol:1,1", "rel_l2:1", "differ"}) {
     SCOPED_TRACE(cls);
     TensorDiff d = run(a, b, cls);
     EXPECT_EQ(d.mismatches, 1);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/config/enums.h"
+#include "harness/config/fault.h"
 
 namespace mtp::config {
 
@@ -48,6 +49,10 @@ struct ModelConfig {
   bool moe_router_enable_expert_bias = false;
   std::vector<double> moe_router_expert_bias;   ///< [E]; empty = zeros
   double moe_router_topk_scaling_factor = 1.0;  ///< gates × this after normalisation
+
+  /// A planted bug (config/fault.h), kNone outside fault-injection scenarios. Not a
+  /// hyperparameter: the record names it in its attribute "inject" when set.
+  Fault inject = Fault::kNone;
 
   int64_t kv_channels() const { return hidden_size / num_attention_heads; }  ///< hn
   /// F_moe with Megatron's default applied (moe_ffn_hidden_size, or ffn_hidden_size when 0).

@@ -89,10 +89,13 @@ struct VariantSpec {
   /// (Megatron's default without --overlap-grad-reduce).
   int64_t ddp_bucket_size = 0;
   std::optional<RecordMode> record;  ///< overrides TrainingConfig::record
+  /// A planted bug (config/fault.h) in this variant's run; only in scenarios that declare
+  /// fault_injection. Sets ModelConfig::inject.
+  std::optional<Fault> inject;
 };
 
 /// The model `variant` trains: `model` with the variant's overrides (mtp_loss_scaling_factor,
-/// kernels, untie_embeddings). Not validated.
+/// kernels, untie_embeddings, inject). Not validated.
 ModelConfig variant_model(const ModelConfig& model, const VariantSpec& variant);
 
 /// M for `variant`: training.num_microbatches, or global_batch_size / (micro_batch_size · DP).

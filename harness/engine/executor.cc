@@ -174,6 +174,9 @@ class RankExecutor {
     tr_.note(me(), fmt::format("forward chunk {} (stage {}) microbatch {}", op.chunk, stage(op),
                                op.microbatch));
     at::Tensor input = fetch(j);
+    if (input.defined() && stage(op) == options_.zero_input_stage) {
+      input = at::zeros_like(input);  // planted bug: the receive buffer was never filled
+    }
     if (input.defined()) input.requires_grad_(true);
     return chunks_[stage(op)]->program(input, microbatches_[op.microbatch], split_);
   }
@@ -198,6 +201,7 @@ class RankExecutor {
                                     rank_, op.chunk, op.microbatch));
     Backward b{std::move(q.front().prog), {}};
     q.pop_front();
+    if (options_.before_backward) options_.before_backward(stage(op));
     b.grad = fetch(j);
     return b;
   }

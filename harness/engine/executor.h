@@ -35,6 +35,11 @@ struct ExecutionOptions {
   /// through this graph (engine/microbatch_graph.h). Needs a layout of one stage; not owned,
   /// kept by the caller across steps.
   MicrobatchGraph* graph = nullptr;
+  /// Planted bugs (config/fault.h), unset in a correct run: called with the stage index before
+  /// every backward op (kGradsZeroedBetweenMicrobatches), and the stage whose forward input is
+  /// replaced by zeros (kStandaloneStageFedZeros; −1: none).
+  std::function<void(int stage)> before_backward;
+  int zero_input_stage = -1;
 };
 
 /// One pipeline rank's share of a step: where its chunks are and who its neighbours are.

@@ -22,10 +22,13 @@ namespace mtp::engine {
 /// c = min(max_norm / (norm + 1e-6), 1); every grad buffer of `model` is scaled by c when c < 1.
 /// Rank 0 records grad_norm and clip_coeff as attributes of step `step` when `recorder` is not
 /// null. Collective over `world` (every rank must call it); max_norm ≤ 0 (off) returns at once on
-/// every rank without communicating. Returns c (1 when off).
+/// every rank without communicating. Returns c (1 when off). `inject` =
+/// kEmbeddingNormCountedTwice plants torchtitan #4488 (config/fault.h): grads[0], the word
+/// embedding (first in canonical order), adds its squares twice.
 double clip_grads_by_global_norm(double max_norm, int64_t step,
                                  const std::vector<at::Tensor>& grads, LocalModel& model,
                                  collectives::Communicator& comm, const collectives::Group& world,
-                                 const at::Device& device, StepRecorder* recorder);
+                                 const at::Device& device, StepRecorder* recorder,
+                                 config::Fault inject = config::Fault::kNone);
 
 }  // namespace mtp::engine

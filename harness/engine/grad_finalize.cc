@@ -3,13 +3,16 @@
 #include <c10/core/GradMode.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "harness/common/error.h"
 #include "harness/model/params.h"
 
 namespace mtp::engine {
 
 void finalize_model_grads(LocalModel& model, const ParamPlacement& placement,
-                          const Topology& topology, int rank, collectives::Communicator& comm) {
+                          const Topology& topology, int rank, collectives::Communicator& comm,
+                          config::Fault inject, int mtp_stage) {
   c10::NoGradGuard no_grad;
   model.load_main_grads();
   const RankCoord me = topology.coord(rank);
@@ -50,12 +53,17 @@ void finalize_model_grads(LocalModel& model, const ParamPlacement& placement,
         copy = p;
       }
     }
-    if (copy != nullptr) {
+    std::vector<int> group = placement.embedding_group;
+    if (inject == config::Fault::kMtpEmbeddingOutOfGroup && mtp_stage > 0) {
+      // Planted bug: the MTP stage's copy is not a member (it keeps its own grad).
+      group.erase(std::remove(group.begin(), group.end(), mtp_stage), group.end());
+      if (copy != nullptr && copy->stage == mtp_stage) copy = nullptr;
+    }
+    if (copy != nullptr && group.size() > 1) {
       const auto [b, e] = model.owned_range(*copy);
       at::Tensor owned = copy->main_grad.view({-1}).slice(0, b, e);
-      comm.all_reduce_sum(
-          topology.stage_group("embedding group", placement.embedding_group, me.data_parallel_rank),
-          owned);
+      comm.all_reduce_sum(topology.stage_group("embedding group", group, me.data_parallel_rank),
+                          owned);
     }
   }
 }

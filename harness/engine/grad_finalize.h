@@ -24,9 +24,12 @@ namespace mtp::engine {
 /// data-parallel sync (DP > 1: all-reduce, or with the distributed optimizer reduce-scatter
 /// into this rank's shards), then the embedding-group all-reduce (when the placement has one).
 /// Afterwards the main grads are final everywhere (plain) or on this rank's shards (distributed
-/// optimizer). Collective over every rank; `rank` is this rank's transport rank.
+/// optimizer). Collective over every rank; `rank` is this rank's transport rank. `inject` =
+/// kMtpEmbeddingOutOfGroup plants Megatron-Bridge #5380 (config/fault.h): the copy on stage
+/// `mtp_stage` (the layout's MTP stage) keeps its own grad and the others sum without it.
 void finalize_model_grads(LocalModel& model, const ParamPlacement& placement,
-                          const Topology& topology, int rank, collectives::Communicator& comm);
+                          const Topology& topology, int rank, collectives::Communicator& comm,
+                          config::Fault inject = config::Fault::kNone, int mtp_stage = -1);
 
 /// With the distributed optimizer: data-parallel rank 0 of every pipeline rank receives the
 /// other ranks' final shards, so its main grads are final everywhere (what the record holds).

@@ -86,6 +86,15 @@ void LocalModel::start_step() {
   }
 }
 
+void LocalModel::zero_stage_grads(int stage) {
+  c10::NoGradGuard no_grad;
+  for (auto& p : params) {
+    if (p.stage != stage) continue;
+    p.weight.mutable_grad().reset();
+    p.main_grad.zero_();
+  }
+}
+
 void LocalModel::accumulate_main_grads(int stage) {
   if (!per_backward_) return;
   c10::NoGradGuard no_grad;

@@ -84,6 +84,10 @@ class LocalModel {
   /// Copies each parameter's accumulated .grad into its main grad (zeros where backward left no
   /// grad); the buffers' padding stays zero. A no-op in per-backward mode.
   void load_main_grads();
+  /// Planted bug kGradsZeroedBetweenMicrobatches (config/fault.h): drops .grad and zeroes the
+  /// main grads of the parameters of `stage`'s chunk, as a zero_grad inside the microbatch loop
+  /// would. Never called by a correct run.
+  void zero_stage_grads(int stage);
   /// The local copy of placement parameter `index` on `stage`, or null.
   LocalParam* find(size_t index, int stage);
   /// [begin, end) of `p`'s elements inside its chunk buffer's shards of this data-parallel rank,

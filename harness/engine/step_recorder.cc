@@ -71,6 +71,10 @@ void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
   // Only when on, so that the records of runs without graphs keep their attributes.
   if (plan.variant.cuda_graphs) rec.set_attr("cuda_graphs", int64_t{1});
   rec.set_attr("mtp_standalone", int64_t{layout.mtp_standalone ? 1 : 0});
+  // A planted bug (config/fault.h) is named, so that nobody takes the record for a correct run.
+  if (plan.model.inject != config::Fault::kNone) {
+    rec.set_attr("inject", config::enum_name(plan.model.inject));
+  }
   rec.set_attr("execution", ctx.execution);
   rec.set_attr("data_source", source.describe());
   rec.set_attr("data_sha256", source.sha256());

@@ -106,6 +106,14 @@ class RankWorker {
       if (model_.accumulates_per_backward()) {
         exec.after_backward = [this](int stage) { model_.accumulate_main_grads(stage); };
       }
+      // Planted bugs (config/fault.h); a correct run sets neither.
+      if (plan_.model.inject == config::Fault::kGradsZeroedBetweenMicrobatches) {
+        exec.before_backward = [this](int stage) { model_.zero_stage_grads(stage); };
+      }
+      if (plan_.model.inject == config::Fault::kStandaloneStageFedZeros &&
+          plan_.layout.mtp_standalone) {
+        exec.zero_input_stage = plan_.layout.mtp_stage;
+      }
       if (plan_.variant.cuda_graphs) {
         if (!graph_) graph_ = std::make_unique<MicrobatchGraph>(ctx_.device);
         exec.graph = graph_.get();
@@ -115,7 +123,8 @@ class RankWorker {
       const StepLosses losses =
           run_rank_step(rs, plan_.layout, plan_.schedule, mbs, comm_.transport(), exec);
       gather_losses(step, losses, result);
-      finalize_model_grads(model_, placement_, topo_, rank_, comm_);
+      finalize_model_grads(model_, placement_, topo_, rank_, comm_, plan_.model.inject,
+                           plan_.layout.mtp_stage);
       if (ctx_.options.after_grad_finalization) {
         c10::NoGradGuard no_grad;
         for (auto& p : model_.params) {
@@ -130,7 +139,7 @@ class RankWorker {
                                      [](const LocalParam& p) { return p.main_grad; })
                      : std::vector<at::Tensor>{};
       clip_grads_by_global_norm(plan_.clip_grad, step, grads, model_, comm_, topo_.world(),
-                                ctx_.device, recorder_.get());
+                                ctx_.device, recorder_.get(), plan_.model.inject);
       grads.clear();
       optimizer_->step(step);
       if (plan_.variant.embedding_copy_update == config::EmbeddingCopyUpdate::kBroadcast) {

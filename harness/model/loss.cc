@@ -55,17 +55,29 @@ LossOutput loss_stage_forward(const std::vector<at::Tensor>& hidden, const at::T
   at::Tensor main = hidden[0];
   at::Tensor labels = mb.labels;
   at::Tensor mask = mb.loss_mask;
-  const float s_mtp = 1.0f / static_cast<float>(num_microbatches);
+  // Planted bugs (config/fault.h) test cfg.inject where the bug would live; off by default.
+  using config::Fault;
+  const float s_mtp = cfg.inject == Fault::kMtpScaleWithoutOneOverM
+                          ? 1.0f
+                          : 1.0f / static_cast<float>(num_microbatches);
+  const double lambda_over_d = cfg.inject == Fault::kMtpScaleWithoutOneOverD
+                                   ? cfg.mtp_loss_scaling_factor
+                                   : cfg.mtp_loss_scaling_factor / static_cast<double>(D);
+  if (cfg.inject == Fault::kMtpLabelsRolledOnceMore) {
+    labels = roll_left(labels);
+    mask = roll_left(mask);
+  }
   for (int64_t k = 1; k <= D; ++k) {
     auto logits = loss_precision(linear_no_bias(hidden[k], head_weight));  // Megatron: .float()
     labels = roll_left(labels);
     mask = roll_left(mask);
-    auto num_tokens = mask.sum().clamp_min(1.0);
+    auto num_tokens =
+        (cfg.inject == Fault::kMtpLossMainMaskCount ? mb.loss_mask : mask).sum().clamp_min(1.0);
     auto ce = (cfg.kernels == config::Kernels::kHarness ? kernels::cross_entropy(logits, labels)
                                                         : cross_entropy(logits, labels)) *
               mask;
     out.mtp.push_back(ce.sum() / num_tokens);
-    auto term = (cfg.mtp_loss_scaling_factor / static_cast<double>(D)) * ce / num_tokens;
+    auto term = lambda_over_d * ce / num_tokens;
     main = mtp_loss_auto_scale(main, term, static_cast<double>(s_mtp));
   }
   auto logits = loss_precision(linear_no_bias(main, head_weight));

@@ -54,6 +54,11 @@ inline constexpr std::array<const char*, 3> kBatchTensorNames{"tokens", "labels"
 /// total L = lm + λ/D · Σ mtp_k, all in the main dtype (fp32 for bf16 runs).
 inline constexpr const char* kLmLossName = "lm";
 inline constexpr const char* kTotalLossName = "total";
+
+/// Step attributes of a run with clipping on (/steps/NNNNNN attributes): the global gradient
+/// norm the clip used and its coefficient (engine/grad_clip.h).
+inline constexpr const char* kGradNormAttr = "grad_norm";
+inline constexpr const char* kClipCoeffAttr = "clip_coeff";
 /// mtp_loss_name(1) == "mtp_1" (depth k, 1-based).
 std::string mtp_loss_name(int64_t depth);
 /// "lm", "mtp_1" .. "mtp_D", "total" for D = mtp_num_layers.

@@ -500,6 +500,14 @@ config::VariantSpec read_variant(const Attrs& a, const config::ModelConfig& mode
   }
   v.ddp_bucket_size =
       a.int_in("ddp_bucket_size", 0, std::numeric_limits<int64_t>::max()).value_or(0);
+  // A planted bug (config/fault.h): replay plants it again, so the replay reproduces the record.
+  if (auto f = a.string_of("inject")) {
+    try {
+      v.inject = config::parse_enum<config::Fault>(*f);
+    } catch (const InputError& err) {
+      a.bad("inject", err.what());
+    }
+  }
   return v;
 }
 

@@ -80,6 +80,8 @@ std::string pair_verdict(const PairResult& p) {
   std::string s;
   if (!p.nonfinite.empty()) {
     s = "non-finite value in " + p.nonfinite;
+  } else if (!p.undecided_reason.empty()) {
+    s = "UNDECIDED: " + p.undecided_reason;
   } else {
     s = compare::verdict_text(r);
     if (r.first_divergence && !r.undecided()) {
@@ -89,6 +91,46 @@ std::string pair_verdict(const PairResult& p) {
   }
   if (!p.note.empty()) s += " [" + p.note + "]";
   return s;
+}
+
+void apply_detection(const scenario::Expectation& e, ExpectationResult& r) {
+  if (!e.detects || r.skipped) return;
+  const std::string fault = config::enum_name(*e.detects);
+  const PairResult* earliest = nullptr;
+  auto step_of = [](const PairResult& p) {
+    return p.result.first_divergence ? p.result.first_divergence->step : 0;
+  };
+  for (const PairResult& p : r.pairs) {
+    if (p.holds || p.undecided) continue;
+    if (earliest == nullptr || step_of(p) < step_of(*earliest)) earliest = &p;
+  }
+  std::string verdict;
+  bool caught = false;
+  if (earliest == nullptr) {
+    verdict = fmt::format("the fault {} went unseen: the relation holds", fault);
+  } else if (!earliest->nonfinite.empty()) {
+    caught = e.first_divergence.empty() && e.first_divergence_step == 0;
+    verdict = fmt::format("the fault {} made a value non-finite ({}){}", fault, earliest->nonfinite,
+                          caught ? "" : "; expected a first divergence");
+  } else {
+    const auto& fd = earliest->result.first_divergence;
+    const std::string id = fd ? fd->group + "/" + fd->name : "(structure)";
+    const int step = fd ? fd->step : 0;
+    caught = (e.first_divergence.empty() || glob_match(e.first_divergence, id)) &&
+             (e.first_divergence_step == 0 || step == e.first_divergence_step);
+    verdict = caught ? fmt::format("caught {} at step {} {} ({} vs {})", fault, step, id,
+                                   earliest->baseline, earliest->other)
+                     : fmt::format("the fault {} was seen first at step {} {}, expected step {} {}",
+                                   fault, step, id, e.first_divergence_step,
+                                   e.first_divergence.empty() ? "*" : e.first_divergence);
+  }
+  r.holds = caught;
+  r.undecided = false;
+  for (PairResult& p : r.pairs) {
+    p.note = p.holds ? (caught ? "relation holds here" : verdict) : verdict;
+    p.holds = caught;
+    p.undecided = false;
+  }
 }
 
 ExpectationResult skipped(const scenario::Expectation& e, std::vector<std::string> missing) {

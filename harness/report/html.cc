@@ -252,7 +252,7 @@ std::string loss_difference_section(const std::vector<VariantRun>& runs,
 }
 
 std::string pair_tooltip(const ExpectationResult& r, const PairResult& p) {
-  return fmt::format("{} vs {} ({}): {}", p.baseline, p.other, r.expectation->cls.to_string(),
+  return fmt::format("{} vs {} ({}): {}", p.baseline, p.other, r.expectation->class_text(),
                      pair_verdict(p));
 }
 
@@ -293,7 +293,7 @@ std::string matrix(const std::vector<ExpectationResult>& results) {
         "<tr title=\"{}\"><td><b>{}</b></td><td><code>{}</code></td>"
         "<td><span class=\"badge {}\">{}</span></td><td>{}</td>"
         "<td class=\"why\">{}</td></tr>\n",
-        escape(x.cls.to_string() + ": " + x.why), escape(x.name), escape(x.cls.to_string()), v.css,
+        escape(x.class_text() + ": " + x.why), escape(x.name), escape(x.class_text()), v.css,
         v.word, cells, escape(x.why));
   }
   return s + "</table></div>\n</section>\n";
@@ -314,7 +314,7 @@ std::string failing_pair(const ExpectationResult& r, const PairResult& p, const 
   s += fmt::format(
       "<h3><span class=\"badge fail\">FAIL</span> {} &mdash; {} vs {} "
       "<code>{}</code></h3>\n",
-      escape(x.name), escape(p.baseline), escape(p.other), escape(x.cls.to_string()));
+      escape(x.name), escape(p.baseline), escape(p.other), escape(x.class_text()));
   if (!x.why.empty()) s += fmt::format("<p class=\"why\">{}</p>\n", escape(x.why));
   if (!p.note.empty()) s += fmt::format("<p class=\"note\">{}</p>\n", escape(p.note));
   int failing = 0, bits = 0;

@@ -65,7 +65,7 @@ nlohmann::json to_json(const scenario::Scenario& sc, const std::vector<VariantRu
   j["expectations"] = nlohmann::json::array();
   for (const auto& r : results) {
     nlohmann::json e{{"name", r.expectation->name},
-                     {"class", r.expectation->cls.to_string()},
+                     {"class", r.expectation->class_text()},
                      {"why", r.expectation->why},
                      {"status", status(r)},
                      {"holds", r.holds},

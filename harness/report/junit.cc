@@ -3,11 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <pugixml.hpp>
 #include <sstream>
 
+#include "harness/record/schema.h"
 #include "harness/report/report.h"
 
 namespace mtp::report {
@@ -96,13 +98,29 @@ std::string to_junit(const scenario::Scenario& sc, const std::vector<Expectation
   for (const auto& r : results) {
     const std::string classname = sc.name + "." + r.expectation->name;
     if (r.skipped && !r.undecided) {
-      for (size_t i = 1; i < r.expectation->variants.size(); ++i) {
+      // The test cases an evaluation would have had: each pair with the baseline, or for the
+      // oracle each variant against oracle/<group>.
+      std::vector<std::pair<std::string, std::string>> cases;
+      const auto& e = *r.expectation;
+      if (e.oracle) {
+        for (const auto& v : e.variants) {
+          for (const record::Group g : {record::Group::kLoss, record::Group::kGrad}) {
+            const std::string name = record::group_name(g);
+            const auto& groups = e.selection.groups;
+            if (std::find(groups.begin(), groups.end(), name) != groups.end()) {
+              cases.emplace_back(v, "oracle/" + name);
+            }
+          }
+        }
+      } else {
+        for (size_t i = 1; i < e.variants.size(); ++i) {
+          cases.emplace_back(e.variants[0], e.variants[i]);
+        }
+      }
+      for (const auto& [a, b] : cases) {
         pugi::xml_node tc = s.append_child("testcase");
         tc.append_attribute("classname") = classname.c_str();
-        tc.append_attribute("name") =
-            fmt::format("{}/{}_vs_{}", r.expectation->name, r.expectation->variants[0],
-                        r.expectation->variants[i])
-                .c_str();
+        tc.append_attribute("name") = fmt::format("{}/{}_vs_{}", e.name, a, b).c_str();
         tc.append_attribute("time") = "0";
         tc.append_child("skipped").append_attribute("message") = r.skip_reason().c_str();
         ++tests;
@@ -125,9 +143,9 @@ std::string to_junit(const scenario::Scenario& sc, const std::vector<Expectation
         ++failures;
         pugi::xml_node f = tc.append_child("failure");
         f.append_attribute("message") = fmt::format("{} vs {} ({}): {}", p.baseline, p.other,
-                                                    r.expectation->cls.to_string(), pair_verdict(p))
+                                                    r.expectation->class_text(), pair_verdict(p))
                                             .c_str();
-        f.append_attribute("type") = r.expectation->cls.to_string().c_str();
+        f.append_attribute("type") = r.expectation->class_text().c_str();
         f.text().set(fmt::format("why it should hold: {}\n{}", r.expectation->why,
                                  compare::format_report(p.result, p.baseline, p.other))
                          .c_str());

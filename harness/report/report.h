@@ -59,6 +59,9 @@ struct PairResult {
   /// The comparison could not decide (digests differ where the class needs values); the pair
   /// neither holds nor fails.
   bool undecided = false;
+  /// Why the pair is undecided when the comparison itself did not say (an oracle pair whose
+  /// record holds only digests); pair_verdict prints it.
+  std::string undecided_reason;
 };
 
 struct ExpectationResult {
@@ -88,6 +91,13 @@ std::string pair_verdict(const PairResult& p);
 /// fails. Throws RecordError when a record cannot be read.
 ExpectationResult evaluate(const scenario::Expectation& e,
                            const std::map<std::string, std::string>& record_paths);
+
+/// For a detector (e.detects): turns the relation's verdict into the detection's. The fault is
+/// caught when some pair fails (not undecided); the earliest failure (lowest step, then pair
+/// order) must be at e.first_divergence ("<group>/<name>" glob) and e.first_divergence_step
+/// when given. Then every pair holds, each failing one noted "caught: …"; otherwise none does,
+/// with a note saying that the fault went unseen or was seen elsewhere. Skipped results are left.
+void apply_detection(const scenario::Expectation& e, ExpectationResult& r);
 
 /// The result for an expectation whose variants `missing` were not run: skipped, holds = false.
 ExpectationResult skipped(const scenario::Expectation& e, std::vector<std::string> missing);

@@ -14,7 +14,7 @@ std::string format_table(const std::vector<ExpectationResult>& results) {
   size_t wn = 11, wc = 5, wp = 24;
   for (const auto& r : results) {
     wn = std::max(wn, r.expectation->name.size());
-    wc = std::max(wc, r.expectation->cls.to_string().size());
+    wc = std::max(wc, r.expectation->class_text().size());
     for (const auto& p : r.pairs) wp = std::max(wp, p.baseline.size() + p.other.size() + 4);
   }
   std::string s = fmt::format("# {:<{}} {:<{}} {:<6} {:<{}} {}\n", "expectation", wn, "class", wc,
@@ -22,7 +22,7 @@ std::string format_table(const std::vector<ExpectationResult>& results) {
   for (const auto& r : results) {
     if (r.skipped && !r.undecided) {
       s += fmt::format("  {:<{}} {:<{}} {:<6} {:<{}} {}\n", r.expectation->name, wn,
-                       r.expectation->cls.to_string(), wc, "SKIP",
+                       r.expectation->class_text(), wc, "SKIP",
                        fmt::format("{}", fmt::join(r.expectation->variants, ", ")), wp,
                        r.skip_reason());
       continue;
@@ -30,7 +30,7 @@ std::string format_table(const std::vector<ExpectationResult>& results) {
     for (size_t i = 0; i < r.pairs.size(); ++i) {
       const auto& p = r.pairs[i];
       const std::string name = i == 0 ? r.expectation->name : "";
-      const std::string cls = i == 0 ? r.expectation->cls.to_string() : "";
+      const std::string cls = i == 0 ? r.expectation->class_text() : "";
       s += fmt::format("  {:<{}} {:<{}} {:<6} {:<{}} {}\n", name, wn, cls, wc,
                        p.holds       ? "PASS"
                        : p.undecided ? "SKIP"

@@ -409,6 +409,7 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
               "embedding_copy_update",
               "ddp_bucket_size",
               "record",
+              "inject",
               "why"});
   v.name = get_string(ctx, t, "name", w, "");
   if (!valid_name(v.name)) {
@@ -487,6 +488,9 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   if (t.get("record")) {
     v.record = get_enum<config::RecordMode>(ctx, t, "record", w, config::RecordMode::kAuto);
   }
+  if (t.get("inject")) {
+    v.inject = get_enum<config::Fault>(ctx, t, "inject", w, config::Fault::kNone);
+  }
   get_string(ctx, t, "why", w, "");
   return v;
 }
@@ -546,7 +550,7 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
   }
   check_keys(ctx, t, w,
              {"name", "variants", "class", "records", "include", "exclude", "steps", "why",
-              "first_divergence", "first_divergence_step", "allow_nonfinite"});
+              "first_divergence", "first_divergence_step", "allow_nonfinite", "detects"});
   e.name = get_string(ctx, t, "name", w, "");
   if (!valid_name(e.name)) {
     ctx.fail(t.get("name") ? t.get("name") : &t,
@@ -556,9 +560,14 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
   }
   w = fmt::format("expectation \"{}\"", e.name);
   e.variants = get_strings(ctx, t, "variants", w, {});
-  if (e.variants.size() < 2) {
+  const std::string cls = get_string(ctx, t, "class", w, "");
+  e.oracle = cls == "oracle";
+  if (e.variants.size() < (e.oracle ? 1u : 2u)) {
     ctx.fail(t.get("variants") ? t.get("variants") : &t,
-             fmt::format("{}: variants must name at least two variants", w));
+             e.oracle ? fmt::format("{}: variants must name at least one variant", w)
+                      : fmt::format("{}: variants must name at least two variants (class "
+                                    "\"oracle\" checks one or more against the float64 program)",
+                                    w));
   }
   std::set<std::string> seen;
   for (const auto& v : e.variants) {
@@ -567,13 +576,18 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
     if (!seen.insert(v).second)
       ctx.fail(t.get("variants"), fmt::format("{}: variant \"{}\" listed twice", w, v));
   }
-  const std::string cls = get_string(ctx, t, "class", w, "");
-  try {
-    e.cls = compare::CompareClass::parse(cls);
-  } catch (const InputError& err) {
-    ctx.fail(t.get("class") ? t.get("class") : &t, fmt::format("{}: {}", w, err.what()));
+  if (!e.oracle) {
+    try {
+      e.cls = compare::CompareClass::parse(cls);
+    } catch (const InputError& err) {
+      ctx.fail(t.get("class") ? t.get("class") : &t,
+               fmt::format("{}: {}, or oracle", w, err.what()));
+    }
   }
-  e.selection.groups = get_strings(ctx, t, "records", w, record::default_compared_groups());
+  const std::vector<std::string> oracle_groups{record::group_name(record::Group::kLoss),
+                                               record::group_name(record::Group::kGrad)};
+  e.selection.groups = get_strings(ctx, t, "records", w,
+                                   e.oracle ? oracle_groups : record::default_compared_groups());
   if (e.selection.groups.empty())
     ctx.fail(t.get("records"), fmt::format("{}: records must not be empty", w));
   if (std::set<std::string>(e.selection.groups.begin(), e.selection.groups.end()).size() !=
@@ -598,6 +612,23 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
     }
   }
   e.selection.steps = parse_steps(ctx, t.get("steps"), w, steps);
+  if (e.oracle) {
+    for (const auto& g : e.selection.groups) {
+      if (std::find(oracle_groups.begin(), oracle_groups.end(), g) == oracle_groups.end()) {
+        ctx.fail(t.get("records"),
+                 fmt::format("{}: class \"oracle\" compares the loss and grad records only, not "
+                             "\"{}\"",
+                             w, g));
+      }
+    }
+    if (!t.get("steps")) {
+      e.selection.steps = {1};  // the oracle's default: the first training step
+    } else if (e.selection.steps.count(0)) {
+      ctx.fail(t.get("steps"), fmt::format("{}: class \"oracle\" checks training steps (≥ 1): "
+                                           "step n is computed from the weights of step n − 1",
+                                           w));
+    }
+  }
   e.why = get_string(ctx, t, "why", w, "");
   if (e.why.empty())
     ctx.fail(&t, fmt::format("{}: why is required: say why the relation must hold", w));
@@ -610,10 +641,21 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
                          "last step {}",
                          w, e.first_divergence_step, steps));
   }
+  if (t.get("detects")) {
+    e.detects = get_enum<config::Fault>(ctx, t, "detects", w, config::Fault::kNone);
+    if (e.detects == config::Fault::kNone || e.cls.kind == compare::CompareClass::Kind::kDiffer) {
+      ctx.fail(t.get("detects"),
+               fmt::format("{}: detects names a planted bug (not \"none\") and needs a class that "
+                           "the bug must break (not differ)",
+                           w));
+    }
+  }
   if ((!e.first_divergence.empty() || e.first_divergence_step != 0) &&
-      e.cls.kind != compare::CompareClass::Kind::kDiffer) {
+      e.cls.kind != compare::CompareClass::Kind::kDiffer && !e.detects) {
     ctx.fail(t.get("first_divergence") ? t.get("first_divergence") : t.get("first_divergence_step"),
-             fmt::format("{}: first_divergence applies to class \"differ\" only", w));
+             fmt::format("{}: first_divergence applies to class \"differ\" and to detectors "
+                         "(detects) only",
+                         w));
   }
   return e;
 }
@@ -689,9 +731,10 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
   sc.source = source;
   sc.text = text;
   if (const toml::table* s = get_table(ctx, root, "scenario")) {
-    check_keys(ctx, *s, "[scenario]", {"name", "description"});
+    check_keys(ctx, *s, "[scenario]", {"name", "description", "fault_injection"});
     sc.name = get_string(ctx, *s, "name", "[scenario]", "");
     sc.description = get_string(ctx, *s, "description", "[scenario]", "");
+    sc.fault_injection = get_bool(ctx, *s, "fault_injection", "[scenario]", false);
   }
   if (!valid_name(sc.name)) {
     ctx.fail(root.get("scenario"),
@@ -719,6 +762,12 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
     if (!names.insert(v.name).second)
       ctx.fail(&node, fmt::format("variant \"{}\" is defined twice", v.name));
     check_variant_layout(ctx, *node.as_table(), v, sc.model);
+    if (v.inject && !sc.fault_injection) {
+      ctx.fail(node.as_table()->get("inject"),
+               fmt::format("variant \"{}\": inject plants a bug; only a scenario whose [scenario] "
+                           "table says fault_injection = true may (scenarios/faults.toml)",
+                           v.name));
+    }
     try {
       config::variant_num_microbatches(sc.training, config::variant_model(sc.model, v), v);
     } catch (const InputError& e) {
@@ -734,6 +783,19 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
     i = 0;
     for (const auto& node : *en->as_array()) {
       auto e = parse_expectation(ctx, *node.as_table(), i++, names, sc.training.steps);
+      if (e.detects) {
+        const bool planted = std::any_of(e.variants.begin(), e.variants.end(), [&](const auto& n) {
+          const auto& v = std::find_if(sc.variants.begin(), sc.variants.end(),
+                                       [&](const auto& x) { return x.name == n; });
+          return v->inject == e.detects;
+        });
+        if (!planted) {
+          ctx.fail(node.as_table()->get("detects"),
+                   fmt::format("expectation \"{}\": detects \"{}\", but none of its variants "
+                               "injects it",
+                               e.name, config::enum_name(*e.detects)));
+        }
+      }
       if (!enames.insert(e.name).second)
         ctx.fail(&node, fmt::format("expectation \"{}\" is defined twice", e.name));
       sc.expectations.push_back(std::move(e));

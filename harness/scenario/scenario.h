@@ -20,11 +20,18 @@ namespace mtp::scenario {
 
 /// A claimed relation between variants: each of variants[1..] compared with variants[0].
 struct Expectation {
-  std::string name;                   ///< unique, [A-Za-z0-9_.-]+
-  std::vector<std::string> variants;  ///< ≥ 2 variant names; the first is the baseline
-  compare::CompareClass cls;          ///< bitwise | ulp:N | tol:R,A | differ
-  compare::Selection selection;       ///< records (groups), include/exclude, steps
-  std::string why;                    ///< the reason the relation must hold (printed)
+  std::string name;  ///< unique, [A-Za-z0-9_.-]+
+  std::vector<std::string>
+      variants;               ///< ≥ 2 variant names (oracle: ≥ 1); the first is the baseline
+  compare::CompareClass cls;  ///< bitwise | ulp:N | tol:R,A | rel_l2:B | differ
+  /// Class "oracle": each listed variant (≥ 1) against the float64 straight-line program
+  /// (harness/oracle/check/record_check.h), losses and grads of the selected steps (default
+  /// step 1), bounds from the variant's dtype; `cls` is unused.
+  bool oracle = false;
+  /// "oracle", or cls.to_string(): the class as the scenario wrote it, for every rendering.
+  std::string class_text() const { return oracle ? "oracle" : cls.to_string(); }
+  compare::Selection selection;  ///< records (groups), include/exclude, steps
+  std::string why;               ///< the reason the relation must hold (printed)
   /// Only with class differ: the first divergence must be a tensor matching this glob
   /// ("grad/embedding.*") at this step (0 = any step). Empty = any first divergence.
   std::string first_divergence;
@@ -32,6 +39,10 @@ struct Expectation {
   /// Accept records holding NaN or inf (record::first_nonfinite). Off: a pair whose either
   /// record holds one fails, naming the value, since NaN equals NaN bit for bit.
   bool allow_nonfinite = false;
+  /// A detector (scenarios/faults.toml): the expectation must FAIL because of this planted bug,
+  /// its earliest failure at first_divergence (a glob on "<group>/<name>") and
+  /// first_divergence_step when given. It holds when the fault is caught there.
+  std::optional<config::Fault> detects;
 };
 
 struct Scenario {
@@ -44,6 +55,9 @@ struct Scenario {
   data::DataConfig data;
   std::vector<config::VariantSpec> variants;
   std::vector<Expectation> expectations;
+  /// [scenario] fault_injection: variants may plant a bug (`inject`); off, an `inject` key is
+  /// an error at its position.
+  bool fault_injection = false;
   /// Where each table and key was written, "<source>:<line>:<column>", by dotted path: "data",
   /// "data.path", "model.hidden_size", "variant.<name>" (its table), "variant.<name>.layout",
   /// "expectation.<name>.include". Filled by parse_scenario.

@@ -150,6 +150,71 @@ TEST(ScenarioTest, SelectionErrorsNameTheExpectationsPatterns) {
   }
 }
 
+// Class "oracle": one or more variants against the float64 program; losses and grads only;
+// step 1 unless steps says otherwise, never step 0 (it has no grads).
+TEST(ScenarioTest, OracleExpectations) {
+  auto with = [](const std::string& body) {
+    return std::string(kMinimal) + "[[expectation]]\nname = \"o\"\nclass = \"oracle\"\n" +
+           "why = \"shared code\"\n" + body;
+  };
+  Scenario sc = parse_scenario(with("variants = [\"a\"]\n"), "test.toml");
+  const Expectation& e = sc.expectations.back();
+  EXPECT_TRUE(e.oracle);
+  EXPECT_EQ(e.class_text(), "oracle");
+  EXPECT_EQ(e.selection.groups, (std::vector<std::string>{"loss", "grad"}));
+  EXPECT_EQ(e.selection.steps, (std::set<int>{1}));
+  EXPECT_FALSE(sc.expectations.front().oracle);
+  EXPECT_EQ(sc.expectations.front().class_text(), "bitwise");
+  EXPECT_TRUE(parse_scenario(with("variants = [\"a\", \"b\"]\nsteps = \"all\"\n"), "t.toml")
+                  .expectations.back()
+                  .selection.steps.empty());
+  EXPECT_THAT(error_of(with("variants = []\n")), HasSubstr("at least one variant"));
+  EXPECT_THAT(error_of(with("variants = [\"a\"]\nrecords = [\"weight\"]\n")),
+              HasSubstr("test.toml:34:11: expectation \"o\": class \"oracle\" compares the loss "
+                        "and grad records only, not \"weight\""));
+  EXPECT_THAT(error_of(with("variants = [\"a\"]\nsteps = [0, 1]\n")),
+              HasSubstr("class \"oracle\" checks training steps (≥ 1)"));
+  // A pairwise class still needs two variants, and the error says what one variant can do.
+  std::string t = kMinimal;
+  EXPECT_THAT(error_of(t.replace(t.find("[\"a\", \"b\"]"), 10, "[\"a\"]")),
+              HasSubstr("at least two variants (class \"oracle\" checks one or more"));
+  const std::string u = kMinimal;
+  EXPECT_THAT(error_of(std::string(kMinimal).replace(u.find("class = \"bitwise\""), 17,
+                                                     "class = \"oracles\"")),
+              HasSubstr("rel_l2:B (B non-negative and finite), differ, or oracle"));
+}
+
+// Planted bugs: `inject` only where [scenario] declares fault_injection; a detector names a fault
+// one of its variants plants and may name the first divergence whatever its class.
+TEST(ScenarioTest, FaultInjectionIsRefusedUnlessDeclared) {
+  std::string t = kMinimal;
+  t.replace(t.find("pp = 3"), 6, "pp = 3\ninject = \"mtp_loss_main_mask_count\"");
+  EXPECT_THAT(error_of(t),
+              HasSubstr("test.toml:22:10: variant \"b\": inject plants a bug; only a "
+                        "scenario whose [scenario] table says fault_injection = true"));
+  std::string declared = t;
+  declared.replace(declared.find("name = \"mini\""), 13, "name = \"mini\"\nfault_injection = true");
+  const Scenario sc = parse_scenario(declared, "test.toml");
+  EXPECT_TRUE(sc.fault_injection);
+  EXPECT_EQ(sc.variant("b").inject, config::Fault::kMtpLossMainMaskCount);
+  EXPECT_FALSE(sc.variant("a").inject.has_value());
+  std::string bad = declared;
+  bad.replace(bad.find("\"mtp_loss_main_mask_count\""), 26, "\"typo\"");
+  EXPECT_THAT(error_of(bad), HasSubstr("inject = \"typo\": accepted \"none\", "
+                                       "\"mtp_embedding_out_of_group\""));
+  const std::string det =
+      "[[expectation]]\nname = \"d\"\nvariants = [\"b\"]\nclass = \"oracle\"\n"
+      "why = \"x\"\nfirst_divergence = \"loss/mtp_1\"\n";
+  const Scenario with_detector =
+      parse_scenario(declared + det + "detects = \"mtp_loss_main_mask_count\"\n", "test.toml");
+  EXPECT_EQ(with_detector.expectations.back().detects, config::Fault::kMtpLossMainMaskCount);
+  EXPECT_THAT(error_of(declared + det + "detects = \"mtp_labels_rolled_once_more\"\n"),
+              HasSubstr("detects \"mtp_labels_rolled_once_more\", but none of its variants "
+                        "injects it"));
+  EXPECT_THAT(error_of(declared + det), HasSubstr("first_divergence applies to class \"differ\" "
+                                                  "and to detectors (detects) only"));
+}
+
 TEST(ScenarioTest, StepSpecs) {
   EXPECT_TRUE(parse_step_spec("all", 5).empty());
   EXPECT_EQ(parse_step_spec("2-", 4), (std::set<int>{2, 3, 4}));
