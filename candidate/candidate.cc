@@ -59,7 +59,8 @@ class CandidateChunk final : public engine::ModelChunk {
 
   std::unique_ptr<model::ChunkProgram> program(const at::Tensor& input, const MicrobatchTensors& mb,
                                                bool split) const override {
-    auto prog = std::make_unique<model::ChunkProgram>(split);
+    auto prog = std::make_unique<model::ChunkProgram>(
+        split, cfg_.accumulation == config::Accumulation::kCanonical);
     prog->input = input;
     const config::ModelConfig* cfgp = &cfg_;
     at::Tensor tokens = mb.tokens;
@@ -80,13 +81,17 @@ class CandidateChunk final : public engine::ModelChunk {
     }
     if (!plan_.mtp_depths.empty()) {
       // MTP stage: h0 and the depths' outputs leave concatenated along the sequence.
-      model::append_mtp_nodes(*prog, tokens, params_.get(config::kWordEmbeddingName), params_, cfg_,
-                              rope_, /*concat=*/true);
+      model::append_mtp_nodes(*prog, tokens,
+                              prog->embedding_use(params_.get(config::kWordEmbeddingName),
+                                                  model::ChunkProgram::EmbeddingUse::kMtp),
+                              params_, cfg_, rope_, /*concat=*/true);
     }
     if (!is_loss_) return prog;
     // Loss stage: split [(1+D)s, b, H] into main + D chunks; one code path for every head.
-    at::Tensor head =
-        params_.get(cfg_.untie_embeddings ? config::kOutputLayerName : config::kWordEmbeddingName);
+    at::Tensor head = cfg_.untie_embeddings
+                          ? params_.get(config::kOutputLayerName)
+                          : prog->embedding_use(params_.get(config::kWordEmbeddingName),
+                                                model::ChunkProgram::EmbeddingUse::kHead);
     engine::add_post_process_node(*prog, head, cfg_, mb, engine::LossHidden::kConcatSplit);
     return prog;
   }

@@ -38,7 +38,8 @@ class ReferenceChunk final : public engine::ModelChunk {
 
   std::unique_ptr<model::ChunkProgram> program(const at::Tensor& input, const MicrobatchTensors& mb,
                                                bool split) const override {
-    auto prog = std::make_unique<model::ChunkProgram>(split);
+    auto prog = std::make_unique<model::ChunkProgram>(
+        split, cfg_.accumulation == config::Accumulation::kCanonical);
     prog->input = input;
     const config::ModelConfig* cfgp = &cfg_;
     at::Tensor tokens = mb.tokens;
@@ -53,11 +54,15 @@ class ReferenceChunk final : public engine::ModelChunk {
       p.hidden = model::norm(p.hidden, fln, *cfgp);
     });
     if (cfg_.mtp_num_layers > 0) {
-      model::append_mtp_nodes(*prog, tokens, params_.get(config::kWordEmbeddingName), params_, cfg_,
-                              rope_, /*concat=*/false);
+      model::append_mtp_nodes(*prog, tokens,
+                              prog->embedding_use(params_.get(config::kWordEmbeddingName),
+                                                  model::ChunkProgram::EmbeddingUse::kMtp),
+                              params_, cfg_, rope_, /*concat=*/false);
     }
-    at::Tensor head =
-        params_.get(cfg_.untie_embeddings ? config::kOutputLayerName : config::kWordEmbeddingName);
+    at::Tensor head = cfg_.untie_embeddings
+                          ? params_.get(config::kOutputLayerName)
+                          : prog->embedding_use(params_.get(config::kWordEmbeddingName),
+                                                model::ChunkProgram::EmbeddingUse::kHead);
     engine::add_post_process_node(*prog, head, cfg_, mb, engine::LossHidden::kMtpList);
     return prog;
   }

@@ -46,9 +46,11 @@ void print_failures(const std::vector<report::ExpectationResult>& results, const
           }
         }
         const auto& steps = r.expectation->selection.steps;
+        const int step = p.result.first_divergence ? p.result.first_divergence->step
+                         : steps.empty()           ? 1
+                                                   : *steps.begin();
         std::cout << fmt::format("# rerun: mtp-harness oracle {} --step {}\n# re-train {}: {}\n", a,
-                                 steps.empty() ? 1 : *steps.begin(), p.baseline,
-                                 by_name.at(p.baseline)->retrain_command);
+                                 step, p.baseline, by_name.at(p.baseline)->retrain_command);
         continue;
       }
       const std::string& b = run.records.at(p.other);

@@ -208,4 +208,37 @@ TEST(SelftestTest, EveryPlantedBugIsCaughtWhereExpected) {
   EXPECT_NE(json.find("\"source\": \"Megatron-LM #2417\""), std::string::npos) << json;
 }
 
+// A planted bug that cannot change the run is refused before training (a record bitwise equal to
+// the clean one would prove nothing), naming the missing precondition; selftest's --json may
+// not overwrite a record or report of its own run.
+TEST(FaultInjectionTest, AFaultThatCannotTakeEffectIsRefusedAndSelftestOutputsDoNotCollide) {
+  mtp::testing_util::ScratchDir dir;
+  const std::string sc = mtp::cli_test::tiny_scenario(dir);
+  std::string text = mtp::testing_util::read_text(sc);
+  text.replace(text.find("name = \"tiny\""), 13, "name = \"tiny\"\nfault_injection = true");
+  const auto with = [&](const std::string& variant) {
+    std::ofstream(sc) << text << "[[variant]]\nname = \"planted\"\nimplementation = "
+                      << "\"candidate\"\npp = 2\n"
+                      << variant;
+    return run("check " + sc + " --variant planted --out " + dir.file("o"));
+  };
+  auto r = with("inject = \"embedding_norm_counted_twice\"\n");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("variant \"planted\": inject = \"embedding_norm_counted_twice\" needs "
+                       "clip_grad > 0"),
+            std::string::npos)
+      << r.out;
+  r = with("inject = \"mtp_scale_without_1_over_d\"\n");  // the tiny model has D = 1
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("needs mtp_num_layers >= 2"), std::string::npos) << r.out;
+  r = with("inject = \"standalone_stage_fed_zeros\"\n");
+  EXPECT_NE(r.out.find("needs a standalone MTP stage"), std::string::npos) << r.out;
+  r = with("inject = \"mtp_embedding_out_of_group\"\nlayout = \"Et|tmL\"\n");
+  EXPECT_NE(r.out.find("needs embedding_copy_update = \"broadcast\""), std::string::npos) << r.out;
+  const auto st =
+      run("selftest --quiet --out " + dir.file("st") + " --json " + dir.file("st/ref_p4v2.h5"));
+  EXPECT_EQ(st.code, 2) << st.out;
+  EXPECT_NE(st.out.find("the record of variant \"ref_p4v2\""), std::string::npos) << st.out;
+}
+
 }  // namespace

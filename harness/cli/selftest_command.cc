@@ -51,10 +51,20 @@ int run_selftest(const SelftestOptions& opt) {
   settings.out_dir = run_directory(sc, opt.out_dir);
   settings.progress = !opt.quiet && stderr_is_terminal();
   settings.announce_long_runs = !opt.quiet;
-  if (!opt.json_path.empty()) check_output_file("--json", opt.json_path);
   const std::string json_path = settings.out_dir + "/report.json";
   const std::string html_path = settings.out_dir + "/report.html";
   check_output_file("report", json_path);
+  if (!opt.json_path.empty()) {
+    // The detection table must not overwrite a record or a report of this run.
+    check_output_file("--json", opt.json_path);
+    check_not_same_file("--json", opt.json_path, "the report", json_path);
+    check_not_same_file("--json", opt.json_path, "the HTML report", html_path);
+    for (const auto& p : plans) {
+      check_not_same_file("--json", opt.json_path,
+                          "the record of variant \"" + p.variant.name + "\"",
+                          settings.out_dir + "/" + p.variant.name + ".h5");
+    }
+  }
   std::cout << fmt::format(
       "# mtp-harness selftest: {} planted bugs (harness/config/fault.h) against the detectors "
       "of scenarios/faults.toml\n# run directory: {}\n",

@@ -63,6 +63,14 @@ enum class EmbeddingCopyUpdate {
   kBroadcast,
 };
 
+/// How a step's gradient contributions are summed. kMegatron: as Megatron-LM (autograd
+/// accumulates each copy's .grad over its microbatches, then the data-parallel all-reduce and the
+/// embedding group add the partial sums), so the association changes with P, V and DP.
+/// kCanonical: every (global microbatch, use) contribution is kept apart and summed in one fixed
+/// order — global microbatch ascending, then the use (the parameter itself; the word embedding's
+/// input, MTP and tied-head uses) — whatever the placement (engine/canonical_grads.h).
+enum class Accumulation { kMegatron, kCanonical };
+
 /// What a record keeps of each grad, weight and optimizer tensor (batches and losses are always
 /// kept in full): every byte, only digests (harness/record/digest.h), or full tensors while a
 /// step's tensors are small (at most kAutoFullStepBytes) and digests otherwise. Steps named in
@@ -115,6 +123,13 @@ struct EnumTable<EmbeddingCopyUpdate> {
   static constexpr std::pair<EmbeddingCopyUpdate, std::string_view> kValues[] = {
       {EmbeddingCopyUpdate::kReplicated, "replicated"},
       {EmbeddingCopyUpdate::kBroadcast, "broadcast"}};
+};
+
+template <>
+struct EnumTable<Accumulation> {
+  static constexpr const char* kWhat = "accumulation";
+  static constexpr std::pair<Accumulation, std::string_view> kValues[] = {
+      {Accumulation::kMegatron, "megatron"}, {Accumulation::kCanonical, "canonical"}};
 };
 
 template <>

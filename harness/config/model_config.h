@@ -53,6 +53,10 @@ struct ModelConfig {
   /// A planted bug (config/fault.h), kNone outside fault-injection scenarios. Not a
   /// hyperparameter: the record names it in its attribute "inject" when set.
   Fault inject = Fault::kNone;
+  /// How the engine sums gradient contributions (enums.h); the chunk programs give each use of
+  /// the word-embedding table its own leaf under kCanonical. Not a hyperparameter: set from the
+  /// variant, named in the record's attribute "accumulation".
+  Accumulation accumulation = Accumulation::kMegatron;
 
   int64_t kv_channels() const { return hidden_size / num_attention_heads; }  ///< hn
   /// F_moe with Megatron's default applied (moe_ffn_hidden_size, or ffn_hidden_size when 0).

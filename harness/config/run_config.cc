@@ -8,6 +8,7 @@ ModelConfig variant_model(const ModelConfig& model, const VariantSpec& variant) 
   ModelConfig m = model;
   if (variant.mtp_loss_scaling_factor) m.mtp_loss_scaling_factor = *variant.mtp_loss_scaling_factor;
   if (variant.inject) m.inject = *variant.inject;
+  if (variant.accumulation) m.accumulation = *variant.accumulation;
   if (variant.kernels) m.kernels = *variant.kernels;
   if (variant.attention_backend) m.attention_backend = *variant.attention_backend;
   if (variant.untie_embeddings) m.untie_embeddings = *variant.untie_embeddings;

@@ -92,10 +92,12 @@ struct VariantSpec {
   /// A planted bug (config/fault.h) in this variant's run; only in scenarios that declare
   /// fault_injection. Sets ModelConfig::inject.
   std::optional<Fault> inject;
+  /// Sets ModelConfig::accumulation ("megatron" when absent).
+  std::optional<Accumulation> accumulation;
 };
 
 /// The model `variant` trains: `model` with the variant's overrides (mtp_loss_scaling_factor,
-/// kernels, untie_embeddings, inject). Not validated.
+/// kernels, untie_embeddings, inject, accumulation). Not validated.
 ModelConfig variant_model(const ModelConfig& model, const VariantSpec& variant);
 
 /// M for `variant`: training.num_microbatches, or global_batch_size / (micro_batch_size · DP).

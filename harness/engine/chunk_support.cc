@@ -56,14 +56,17 @@ std::string format_layer_ranges(const std::vector<int>& layers, const char* pref
 void add_pre_process_node(model::ChunkProgram& prog, bool first_stage,
                           const model::ParamTable& params, const config::ModelConfig& cfg,
                           const MicrobatchTensors& mb) {
-  const model::ParamTable* table = &params;
   const config::ModelConfig* c = &cfg;
   at::Tensor tokens = mb.tokens;
-  prog.add(
-      model::NodeKind::kPreProcess, -1, [first_stage, table, c, tokens](model::ChunkProgram& p) {
-        p.hidden = first_stage ? model::embed(tokens, table->get(config::kWordEmbeddingName), *c)
-                               : p.input;
-      });
+  // The input embedding's use of the table (its own leaf under canonical accumulation).
+  const at::Tensor table = first_stage
+                               ? prog.embedding_use(params.get(config::kWordEmbeddingName),
+                                                    model::ChunkProgram::EmbeddingUse::kInput)
+                               : at::Tensor();
+  prog.add(model::NodeKind::kPreProcess, -1,
+           [first_stage, table, c, tokens](model::ChunkProgram& p) {
+             p.hidden = first_stage ? model::embed(tokens, table, *c) : p.input;
+           });
 }
 
 void add_post_process_node(model::ChunkProgram& prog, const at::Tensor& head,

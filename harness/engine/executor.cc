@@ -212,6 +212,9 @@ class RankExecutor {
 
   void finish_backward(const Op& op, const model::ChunkProgram& prog) {
     const int s = stage(op);
+    if (options_.after_microbatch_backward) {
+      options_.after_microbatch_backward(s, op.microbatch, prog);
+    }
     if (s == 0) return;
     MTP_INTERNAL_ASSERT(prog.input.grad().defined(),
                         fmt::format("stage {} produced no input gradient", s));

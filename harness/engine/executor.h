@@ -40,6 +40,11 @@ struct ExecutionOptions {
   /// replaced by zeros (kStandaloneStageFedZeros; −1: none).
   std::function<void(int stage)> before_backward;
   int zero_input_stage = -1;
+  /// Called once after each backward op's whole backward (every node of it), with the stage,
+  /// the microbatch (index into this rank's microbatches) and the op's program: canonical
+  /// accumulation takes each contribution apart here (engine/canonical_grads.h).
+  std::function<void(int stage, int microbatch, const model::ChunkProgram& prog)>
+      after_microbatch_backward;
 };
 
 /// One pipeline rank's share of a step: where its chunks are and who its neighbours are.

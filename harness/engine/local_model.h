@@ -32,6 +32,9 @@ struct LocalParam {
   /// The fp32 master weight of a bf16 parameter (Megatron's Float16OptimizerWithFloat16Params:
   /// main_param = param.detach().clone().float()); undefined when the weight is its own master.
   at::Tensor master;
+  /// Canonical accumulation: this copy's gradient contributions of the step, each under its slot
+  /// (global microbatch · ChunkProgram::kUseSlots + use), in the order they were made.
+  std::vector<std::pair<int64_t, at::Tensor>> contributions;
 };
 
 /// One chunk's main-grad buffer.

@@ -76,6 +76,8 @@ TEST_F(CudaGraphsPlanTest, EveryBrokenPreconditionIsNamed) {
        "stages)"},
       {[&] { variant_.data_parallel_size = 2; }, "needs dp = 1 (this variant: 2)"},
       {[&] { variant_.kernels = config::Kernels::kTorch; }, "needs kernels = \"harness\""},
+      {[&] { variant_.accumulation = config::Accumulation::kCanonical; },
+       "needs accumulation = \"megatron\": canonical accumulation keeps each microbatch's"},
       {[&] {
          model_.num_moe_experts = 4;
          model_.moe_router_topk = 2;

@@ -10,6 +10,56 @@ namespace mtp::engine {
 
 namespace {
 
+/// inject = <fault>: the planted bug must be able to change this run (a fault that cannot take
+/// effect would leave a record bitwise equal to the clean one and prove nothing), and must not
+/// stop it before any expectation is evaluated. InputError naming the missing precondition.
+void check_fault_applies(const RunPlan& plan) {
+  using config::Fault;
+  const config::VariantSpec& v = plan.variant;
+  const Fault f = plan.model.inject;
+  auto refuse = [&](const std::string& rule) {
+    throw InputError(
+        fmt::format("variant \"{}\": inject = \"{}\" {}", v.name, config::enum_name(f), rule));
+  };
+  const int64_t D = plan.model.mtp_num_layers;
+  switch (f) {
+    case Fault::kNone:
+      return;
+    case Fault::kMtpEmbeddingOutOfGroup:
+      if (D == 0 || plan.layout.mtp_stage <= 0) refuse("needs MTP on a stage other than the first");
+      if (plan.variant.embedding_copy_update != config::EmbeddingCopyUpdate::kBroadcast) {
+        refuse(
+            "needs embedding_copy_update = \"broadcast\": with replicated copies the replica "
+            "check stops the run at step 1 (exit 3) before any expectation is evaluated");
+      }
+      return;
+    case Fault::kEmbeddingNormCountedTwice:
+      if (!(plan.clip_grad > 0.0)) refuse("needs clip_grad > 0 (no norm is computed without it)");
+      return;
+    case Fault::kMtpScaleWithoutOneOverD:
+      if (D < 2) refuse(fmt::format("needs mtp_num_layers >= 2 (λ/D = λ at D = {})", D));
+      return;
+    case Fault::kMtpScaleWithoutOneOverM:
+    case Fault::kGradsZeroedBetweenMicrobatches:
+      if (plan.num_microbatches < 2) {
+        refuse(fmt::format("needs at least 2 microbatches per rank (this run: {})",
+                           plan.num_microbatches));
+      }
+      if (f == Fault::kMtpScaleWithoutOneOverM && D == 0) refuse("needs mtp_num_layers >= 1");
+      return;
+    case Fault::kMtpLossMainMaskCount:
+    case Fault::kMtpLabelsRolledOnceMore:
+      if (D == 0) refuse("needs mtp_num_layers >= 1");
+      return;
+    case Fault::kStandaloneStageFedZeros:
+      if (!plan.layout.mtp_standalone) {
+        refuse(
+            fmt::format("needs a standalone MTP stage (layout \"{}\" has none)", plan.layout.text));
+      }
+      return;
+  }
+}
+
 /// cuda_graphs = true: the preconditions of engine/microbatch_graph.h, the first one broken
 /// named with this run's value and the reason.
 void check_cuda_graphs(const RunPlan& plan) {
@@ -26,6 +76,11 @@ void check_cuda_graphs(const RunPlan& plan) {
         fmt::format("needs dtype = \"bfloat16\" (this run: {}): only then is every grad "
                     "moved into its main grad inside the captured microbatch",
                     config::enum_name(plan.training.dtype)));
+  }
+  if (plan.model.accumulation == config::Accumulation::kCanonical) {
+    refuse(
+        "needs accumulation = \"megatron\": canonical accumulation keeps each microbatch's "
+        "contributions apart outside the captured graph");
   }
   if (plan.layout.num_stages() != 1) {
     refuse(
@@ -144,6 +199,7 @@ RunPlan plan_variant(const config::ModelConfig& model, const config::TrainingCon
   impl.check_layout(plan.layout);
   plan.schedule = variant_schedule(variant, plan.layout, plan.num_microbatches);
   if (variant.cuda_graphs) check_cuda_graphs(plan);
+  if (plan.model.inject != config::Fault::kNone) check_fault_applies(plan);
   const int max_depths = schedule::schedule_def(plan.schedule.kind).max_mtp_num_layers;
   if (max_depths >= 0 && plan.model.mtp_num_layers > max_depths) {
     throw InputError(

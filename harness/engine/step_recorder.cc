@@ -75,6 +75,7 @@ void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
   if (plan.model.inject != config::Fault::kNone) {
     rec.set_attr("inject", config::enum_name(plan.model.inject));
   }
+  rec.set_attr("accumulation", config::enum_name(plan.model.accumulation));
   rec.set_attr("execution", ctx.execution);
   rec.set_attr("data_source", source.describe());
   rec.set_attr("data_sha256", source.sha256());

@@ -10,6 +10,7 @@
 #include "harness/collectives/collectives.h"
 #include "harness/common/error.h"
 #include "harness/data/microbatch.h"
+#include "harness/engine/canonical_grads.h"
 #include "harness/engine/checkpoint.h"
 #include "harness/engine/determinism.h"
 #include "harness/engine/dtypes.h"
@@ -103,7 +104,15 @@ class RankWorker {
       model_.start_step();
       ExecutionOptions exec;
       exec.overlap_p2p = plan_.variant.overlap_p2p;
-      if (model_.accumulates_per_backward()) {
+      const bool canonical = plan_.model.accumulation == config::Accumulation::kCanonical;
+      if (canonical) {
+        // Each (global microbatch, use) contribution kept apart (canonical_grads.h).
+        const int64_t dp = plan_.data_parallel_size();
+        exec.after_microbatch_backward = [this, dp](int stage, int mb,
+                                                    const model::ChunkProgram& prog) {
+          collect_microbatch_grads(model_, stage, int64_t{mb} * dp + me_.data_parallel_rank, prog);
+        };
+      } else if (model_.accumulates_per_backward()) {
         exec.after_backward = [this](int stage) { model_.accumulate_main_grads(stage); };
       }
       // Planted bugs (config/fault.h); a correct run sets neither.
@@ -123,8 +132,12 @@ class RankWorker {
       const StepLosses losses =
           run_rank_step(rs, plan_.layout, plan_.schedule, mbs, comm_.transport(), exec);
       gather_losses(step, losses, result);
-      finalize_model_grads(model_, placement_, topo_, rank_, comm_, plan_.model.inject,
-                           plan_.layout.mtp_stage);
+      if (canonical) {
+        finalize_canonical_grads(model_, placement_, topo_, rank_, comm_);
+      } else {
+        finalize_model_grads(model_, placement_, topo_, rank_, comm_, plan_.model.inject,
+                             plan_.layout.mtp_stage);
+      }
       if (ctx_.options.after_grad_finalization) {
         c10::NoGradGuard no_grad;
         for (auto& p : model_.params) {

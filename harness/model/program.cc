@@ -7,6 +7,13 @@
 
 namespace mtp::model {
 
+at::Tensor ChunkProgram::embedding_use(const at::Tensor& table, EmbeddingUse use) {
+  if (!separate_embedding_uses_) return table;
+  at::Tensor leaf = table.detach().requires_grad_(true);
+  embedding_uses_.emplace_back(use, leaf);
+  return leaf;
+}
+
 void ChunkProgram::add(NodeKind kind, int layer, std::function<void(ChunkProgram&)> body) {
   nodes_.push_back({kind, layer, std::move(body)});
   cuts_.emplace_back();

@@ -38,7 +38,24 @@ class ChunkProgram {
     std::function<void(ChunkProgram&)> forward;
   };
 
-  explicit ChunkProgram(bool split) : split_(split) {}
+  /// The uses of the word-embedding table, in the canonical order of their contributions
+  /// (engine/canonical_grads.h); 0 is a parameter's own (direct) use.
+  enum class EmbeddingUse { kInput = 1, kMtp = 2, kHead = 3 };
+  static constexpr int kUseSlots = 4;  ///< slots per global microbatch: direct + three uses
+
+  /// `separate_embedding_uses`: embedding_use gives each use its own leaf (canonical
+  /// accumulation); off, it returns the table itself.
+  explicit ChunkProgram(bool split, bool separate_embedding_uses = false)
+      : split_(split), separate_embedding_uses_(separate_embedding_uses) {}
+
+  /// The tensor a use of the word-embedding `table` reads: the table itself, or with separate
+  /// uses a new leaf sharing its storage (detached, requires_grad), whose .grad after the
+  /// backward is this use's contribution alone. Call while building the program.
+  at::Tensor embedding_use(const at::Tensor& table, EmbeddingUse use);
+  /// The leaves embedding_use made, in the order they were made.
+  const std::vector<std::pair<EmbeddingUse, at::Tensor>>& embedding_uses() const {
+    return embedding_uses_;
+  }
 
   /// Appends a node (building the program; nothing runs).
   void add(NodeKind kind, int layer, std::function<void(ChunkProgram&)> body);
@@ -80,6 +97,8 @@ class ChunkProgram {
 
  private:
   bool split_;
+  bool separate_embedding_uses_ = false;
+  std::vector<std::pair<EmbeddingUse, at::Tensor>> embedding_uses_;
   std::vector<Node> nodes_;
   std::vector<std::vector<std::pair<at::Tensor, at::Tensor>>> cuts_;  // per node: (orig, copy)
   size_t running_ = 0;

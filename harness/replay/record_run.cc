@@ -500,6 +500,13 @@ config::VariantSpec read_variant(const Attrs& a, const config::ModelConfig& mode
   }
   v.ddp_bucket_size =
       a.int_in("ddp_bucket_size", 0, std::numeric_limits<int64_t>::max()).value_or(0);
+  if (auto acc = a.string_of("accumulation")) {
+    try {
+      v.accumulation = config::parse_enum<config::Accumulation>(*acc);
+    } catch (const InputError& err) {
+      a.bad("accumulation", err.what());
+    }
+  }
   // A planted bug (config/fault.h): replay plants it again, so the replay reproduces the record.
   if (auto f = a.string_of("inject")) {
     try {
@@ -547,6 +554,11 @@ RecordRun read_record_run(const record::RecordReader& rec, const ReplaySteps& st
   run.training = read_training(a, w, optimizer_matters, run.notes);
   run.training.steps = steps.last;
   run.variant = read_variant(a, run.model, run.notes);
+  if (run.variant.inject) {
+    run.notes.push_back(fmt::format("inject: the record was made with the planted bug \"{}\" ({})",
+                                    config::enum_name(*run.variant.inject),
+                                    config::fault_info(*run.variant.inject).what));
+  }
   run.global_microbatches = batch[0];
   if (batch[0] < 1 || batch[0] > kMaxMicrobatches) {
     throw RecordError(
@@ -584,6 +596,13 @@ void apply_variant_like(RecordRun& run, const config::VariantSpec& like) {
                     like.name, like.data_parallel_size, K));
   }
   config::VariantSpec v = like;
+  if (run.variant.inject != like.inject) {
+    run.notes.push_back(fmt::format(
+        "--variant-like {}: planted bug {} (the record: {}), so the replay cannot be equal where "
+        "the bug reaches",
+        like.name, like.inject ? config::enum_name(*like.inject) : "none",
+        run.variant.inject ? config::enum_name(*run.variant.inject) : "none"));
+  }
   v.clip_grad.reset();
   v.mtp_loss_scaling_factor.reset();
   v.kernels.reset();

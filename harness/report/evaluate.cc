@@ -109,9 +109,12 @@ void apply_detection(const scenario::Expectation& e, ExpectationResult& r) {
   if (earliest == nullptr) {
     verdict = fmt::format("the fault {} went unseen: the relation holds", fault);
   } else if (!earliest->nonfinite.empty()) {
-    caught = e.first_divergence.empty() && e.first_divergence_step == 0;
-    verdict = fmt::format("the fault {} made a value non-finite ({}){}", fault, earliest->nonfinite,
-                          caught ? "" : "; expected a first divergence");
+    // A NaN anywhere in a record proves nothing about this fault (the clean variant may hold
+    // the same one): a detector needs a finite first divergence.
+    verdict = fmt::format(
+        "not a detection: a record holds a non-finite value ({}); a detector needs a finite "
+        "first divergence",
+        earliest->nonfinite);
   } else {
     const auto& fd = earliest->result.first_divergence;
     const std::string id = fd ? fd->group + "/" + fd->name : "(structure)";

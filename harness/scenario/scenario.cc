@@ -410,6 +410,7 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
               "ddp_bucket_size",
               "record",
               "inject",
+              "accumulation",
               "why"});
   v.name = get_string(ctx, t, "name", w, "");
   if (!valid_name(v.name)) {
@@ -490,6 +491,11 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   }
   if (t.get("inject")) {
     v.inject = get_enum<config::Fault>(ctx, t, "inject", w, config::Fault::kNone);
+    if (v.inject == config::Fault::kNone) v.inject.reset();  // "none": no planted bug
+  }
+  if (t.get("accumulation")) {
+    v.accumulation =
+        get_enum<config::Accumulation>(ctx, t, "accumulation", w, config::Accumulation::kMegatron);
   }
   get_string(ctx, t, "why", w, "");
   return v;
@@ -648,6 +654,33 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
                fmt::format("{}: detects names a planted bug (not \"none\") and needs a class that "
                            "the bug must break (not differ)",
                            w));
+    }
+  }
+  if (e.detects) {
+    // A detector names where the fault must show first: a tensor of a compared record at a
+    // compared step; one that can never be met is an error now, not a failure after training.
+    if (e.first_divergence.empty() || e.first_divergence_step == 0) {
+      ctx.fail(t.get("detects"),
+               fmt::format("{}: a detector needs first_divergence (\"<group>/<tensor>\") and "
+                           "first_divergence_step (>= 1): where the fault must be caught first",
+                           w));
+    }
+    if (!e.selection.steps.empty() && !e.selection.steps.count(e.first_divergence_step)) {
+      ctx.fail(t.get("first_divergence_step"),
+               fmt::format("{}: first_divergence_step = {} is not among the compared steps", w,
+                           e.first_divergence_step));
+    }
+    const size_t slash = e.first_divergence.find('/');
+    const std::string group = e.first_divergence.substr(0, slash);
+    std::vector<std::string> groups = e.selection.groups;
+    if (e.oracle) groups.push_back("attr");  // the oracle's attr/grad_norm
+    const bool any = std::any_of(groups.begin(), groups.end(),
+                                 [&](const std::string& g) { return glob_match(group, g); });
+    if (slash == std::string::npos || !any) {
+      ctx.fail(t.get("first_divergence"),
+               fmt::format("{}: first_divergence = \"{}\" must be \"<group>/<tensor>\" with "
+                           "a compared group ({})",
+                           w, e.first_divergence, fmt::join(groups, ", ")));
     }
   }
   if ((!e.first_divergence.empty() || e.first_divergence_step != 0) &&

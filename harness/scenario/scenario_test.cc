@@ -204,7 +204,7 @@ TEST(ScenarioTest, FaultInjectionIsRefusedUnlessDeclared) {
                                        "\"mtp_embedding_out_of_group\""));
   const std::string det =
       "[[expectation]]\nname = \"d\"\nvariants = [\"b\"]\nclass = \"oracle\"\n"
-      "why = \"x\"\nfirst_divergence = \"loss/mtp_1\"\n";
+      "why = \"x\"\nfirst_divergence = \"loss/mtp_1\"\nfirst_divergence_step = 1\n";
   const Scenario with_detector =
       parse_scenario(declared + det + "detects = \"mtp_loss_main_mask_count\"\n", "test.toml");
   EXPECT_EQ(with_detector.expectations.back().detects, config::Fault::kMtpLossMainMaskCount);
@@ -213,6 +213,26 @@ TEST(ScenarioTest, FaultInjectionIsRefusedUnlessDeclared) {
                         "injects it"));
   EXPECT_THAT(error_of(declared + det), HasSubstr("first_divergence applies to class \"differ\" "
                                                   "and to detectors (detects) only"));
+  // A detector's target must be reachable: named, at a compared step, in a compared group.
+  const std::string d2 =
+      "[[expectation]]\nname = \"d\"\nvariants = [\"b\"]\nclass = \"oracle\"\n"
+      "why = \"x\"\ndetects = \"mtp_loss_main_mask_count\"\n";
+  EXPECT_THAT(error_of(declared + d2), HasSubstr("a detector needs first_divergence"));
+  EXPECT_THAT(error_of(declared + d2 + "first_divergence = \"loss/mtp_1\"\n"),
+              HasSubstr("a detector needs first_divergence"));
+  EXPECT_THAT(
+      error_of(declared + d2 + "first_divergence = \"loss/mtp_1\"\nfirst_divergence_step = 2\n"),
+      HasSubstr("first_divergence_step = 2 is not among the compared steps"));
+  EXPECT_THAT(
+      error_of(declared + d2 + "first_divergence = \"weight/*\"\nfirst_divergence_step = 1\n"),
+      HasSubstr("first_divergence = \"weight/*\" must be \"<group>/<tensor>\" with a "
+                "compared group (loss, grad, attr)"));
+  EXPECT_THAT(error_of(declared + d2 + "first_divergence = \"lm\"\nfirst_divergence_step = 1\n"),
+              HasSubstr("must be \"<group>/<tensor>\""));
+  // inject = "none" plants nothing, so it needs no declaration.
+  std::string none = kMinimal;
+  none.replace(none.find("pp = 3"), 6, "pp = 3\ninject = \"none\"");
+  EXPECT_FALSE(parse_scenario(none, "test.toml").variant("b").inject.has_value());
 }
 
 TEST(ScenarioTest, StepSpecs) {

@@ -164,6 +164,12 @@ RecordCheck check_record(const record::RecordReader& rec, const CheckRequest& re
   const replay::RecordRun run = replay::read_record_run(rec, {first, first}, false);
   const config::ModelConfig& model = run.model;
   out.notes = run.notes;
+  if (run.variant.inject) {
+    out.notes.push_back(fmt::format(
+        "the record was made with a planted bug, inject = \"{}\" ({}): the oracle does not plant "
+        "it",
+        config::enum_name(*run.variant.inject), config::fault_info(*run.variant.inject).what));
+  }
   // What the model computed with: the bf16 model weights of a bf16 run, else the weights.
   const Group weights_group =
       rec.has_group(first - 1, Group::kModelWeight) ? Group::kModelWeight : Group::kWeight;
