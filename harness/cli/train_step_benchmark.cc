@@ -32,6 +32,9 @@
 //       full (every byte written to the HDF5 file under $TMPDIR, then deleted: ~2 GB per
 //       small-model step). digest / none is the recording overhead issue 9 bounds (≤ 1.2).
 //       One iteration (one run; a one-step run more for the record's size per step).
+//   BM_TrainStep/<…>/record:none/accumulation:canonical
+//       The same with accumulation = "canonical" (engine/canonical_grads.h): its cost against
+//       the record:none row (Megatron's order).
 //
 // Axes:
 //   pipeline   p1: P = 1, no pipelining; p1graphs: the same with cuda_graphs = true (every
@@ -437,7 +440,8 @@ const char* record_choice_name(RecordChoice r) {
   return r == RecordChoice::kNone ? "none" : r == RecordChoice::kDigest ? "digest" : "full";
 }
 
-void BM_TrainStep(benchmark::State& state, Setting setting, RecordChoice record) {
+void BM_TrainStep(benchmark::State& state, Setting setting, RecordChoice record,
+                  mtp::config::Accumulation accumulation) {
   if (auto why = mtp::bench::device_unavailable(setting.dev)) {
     state.SkipWithError(why->c_str());
     return;
@@ -447,7 +451,8 @@ void BM_TrainStep(benchmark::State& state, Setting setting, RecordChoice record)
     TempDir tmp;
     warm_device(bench_device(setting.dev));
     const mtp::config::ModelConfig cfg = model_config(setting);
-    const mtp::config::VariantSpec variant = variant_spec(setting);
+    mtp::config::VariantSpec variant = variant_spec(setting);
+    variant.accumulation = accumulation;
     auto impl = make_implementation(setting.placement);
     const mtp::data::DataConfig data = bench_data(tmp.path());
     mtp::config::TrainingConfig training = training_config(setting);
@@ -553,13 +558,24 @@ void register_benchmarks() {
       for (RecordChoice r : {RecordChoice::kNone, RecordChoice::kDigest, RecordChoice::kFull}) {
         benchmark::RegisterBenchmark(
             ("BM_TrainStep/" + setting_name(s) + "/record:" + record_choice_name(r)).c_str(),
-            BM_TrainStep, s, r)
+            BM_TrainStep, s, r, mtp::config::Accumulation::kMegatron)
             ->ArgNames({"extra_steps"})
             ->Arg(4)
             ->Iterations(1)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
       }
+      // Canonical accumulation's cost (engine/canonical_grads.h) beside the row above it with
+      // Megatron's order (record none); not with CUDA graphs, which refuse it.
+      if (s.pipeline == Pipeline::kP1Graphs) continue;
+      benchmark::RegisterBenchmark(
+          ("BM_TrainStep/" + setting_name(s) + "/record:none/accumulation:canonical").c_str(),
+          BM_TrainStep, s, RecordChoice::kNone, mtp::config::Accumulation::kCanonical)
+          ->ArgNames({"extra_steps"})
+          ->Arg(4)
+          ->Iterations(1)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
     }
   }
 }
