@@ -1,4 +1,5 @@
-// Every rank's op order of 1F1B and interleaved 1F1B, for P = 2..8, V = 1..4 and M = 1..32 (N = P),
+// Every rank's op order of 1F1B, interleaved 1F1B and combined 1F1B (Megatron's EP A2A overlap,
+// one op of each pair listed forward first), for P = 2..8, V = 1..4 and M = 1..32 (N = P),
 // against the order Megatron-LM's own schedules.py runs (golden/schedules/megatron_op_order.txt,
 // made by ci/megatron_schedule_order/generate.py, which runs Megatron's schedule functions with
 // recording forward and backward steps): the same ops in the same order on every rank, and the
@@ -38,7 +39,9 @@ TEST(MegatronOrderTest, EveryRankRunsMegatronsOrderAndTheSameConfigurationsAreRe
     std::string kind, p, v, m, r;
     head >> kind >> p >> v >> m >> r;
     ScheduleConfig config;
-    config.kind = kind == "1f1b" ? ScheduleKind::kOneFOneB : ScheduleKind::kInterleaved;
+    config.kind = kind == "1f1b"          ? ScheduleKind::kOneFOneB
+                  : kind == "combined_1f1b" ? ScheduleKind::kCombined1F1B
+                                            : ScheduleKind::kInterleaved;
     config.pipeline_size = std::stoi(p.substr(2));
     config.virtual_size = std::stoi(v.substr(2));
     config.num_microbatches = std::stoi(m.substr(2));
@@ -61,7 +64,7 @@ TEST(MegatronOrderTest, EveryRankRunsMegatronsOrderAndTheSameConfigurationsAreRe
     }
   }
   EXPECT_EQ(differ, 0);
-  EXPECT_EQ(checked, 4480);  // every (schedule, P, V, M, rank) of the table
+  EXPECT_EQ(checked, 8960);  // every (schedule, P, V, M, rank) of the table
   EXPECT_GT(refused, 0);
 }
 
