@@ -39,7 +39,7 @@ TEST(MegatronOrderTest, EveryRankRunsMegatronsOrderAndTheSameConfigurationsAreRe
     std::string kind, p, v, m, r;
     head >> kind >> p >> v >> m >> r;
     ScheduleConfig config;
-    config.kind = kind == "1f1b"          ? ScheduleKind::kOneFOneB
+    config.kind = kind == "1f1b"            ? ScheduleKind::kOneFOneB
                   : kind == "combined_1f1b" ? ScheduleKind::kCombined1F1B
                                             : ScheduleKind::kInterleaved;
     config.pipeline_size = std::stoi(p.substr(2));
