@@ -52,7 +52,8 @@ std::string OracleCliTest::dir_;
 TEST_F(OracleCliTest, ADefaultScenarioRecordAgrees) {
   const auto r = run("oracle " + dir_ + "/full.h5 --json " + dir_ + "/o.json");
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("# verdict: AGREES (bounds: losses 6.1e-05, grads 6.1e-05)"),
+  EXPECT_NE(r.out.find("# verdict: AGREES (bounds: losses 6.1e-05, grads 6.1e-05, weights "
+                       "6.1e-05)"),
             std::string::npos)
       << r.out;
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/o.json"));
@@ -74,7 +75,7 @@ TEST_F(OracleCliTest, ADoubledEmbeddingGradDisagreesNamingIt) {
   const auto r = run("oracle " + bad);
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("DISAGREES"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("1 of 75 tensors outside, worst step 1 "
+  EXPECT_NE(r.out.find("1 of 146 tensors outside, worst step 1 "
                        "grad/embedding.word_embeddings.weight at 1"),
             std::string::npos)
       << r.out;
@@ -199,7 +200,7 @@ TEST(SelftestTest, EveryPlantedBugIsCaughtWhereExpected) {
        at = r.out.find(" CAUGHT\n", at + 1)) {
     ++caught;
   }
-  EXPECT_EQ(caught, 9u) << r.out;
+  EXPECT_EQ(caught, 10u) << r.out;
   EXPECT_EQ(r.out.find("MISSED"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("embedding_norm_counted_twice.oracle           1  attr/grad_norm"),
             std::string::npos)

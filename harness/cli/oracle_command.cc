@@ -45,7 +45,7 @@ int run_oracle(const OracleOptions& opt) {
   j["record"] = opt.record;
   j["step"] = step;
   j["model_dtype"] = record::dtype_name(c.model_dtype);
-  j["bound"] = {{"loss", c.bounds.loss}, {"grad", c.bounds.grad}};
+  j["bound"] = {{"loss", c.bounds.loss}, {"grad", c.bounds.grad}, {"weight", c.bounds.weight}};
   std::cout << fmt::format(
       "# mtp-harness oracle {}: step {} against the float64 straight-line "
       "program (weights of step {}, model dtype {})\n",
@@ -75,6 +75,11 @@ int run_oracle(const OracleOptions& opt) {
     rows.push_back({d.group, d.name, d.rel_l2, c.bounds.grad});
     j["grads"].push_back({{"name", d.name}, {"error", std::isfinite(d.rel_l2) ? d.rel_l2 : -1.0}});
   }
+  for (const auto& d : c.weights.tensors) {
+    rows.push_back({d.group, d.name, d.rel_l2, c.bounds.weight});
+    j["weights"].push_back(
+        {{"name", d.name}, {"error", std::isfinite(d.rel_l2) ? d.rel_l2 : -1.0}});
+  }
   // Worst first: by the fraction of its bound used (NaN counts as the worst).
   std::stable_sort(rows.begin(), rows.end(),
                    [](const Row& a, const Row& b) { return a.used() > b.used(); });
@@ -85,18 +90,25 @@ int run_oracle(const OracleOptions& opt) {
     std::cout << fmt::format("{:<8} {:<64} {:>12.3e} {:>10.3g}{}\n", rows[i].group, rows[i].name,
                              rows[i].error, rows[i].bound, rows[i].within() ? "" : "  OUTSIDE");
   }
+  if (rows.size() > static_cast<size_t>(opt.max_rows)) {
+    std::cout << fmt::format(
+        "# … {} more tensor(s), each using less of its bound (--max-rows "
+        "{} lists them all)\n",
+        rows.size() - static_cast<size_t>(opt.max_rows), rows.size());
+  }
   const Row& worst = rows.front();
   const std::string verdict =
       outside == 0
           ? fmt::format(
-                "AGREES (bounds: losses {:.3g}, grads {:.3g}): worst {}/{} at {:.3g} of "
-                "{} tensors",
-                c.bounds.loss, c.bounds.grad, worst.group, worst.name, worst.error, rows.size())
+                "AGREES (bounds: losses {:.3g}, grads {:.3g}, weights {:.3g}): worst {}/{} at "
+                "{:.3g} of {} tensors",
+                c.bounds.loss, c.bounds.grad, c.bounds.weight, worst.group, worst.name, worst.error,
+                rows.size())
           : fmt::format(
-                "DISAGREES (bounds: losses {:.3g}, grads {:.3g}): {} of {} tensors "
-                "outside, worst step {} {}/{} at {:.3g}",
-                c.bounds.loss, c.bounds.grad, outside, rows.size(), step, worst.group, worst.name,
-                worst.error);
+                "DISAGREES (bounds: losses {:.3g}, grads {:.3g}, weights {:.3g}): {} of {} "
+                "tensors outside, worst step {} {}/{} at {:.3g}",
+                c.bounds.loss, c.bounds.grad, c.bounds.weight, outside, rows.size(), step,
+                worst.group, worst.name, worst.error);
   std::cout << fmt::format("# {:.2f} s\n# verdict: {}\n", c.seconds, verdict);
   j["verdict"] = outside == 0 ? "AGREES" : "DISAGREES";
   j["verdict_text"] = verdict;

@@ -31,6 +31,8 @@ constexpr FaultInfo kFaults[] = {
     {Fault::kStandaloneStageFedZeros,
      "the standalone MTP stage receives zeros instead of the hidden state",
      "issue 21 (an unfilled receive buffer in the standalone stage)"},
+    {Fault::kAdamBiasCorrectionOff, "Adam's moments are not bias-corrected (1 − β^t)",
+     "own reading: torch.optim.AdamW / Megatron's optimizer (shared by both implementations)"},
 };
 
 }  // namespace

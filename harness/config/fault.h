@@ -41,6 +41,8 @@ enum class Fault {
   /// engine/executor.cc: the standalone MTP stage receives zeros instead of the hidden state
   /// (the receive buffer is never filled).
   kStandaloneStageFedZeros,
+  /// engine/optimizer.cc: Adam without its bias correction (m and v not divided by 1 − β^t).
+  kAdamBiasCorrectionOff,
 };
 
 template <>
@@ -55,7 +57,8 @@ struct EnumTable<Fault> {
       {Fault::kMtpScaleWithoutOneOverD, "mtp_scale_without_1_over_d"},
       {Fault::kMtpLabelsRolledOnceMore, "mtp_labels_rolled_once_more"},
       {Fault::kGradsZeroedBetweenMicrobatches, "grads_zeroed_between_microbatches"},
-      {Fault::kStandaloneStageFedZeros, "standalone_stage_fed_zeros"}};
+      {Fault::kStandaloneStageFedZeros, "standalone_stage_fed_zeros"},
+      {Fault::kAdamBiasCorrectionOff, "adam_bias_correction_off"}};
 };
 
 /// What a fault plants and where the field saw it.

@@ -15,8 +15,8 @@ AdamHyper AdamHyper::from(const config::TrainingConfig& t) {
 
 void adam_update(at::Tensor& w, const at::Tensor& g, at::Tensor& exp_avg, at::Tensor& exp_avg_sq,
                  int64_t step, const AdamHyper& h) {
-  const double bc1 = 1.0 - std::pow(h.beta1, static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(h.beta2, static_cast<double>(step));
+  const double bc1 = h.bias_correction ? 1.0 - std::pow(h.beta1, static_cast<double>(step)) : 1.0;
+  const double bc2 = h.bias_correction ? 1.0 - std::pow(h.beta2, static_cast<double>(step)) : 1.0;
   exp_avg.mul_(h.beta1).add_(g, 1.0 - h.beta1);
   exp_avg_sq.mul_(h.beta2).addcmul_(g, g, 1.0 - h.beta2);
   auto update = (exp_avg / bc1) / ((exp_avg_sq / bc2).sqrt() + h.eps);
@@ -245,7 +245,8 @@ class DistributedAdam final : public Optimizer {
 std::unique_ptr<Optimizer> make_optimizer(const RunPlan& plan, LocalModel& model,
                                           const Topology& topology, int rank,
                                           collectives::Communicator& comm) {
-  const AdamHyper hyper = AdamHyper::from(plan.training);
+  AdamHyper hyper = AdamHyper::from(plan.training);
+  hyper.bias_correction = plan.model.inject != config::Fault::kAdamBiasCorrectionOff;
   UpdatePredicate updates = update_predicate(plan.variant.embedding_copy_update);
   if (plan.variant.optimizer == config::Optimizer::kAdam) {
     return std::make_unique<Adam>(model, hyper, std::move(updates));

@@ -27,6 +27,8 @@ namespace mtp::engine {
 /// Adam's hyperparameters (TrainingConfig: lr, adam_beta1/2, adam_eps, weight_decay).
 struct AdamHyper {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.0;
+  /// false only for the planted bug kAdamBiasCorrectionOff (config/fault.h).
+  bool bias_correction = true;
   static AdamHyper from(const config::TrainingConfig& t);
 };
 

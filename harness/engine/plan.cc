@@ -51,6 +51,8 @@ void check_fault_applies(const RunPlan& plan) {
     case Fault::kMtpLabelsRolledOnceMore:
       if (D == 0) refuse("needs mtp_num_layers >= 1");
       return;
+    case Fault::kAdamBiasCorrectionOff:
+      return;  // every run takes an optimizer step
     case Fault::kStandaloneStageFedZeros:
       if (!plan.layout.mtp_standalone) {
         refuse(

@@ -104,7 +104,8 @@ std::string to_junit(const scenario::Scenario& sc, const std::vector<Expectation
       const auto& e = *r.expectation;
       if (e.oracle) {
         for (const auto& v : e.variants) {
-          for (const record::Group g : {record::Group::kLoss, record::Group::kGrad}) {
+          for (const record::Group g :
+               {record::Group::kLoss, record::Group::kGrad, record::Group::kWeight}) {
             const std::string name = record::group_name(g);
             const auto& groups = e.selection.groups;
             if (std::find(groups.begin(), groups.end(), name) != groups.end()) {

@@ -31,10 +31,13 @@ std::string format_table(const std::vector<ExpectationResult>& results) {
       const auto& p = r.pairs[i];
       const std::string name = i == 0 ? r.expectation->name : "";
       const std::string cls = i == 0 ? r.expectation->class_text() : "";
+      // A detector (scenarios/faults.toml) holds when its comparison fails because of the fault.
+      const bool detector = r.expectation->detects.has_value();
       s += fmt::format("  {:<{}} {:<{}} {:<6} {:<{}} {}\n", name, wn, cls, wc,
-                       p.holds       ? "PASS"
-                       : p.undecided ? "SKIP"
-                                     : "FAIL",
+                       p.undecided ? "SKIP"
+                       : detector  ? (p.holds ? "CAUGHT" : "MISSED")
+                       : p.holds   ? "PASS"
+                                   : "FAIL",
                        p.baseline + " vs " + p.other, wp, pair_verdict(p));
     }
   }

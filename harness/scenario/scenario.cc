@@ -591,7 +591,8 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
     }
   }
   const std::vector<std::string> oracle_groups{record::group_name(record::Group::kLoss),
-                                               record::group_name(record::Group::kGrad)};
+                                               record::group_name(record::Group::kGrad),
+                                               record::group_name(record::Group::kWeight)};
   e.selection.groups = get_strings(ctx, t, "records", w,
                                    e.oracle ? oracle_groups : record::default_compared_groups());
   if (e.selection.groups.empty())
@@ -622,8 +623,8 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
     for (const auto& g : e.selection.groups) {
       if (std::find(oracle_groups.begin(), oracle_groups.end(), g) == oracle_groups.end()) {
         ctx.fail(t.get("records"),
-                 fmt::format("{}: class \"oracle\" compares the loss and grad records only, not "
-                             "\"{}\"",
+                 fmt::format("{}: class \"oracle\" compares the loss, grad and weight records "
+                             "only, not \"{}\"",
                              w, g));
       }
     }

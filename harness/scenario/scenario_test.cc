@@ -161,7 +161,7 @@ TEST(ScenarioTest, OracleExpectations) {
   const Expectation& e = sc.expectations.back();
   EXPECT_TRUE(e.oracle);
   EXPECT_EQ(e.class_text(), "oracle");
-  EXPECT_EQ(e.selection.groups, (std::vector<std::string>{"loss", "grad"}));
+  EXPECT_EQ(e.selection.groups, (std::vector<std::string>{"loss", "grad", "weight"}));
   EXPECT_EQ(e.selection.steps, (std::set<int>{1}));
   EXPECT_FALSE(sc.expectations.front().oracle);
   EXPECT_EQ(sc.expectations.front().class_text(), "bitwise");
@@ -169,9 +169,9 @@ TEST(ScenarioTest, OracleExpectations) {
                   .expectations.back()
                   .selection.steps.empty());
   EXPECT_THAT(error_of(with("variants = []\n")), HasSubstr("at least one variant"));
-  EXPECT_THAT(error_of(with("variants = [\"a\"]\nrecords = [\"weight\"]\n")),
-              HasSubstr("test.toml:34:11: expectation \"o\": class \"oracle\" compares the loss "
-                        "and grad records only, not \"weight\""));
+  EXPECT_THAT(error_of(with("variants = [\"a\"]\nrecords = [\"batch\"]\n")),
+              HasSubstr("test.toml:34:11: expectation \"o\": class \"oracle\" compares the loss, "
+                        "grad and weight records only, not \"batch\""));
   EXPECT_THAT(error_of(with("variants = [\"a\"]\nsteps = [0, 1]\n")),
               HasSubstr("class \"oracle\" checks training steps (≥ 1)"));
   // A pairwise class still needs two variants, and the error says what one variant can do.
@@ -224,9 +224,9 @@ TEST(ScenarioTest, FaultInjectionIsRefusedUnlessDeclared) {
       error_of(declared + d2 + "first_divergence = \"loss/mtp_1\"\nfirst_divergence_step = 2\n"),
       HasSubstr("first_divergence_step = 2 is not among the compared steps"));
   EXPECT_THAT(
-      error_of(declared + d2 + "first_divergence = \"weight/*\"\nfirst_divergence_step = 1\n"),
-      HasSubstr("first_divergence = \"weight/*\" must be \"<group>/<tensor>\" with a "
-                "compared group (loss, grad, attr)"));
+      error_of(declared + d2 + "first_divergence = \"batch/*\"\nfirst_divergence_step = 1\n"),
+      HasSubstr("first_divergence = \"batch/*\" must be \"<group>/<tensor>\" with a "
+                "compared group (loss, grad, weight, attr)"));
   EXPECT_THAT(error_of(declared + d2 + "first_divergence = \"lm\"\nfirst_divergence_step = 1\n"),
               HasSubstr("must be \"<group>/<tensor>\""));
   // inject = "none" plants nothing, so it needs no declaration.

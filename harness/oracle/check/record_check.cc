@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 
 #include "harness/common/glob.h"
 #include "harness/common/utf8.h"
@@ -125,16 +126,100 @@ void check_loss_names(const record::RecordReader& rec, int step, const config::M
   }
 }
 
+/// The optimizer step of `step` (RecordCheck::weights): an independent float64 AdamW from the
+/// record's weights (masters) of step − 1, its moments (zero before step 1, else the recorded
+/// optimizer state of step − 1) and its own main grads of step, clipped as the run clips (the
+/// coefficient from those grads' float64 norm). A step whose state before it is unknown is
+/// noted, not checked.
+void check_optimizer_step(const record::RecordReader& rec, int step,
+                          const config::TrainingConfig& t,
+                          const std::vector<config::ParamSpec>& specs,
+                          const std::vector<record::ExpectedTensor>& expected,
+                          const std::function<bool(const std::string&)>& selected,
+                          RecordCheck& out) {
+  if (!rec.has_group(step, Group::kWeight) || !rec.has_group(step - 1, Group::kWeight)) {
+    out.notes.push_back(
+        fmt::format("step {}: the weights of steps {} and {} are not both in the "
+                    "record; the optimizer step is not checked",
+                    step, step - 1, step));
+    return;
+  }
+  const record::AttrMap attrs = rec.attrs();
+  for (const char* key : {"lr", "adam_beta1", "adam_beta2", "adam_eps", "weight_decay"}) {
+    if (!attrs.count(key)) {
+      out.notes.push_back(
+          fmt::format("step {}: the record does not say its {}; the optimizer "
+                      "step is not checked",
+                      step, key));
+      return;
+    }
+  }
+  const bool from_zero = step == 1;
+  if (!from_zero && !rec.has_group(step - 1, Group::kOptimizer)) {
+    out.notes.push_back(fmt::format(
+        "step {}: no optimizer state of step {} (save_optimizer_state); the optimizer step is "
+        "not checked",
+        step, step - 1));
+    return;
+  }
+  std::map<std::string, at::Tensor> w0, w1, g;
+  for (const auto& x : record::read_named_tensors(rec, step - 1, Group::kWeight, expected)) {
+    w0[x.name] = engine::tensor_from_record(x).to(at::kDouble);
+  }
+  for (const auto& x : record::read_named_tensors(rec, step, Group::kWeight, expected)) {
+    w1[x.name] = engine::tensor_from_record(x).to(at::kDouble);
+  }
+  for (const auto& x : record::read_named_tensors(rec, step, Group::kGrad, expected)) {
+    g[x.name] = engine::tensor_from_record(x).to(at::kDouble);
+  }
+  double coeff = 1.0;  // global-norm clipping (clip_grad_norm_): each parameter counted once
+  if (t.clip_grad > 0.0) {
+    double sumsq = 0.0;
+    for (const auto& spec : specs) sumsq += (g[spec.name] * g[spec.name]).sum().item<double>();
+    coeff = std::min(t.clip_grad / (std::sqrt(sumsq) + 1e-6), 1.0);
+  }
+  double n = 1.0;  // the step count after this step
+  if (!from_zero) {
+    n = engine::tensor_from_record(
+            rec.read(step - 1, Group::kOptimizer, record::kOptimizerStepName))
+            .item<double>() +
+        1.0;
+  }
+  for (const auto& spec : specs) {
+    if (!selected(spec.name)) continue;
+    at::Tensor m = at::zeros_like(w0[spec.name]), v = at::zeros_like(w0[spec.name]);
+    if (!from_zero) {
+      m = engine::tensor_from_record(
+              rec.read(step - 1, Group::kOptimizer, record::exp_avg_name(spec.name)))
+              .to(at::kDouble);
+      v = engine::tensor_from_record(
+              rec.read(step - 1, Group::kOptimizer, record::exp_avg_sq_name(spec.name)))
+              .to(at::kDouble);
+    }
+    // torch.optim.AdamW: m, v updated; bias-corrected; decoupled weight decay.
+    const at::Tensor grad = g[spec.name] * coeff;
+    m = t.adam_beta1 * m + (1.0 - t.adam_beta1) * grad;
+    v = t.adam_beta2 * v + (1.0 - t.adam_beta2) * grad * grad;
+    const at::Tensor m_hat = m / (1.0 - std::pow(t.adam_beta1, n));
+    const at::Tensor v_hat = v / (1.0 - std::pow(t.adam_beta2, n));
+    const at::Tensor want =
+        w0[spec.name] * (1.0 - t.lr * t.weight_decay) - t.lr * m_hat / (v_hat.sqrt() + t.adam_eps);
+    add(out.weights,
+        diff_of(step, Group::kWeight, spec.name, w1[spec.name], want, out.weights.cls));
+  }
+}
+
 }  // namespace
 
 Bounds dtype_bounds(record::DType model_dtype) {
+  const double f32 = std::ldexp(1.0, 9 - 23), f64 = std::ldexp(1.0, 19 - 52);
   switch (model_dtype) {
     case record::DType::kF64:
-      return {std::ldexp(1.0, 19 - 52), std::ldexp(1.0, 19 - 52)};
+      return {f64, f64, f64};
     case record::DType::kBF16:
-      return {std::ldexp(1.0, -1 - 7), std::ldexp(1.0, 4 - 7)};
+      return {std::ldexp(1.0, -1 - 7), std::ldexp(1.0, 4 - 7), f32};
     default:
-      return {std::ldexp(1.0, 9 - 23), std::ldexp(1.0, 9 - 23)};
+      return {f32, f32, f32};
   }
 }
 
@@ -177,15 +262,28 @@ RecordCheck check_record(const record::RecordReader& rec, const CheckRequest& re
     for (auto& d : digest_only_tensors(rec, step, weights_group)) {
       out.digest_only.push_back(std::move(d));
     }
+    if (req.weights) {  // the optimizer step reads the weights (masters) of both steps in full
+      for (int s : {step - 1, step}) {
+        if (!rec.has_group(s, Group::kWeight)) continue;
+        for (const auto& name : rec.names(s, Group::kWeight)) {
+          if (!rec.info(s, record::group_name(Group::kWeight), name).stored) {
+            out.digest_only.push_back(fmt::format("step {} weight/{}", s, name));
+          }
+        }
+      }
+    }
   }
   out.model_dtype = rec.describe(first - 1, weights_group, config::kWordEmbeddingName).dtype;
-  out.bounds = req.bound ? Bounds{*req.bound, *req.bound} : dtype_bounds(out.model_dtype);
-  compare::CompareClass loss_cls, grad_cls;
-  loss_cls.kind = grad_cls.kind = compare::CompareClass::Kind::kRelL2;
+  out.bounds =
+      req.bound ? Bounds{*req.bound, *req.bound, *req.bound} : dtype_bounds(out.model_dtype);
+  compare::CompareClass loss_cls, grad_cls, weight_cls;
+  loss_cls.kind = grad_cls.kind = weight_cls.kind = compare::CompareClass::Kind::kRelL2;
   loss_cls.max_rel_l2 = out.bounds.loss;
   grad_cls.max_rel_l2 = out.bounds.grad;
+  weight_cls.max_rel_l2 = out.bounds.weight;
   out.losses.cls = loss_cls;
   out.grads.cls = grad_cls;
+  out.weights.cls = weight_cls;
   auto selected = [&](const std::string& name) {
     return glob_match_any(req.include, name) && !glob_match_any(req.exclude, name);
   };
@@ -254,9 +352,11 @@ RecordCheck check_record(const record::RecordReader& rec, const CheckRequest& re
         add(out.grads, std::move(d));
       }
     }
+    if (req.weights) check_optimizer_step(rec, step, run.training, specs, expected, selected, out);
   }
   finish(out.losses);
   finish(out.grads);
+  finish(out.weights);
   if (out.losses.tensors.empty() && out.grads.tensors.empty()) {
     throw InputError(
         fmt::format("{}: the oracle's selection (include {}; exclude {}) matches no loss or grad",
@@ -272,15 +372,17 @@ report::ExpectationResult evaluate_oracle_expectation(
   out.expectation = &e;
   out.holds = true;
   const auto& groups = e.selection.groups;
-  const bool losses =
-      std::find(groups.begin(), groups.end(), record::group_name(Group::kLoss)) != groups.end();
-  const bool grads =
-      std::find(groups.begin(), groups.end(), record::group_name(Group::kGrad)) != groups.end();
+  auto wants = [&](Group g) {
+    return std::find(groups.begin(), groups.end(), record::group_name(g)) != groups.end();
+  };
+  const bool losses = wants(Group::kLoss), grads = wants(Group::kGrad),
+             weights = wants(Group::kWeight);
   for (const std::string& variant : e.variants) {
     const record::RecordReader rec(record_paths.at(variant));
     CheckRequest req;
     req.losses = losses;
     req.grads = grads;
+    req.weights = weights;
     req.include = e.selection.include;
     req.exclude = e.selection.exclude;
     if (!e.selection.steps.empty()) {
@@ -301,7 +403,7 @@ report::ExpectationResult evaluate_oracle_expectation(
       p.baseline = variant;
       p.other = fmt::format("oracle/{}", record::group_name(g));
       p.result = r;
-      p.seconds = c.seconds / ((losses && grads) ? 2.0 : 1.0);
+      p.seconds = c.seconds / static_cast<double>(int{losses} + int{grads} + int{weights});
       p.holds = !c.undecided() && r.equal;
       if (c.undecided()) {
         p.undecided = true;
@@ -323,6 +425,8 @@ report::ExpectationResult evaluate_oracle_expectation(
     };
     if (losses) pair(Group::kLoss, c.losses);
     if (grads) pair(Group::kGrad, c.grads);
+    // The optimizer step, where some step's could be checked (the notes say where not).
+    if (weights && (!c.weights.tensors.empty() || c.undecided())) pair(Group::kWeight, c.weights);
   }
   const bool any_failed = std::any_of(out.pairs.begin(), out.pairs.end(),
                                       [](const auto& p) { return !p.holds && !p.undecided; });

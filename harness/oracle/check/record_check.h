@@ -29,6 +29,7 @@ namespace mtp::oracle {
 struct Bounds {
   double loss = 0.0;
   double grad = 0.0;
+  double weight = 0.0;  ///< the weights after the optimizer step (the masters of a bf16 run)
 };
 
 /// The bounds for a model computing in `model_dtype`, in units of its machine epsilon ε (2^-52,
@@ -38,6 +39,8 @@ struct Bounds {
 ///   float32   losses and grads 2^9·ε ≈ 6.1e-5   (measured ≤ 7.0e-7, MoE included)
 ///   bfloat16  losses 2^-1·ε ≈ 3.9e-3 (measured ≤ 3.1e-5: losses and softmax are fp32),
 ///             grads 2^4·ε = 0.125 (measured ≤ 0.063: every activation is rounded to bf16)
+/// The weights after the step are updated in the main dtype (fp32 masters for bf16) from the
+/// record's own grads: 2^9·ε of float32 (float64 runs: 2^19·ε of float64).
 Bounds dtype_bounds(record::DType model_dtype);
 
 /// What to check.
@@ -47,6 +50,7 @@ struct CheckRequest {
   std::set<int> steps{1};
   bool losses = true;                     ///< compare the loss group
   bool grads = true;                      ///< compare the grad group
+  bool weights = true;                    ///< check the optimizer step, where it can be
   std::vector<std::string> include{"*"};  ///< glob patterns on tensor names
   std::vector<std::string> exclude;
   std::optional<double> bound;  ///< one bound for losses and grads instead of dtype_bounds
@@ -71,11 +75,17 @@ struct RecordCheck {
   /// class rel_l2:bounds.grad; with clipping on also "attr/grad_norm", the global norm the
   /// record's clip used against the oracle's grads' norm
   compare::CompareResult grads;
+  /// class rel_l2:bounds.weight: the weights after step n against an independent float64 Adam
+  /// (torch.optim.AdamW's update: decoupled weight decay, bias correction) applied to the
+  /// record's weights of step n − 1 and its own main grads of step n (clipped by the norm of those
+  /// grads when the run clips). Checked where the optimizer state before the step is known: step
+  /// 1 (zero moments) or a record with save_optimizer_state; else a note says why not.
+  compare::CompareResult weights;
   std::vector<LossValue> loss_values;
   double seconds = 0.0;  ///< wall time of the whole check
   /// No verdict: a tensor the check needs is held as digests only (nothing was computed).
   bool undecided() const { return !digest_only.empty(); }
-  bool agrees() const { return !undecided() && losses.equal && grads.equal; }
+  bool agrees() const { return !undecided() && losses.equal && grads.equal && weights.equal; }
 };
 
 /// Checks `req.steps` of `rec` against the float64 program. Throws RecordError when the record
@@ -86,8 +96,9 @@ struct RecordCheck {
 RecordCheck check_record(const record::RecordReader& rec, const CheckRequest& req);
 
 /// A scenario expectation of class "oracle" (scenario::Expectation::oracle) on the records of
-/// its variants (paths by variant name): per variant a pair "<variant> vs oracle/loss" and one
-/// "vs oracle/grad" for the groups it selects. A pair whose record holds a non-finite value does
+/// its variants (paths by variant name): per variant a pair "<variant> vs oracle/loss", one
+/// "vs oracle/grad" and one "vs oracle/weight" (when some step's weights could be checked) for
+/// the groups it selects. A pair whose record holds a non-finite value does
 /// not hold; a digest-only record makes the pair undecided (skipped when none fails). Throws
 /// RecordError as check_record.
 report::ExpectationResult evaluate_oracle_expectation(
