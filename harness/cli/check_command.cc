@@ -204,12 +204,19 @@ int check(const CheckOptions& opt) {
       "undecided, {} with variants not run); report: {}, {}\n",
       results.size(), evaluated - failed, failed, skipped, undecided, skipped - undecided,
       json_path, html_path);
-  if (failed > 0) return kExitMismatch;
+  // The last line, as every command ends: what the exit code means, in words.
+  if (failed > 0) {
+    std::cout << fmt::format(
+        "# verdict: FAILS: {} of {} evaluated expectation(s) failed (## … "
+        "FAILED above)\n",
+        failed, evaluated);
+    return kExitMismatch;
+  }
   if (undecided > 0 && !opt.allow_skipped) {
     // Never a pass for lack of data: an expectation the records cannot decide is not proven.
     std::cout << fmt::format(
         "# {} expectation(s) could not be decided from the records (see "
-        "SKIP above); pass --allow-skipped to accept that\n",
+        "SKIP above); pass --allow-skipped to accept that\n# verdict: NOT PROVEN\n",
         undecided);
     return kExitMismatch;
   }
@@ -217,10 +224,14 @@ int check(const CheckOptions& opt) {
     std::cout << fmt::format(
         "# nothing was proven: every expectation compares a variant that was "
         "not run (--variant {}); run the variants they name, or pass "
-        "--allow-skipped to accept a check that evaluates none\n",
+        "--allow-skipped to accept a check that evaluates none\n# verdict: NOT PROVEN\n",
         fmt::join(opt.only_variants, " --variant "));
     return kExitMismatch;
   }
+  std::cout << fmt::format(
+      "# verdict: HOLDS: every evaluated expectation holds ({} of {}{})\n", evaluated,
+      results.size(),
+      skipped > 0 ? fmt::format("; {} skipped, accepted by --allow-skipped", skipped) : "");
   return kExitOk;
 }
 

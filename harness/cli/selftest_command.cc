@@ -44,8 +44,11 @@ std::pair<int, std::string> earliest_failure(const report::ExpectationResult& r)
 }  // namespace
 
 int run_selftest(const SelftestOptions& opt) {
-  const scenario::Scenario sc =
+  scenario::Scenario sc =
       scenario::parse_scenario(scenarios::faults_scenario_text(), "<embedded faults scenario>");
+  if (!opt.device.empty()) {
+    sc.training.device = config::parse_enum<config::Device>(opt.device, "--device");
+  }
   const std::vector<engine::RunPlan> plans = plan_variants(sc, {});
   RunSettings settings;
   settings.out_dir = run_directory(sc, opt.out_dir);

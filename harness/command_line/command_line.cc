@@ -264,6 +264,8 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
   stx->add_option("--out", st.out_dir, "directory for the records and reports")->check(non_empty);
   stx->add_option("--json", st.json_path, "also write the detection table as JSON")
       ->check(non_empty);
+  stx->add_option("--device", st.device, "cpu | cuda (all ranks as threads on GPU 0)")
+      ->check(CLI::IsMember(config::enum_names<config::Device>()));
   stx->add_flag("-q,--quiet", st.quiet, "no progress line on stderr");
 
   auto* g = app.add_subcommand("golden",

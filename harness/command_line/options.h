@@ -99,6 +99,7 @@ struct OracleOptions {
 struct SelftestOptions {
   std::string out_dir;    ///< records and reports; empty = runs/faults/<UTC time>
   std::string json_path;  ///< also write the detection table as JSON
+  std::string device;     ///< "cpu" | "cuda"; empty = the scenario's (cpu)
   bool quiet = false;     ///< no progress line on stderr
 };
 
