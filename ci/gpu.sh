@@ -25,6 +25,12 @@
 #              .ab-base) into build-gpu-base, then `mtp-harness perf ab` of its
 #              train_step_benchmark against this build's (MTP_AB_FILTER, default the small
 #              model's P = 1 bf16 rows; MTP_AB_ROUNDS, default 5)
+#     megatron the Megatron-LM recorder (ci/megatron_recorder/README.md), with a Megatron-LM tree
+#              carried at build-megatron/Megatron-LM (megatron/ and REVISION): Megatron trains
+#              ci/megatron_recorder/source.toml's run for 3 steps both ways (--init harness,
+#              --init megatron) into OUT_DIR/megatron_train_*_init.h5; this build replays both on
+#              cuda and cpu, and the harness's own run is compared with Megatron's (rel_l2:1e-5).
+#              MTP_MEGATRON_SOURCE: the source record (default: made here on the CPU)
 #   MTP_CTEST_REGEX: run only the tests matching it (part tests). MTP_SKIP_COMPARE_BENCH and
 #   MTP_RECORD_ROWS (e.g. 'record:(none|digest)') shorten part records.
 set -uo pipefail
@@ -245,6 +251,25 @@ else
     --rounds "${MTP_AB_ROUNDS:-5}" --json $work/perf_ab.json
   grep -E "^ |^# " "$log/ab.log" | tee -a "$summary"
 fi
+fi
+if want megatron; then
+meg=${MTP_MEGATRON_TREE:-build-megatron/Megatron-LM}
+src=${MTP_MEGATRON_SOURCE:-$work/megatron_source.h5}
+[ -n "${MTP_MEGATRON_SOURCE:-}" ] ||
+  step megatron_source $B run ci/megatron_recorder/source.toml --variant ref_p1 --device cpu --out "$src"
+say "megatron: Megatron-LM $(cat "$meg/REVISION" 2>/dev/null || echo '(no REVISION)'), source $src"
+for init in harness megatron; do
+  rec=$out/megatron_train_${init}_init.h5
+  step megatron_record_$init env PYTHONPATH="$meg" NCCL_ALGO=Ring NCCL_NVLS_ENABLE=0 \
+    python3 ci/megatron_recorder/record.py "$src" --init $init --steps 3 --out "$rec"
+  grep -E "^(step|record)" "$log/megatron_record_$init.log" | sed "s/^/  $init init: /" | tee -a "$summary"
+  for dev in cuda cpu; do
+    step megatron_replay_${init}_$dev $B replay "$rec" --device $dev --class rel_l2:1e-5
+    grep -E "^(EQUAL|DIFFERENT|verdict)" "$log/megatron_replay_${init}_$dev.log" | sed "s/^/  replay on $dev: /" | tee -a "$summary"
+  done
+done
+step megatron_vs_harness $B compare "$src" "$out/megatron_train_harness_init.h5" --class rel_l2:1e-5
+grep -E "^(EQUAL|DIFFERENT|verdict)" "$log/megatron_vs_harness.log" | sed "s/^/  harness vs Megatron: /" | tee -a "$summary"
 fi
 if want records; then
 gpu_ctx="gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1),driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"

@@ -9,11 +9,18 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "harness/common/test_util.h"
 
 namespace mtp::cli_test {
+
+/// The whole file at `path` ("" when it cannot be read).
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
 
 /// Exit code and stdout + stderr of one run.
 struct Result {

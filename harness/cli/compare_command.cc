@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "harness/cli/commands.h"
+#include "harness/cli/compare_html.h"
 #include "harness/cli/localize.h"
 #include "harness/common/output_file.h"
 #include "harness/common/temp_file.h"
@@ -146,6 +147,14 @@ int run_compare(const CompareOptions& opt) {
     check_not_same_file("--json", opt.json_path, "record A", opt.a);
     check_not_same_file("--json", opt.json_path, "record B", opt.b);
   }
+  if (!opt.html_path.empty()) {
+    check_output_file("--html", opt.html_path);
+    check_not_same_file("--html", opt.html_path, "record A", opt.a);
+    check_not_same_file("--html", opt.html_path, "record B", opt.b);
+    if (!opt.json_path.empty()) {
+      check_not_same_file("--html", opt.html_path, "--json", opt.json_path);
+    }
+  }
   record::RecordReader a(opt.a);
   record::RecordReader b(opt.b);
   compare::Selection sel;
@@ -263,6 +272,11 @@ int run_compare(const CompareOptions& opt) {
   if (!opt.json_path.empty()) {
     write_file_atomically(opt.json_path,
                           j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  }
+  if (!opt.html_path.empty()) {
+    const CompareVerdict v{
+        holds, undecided, opt.allow_nonfinite ? "" : fmt::format("{}", fmt::join(nonfinite, "; "))};
+    write_file_atomically(opt.html_path, compare_html(opt.a, opt.b, cls, sel, r, v));
   }
   return holds ? kExitOk : kExitMismatch;
 }

@@ -176,6 +176,10 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
   k->add_option("--json", cmp.json_path, "also write the result as JSON")->check(non_empty);
+  k->add_option("--html", cmp.html_path,
+                "also write the comparison as a self-contained HTML page (check's report: both "
+                "runs' losses, the verdict, the heatmap of a failing comparison)")
+      ->check(non_empty);
   k->add_flag("--localize", cmp.localize,
               "when digest-only records differ, re-train both variants (from the scenario text "
               "the records embed) with the divergent step in full and report the element");

@@ -64,6 +64,7 @@ struct CompareOptions {
   std::string steps = "all";
   int max_rows = 20;
   std::string json_path;
+  std::string html_path;        ///< "" = no HTML page (cli/compare_html.h)
   bool localize = false;        ///< digest-only difference: re-train both with that step in full
   bool ignore_digests = false;  ///< read and compare values even where the digests are equal
   /// Compare records that hold a non-finite value (record::first_nonfinite); otherwise such a
