@@ -200,7 +200,7 @@ TEST(SelftestTest, EveryPlantedBugIsCaughtWhereExpected) {
        at = r.out.find(" CAUGHT\n", at + 1)) {
     ++caught;
   }
-  EXPECT_EQ(caught, 10u) << r.out;
+  EXPECT_EQ(caught, 11u) << r.out;  // 10 faults, one caught by two detectors
   EXPECT_EQ(r.out.find("MISSED"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("embedding_norm_counted_twice.oracle           1  attr/grad_norm"),
             std::string::npos)
@@ -236,6 +236,18 @@ TEST(FaultInjectionTest, AFaultThatCannotTakeEffectIsRefusedAndSelftestOutputsDo
   EXPECT_NE(r.out.find("needs a standalone MTP stage"), std::string::npos) << r.out;
   r = with("inject = \"mtp_embedding_out_of_group\"\nlayout = \"Et|tmL\"\n");
   EXPECT_NE(r.out.find("needs embedding_copy_update = \"broadcast\""), std::string::npos) << r.out;
+  r = with("inject = \"mtp_local_token_count\"\n");
+  EXPECT_NE(r.out.find("needs calculate_per_token_loss = true"), std::string::npos) << r.out;
+  r = with("inject = \"mtp_local_token_count\"\ncalculate_per_token_loss = true\n");
+  EXPECT_NE(r.out.find("needs dp >= 2 (at dp = 1 the rank's counts are the global batch's)"),
+            std::string::npos)
+      << r.out;
+  // The per-token loss cannot fold into canonical accumulation: refused, naming both.
+  r = with("calculate_per_token_loss = true\naccumulation = \"canonical\"\n");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("accumulation = \"canonical\" needs calculate_per_token_loss = false"),
+            std::string::npos)
+      << r.out;
   const auto st =
       run("selftest --quiet --out " + dir.file("st") + " --json " + dir.file("st/ref_p4v2.h5"));
   EXPECT_EQ(st.code, 2) << st.out;

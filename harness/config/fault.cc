@@ -33,6 +33,9 @@ constexpr FaultInfo kFaults[] = {
      "issue 21 (an unfilled receive buffer in the standalone stage)"},
     {Fault::kAdamBiasCorrectionOff, "Adam's moments are not bias-corrected (1 − β^t)",
      "own reading: torch.optim.AdamW / Megatron's optimizer (shared by both implementations)"},
+    {Fault::kMtpLocalTokenCount,
+     "per-token loss: depth k's MTP sum is rescaled by the data-parallel rank's own counts",
+     "Megatron-LM #7452 (process_mtp_loss normalises by local token counts)"},
 };
 
 }  // namespace

@@ -43,6 +43,10 @@ enum class Fault {
   kStandaloneStageFedZeros,
   /// engine/optimizer.cc: Adam without its bias correction (m and v not divided by 1 − β^t).
   kAdamBiasCorrectionOff,
+  /// engine/trainer.cc: with calculate_per_token_loss, depth k's MTP sum is rescaled by this
+  /// data-parallel rank's own counts N_0/N_k (over its microbatches) instead of the global
+  /// batch's (Megatron-LM #7452: process_mtp_loss uses local counts).
+  kMtpLocalTokenCount,
 };
 
 template <>
@@ -58,7 +62,8 @@ struct EnumTable<Fault> {
       {Fault::kMtpLabelsRolledOnceMore, "mtp_labels_rolled_once_more"},
       {Fault::kGradsZeroedBetweenMicrobatches, "grads_zeroed_between_microbatches"},
       {Fault::kStandaloneStageFedZeros, "standalone_stage_fed_zeros"},
-      {Fault::kAdamBiasCorrectionOff, "adam_bias_correction_off"}};
+      {Fault::kAdamBiasCorrectionOff, "adam_bias_correction_off"},
+      {Fault::kMtpLocalTokenCount, "mtp_local_token_count"}};
 };
 
 /// What a fault plants and where the field saw it.

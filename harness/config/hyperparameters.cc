@@ -142,6 +142,9 @@ std::vector<Row<ModelConfig>> make_model_rows() {
                     "false: the output head uses the word-embedding table");
     rows.push_back(r);
   }
+  rows.push_back(bool_row<M>(
+      "calculate_per_token_loss", "calculate_per_token_loss", &M::calculate_per_token_loss,
+      "true: normalise by the global batch's token counts (Megatron's per-token loss)"));
   rows.push_back(int_row<M>("num_moe_experts", "num_moe_experts", &M::num_moe_experts, 0, kNoMax,
                             "E routed experts; 0 = a dense MLP in every layer"));
   rows.push_back(moe(int_row<M>("moe_router_topk", "moe_router_topk", &M::moe_router_topk, 1,

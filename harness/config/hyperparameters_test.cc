@@ -59,8 +59,8 @@ TEST(HyperparametersTest, KeysAndRecordAttributesAreUnique) {
       EXPECT_TRUE(attrs.insert(h.record_attr).second) << h.record_attr;
     }
   }
-  // 23 scenario keys under [model] (kv_channels and the score function are recorded only).
-  EXPECT_EQ(std::count_if(keys.begin(), keys.end(), [](const auto& k) { return k[1] != '.'; }), 23);
+  // 24 scenario keys under [model] (kv_channels and the score function are recorded only).
+  EXPECT_EQ(std::count_if(keys.begin(), keys.end(), [](const auto& k) { return k[1] != '.'; }), 24);
 }
 
 TEST(HyperparametersTest, RecordedFormsFollowMegatronsAttributes) {

@@ -29,6 +29,13 @@ struct ModelConfig {
   double rotary_base = 10000.0;
   double norm_epsilon = 1e-5;
   bool untie_embeddings = true;  ///< false: output head uses the word-embedding table
+  /// Megatron-LM's --calculate-per-token-loss: each microbatch's loss is its masked sum (not its
+  /// mean), depth k's MTP sum is rescaled by N_0/N_k, and finalize_model_grads divides every
+  /// main grad by N_0 (after the data-parallel sum, which then does not average). N_0 and N_k are
+  /// the step's token counts over the whole global batch (every microbatch of every
+  /// data-parallel rank): the normalisation Megatron-LM #7452 asks for. Off: each microbatch
+  /// is normalised by its own counts and the global batch averaged (Megatron's default).
+  bool calculate_per_token_loss = false;
   /// Kernels for RMSNorm, the word-embedding lookup and cross entropy: LibTorch ops with
   /// deterministic algorithms, or kernels/ops.h (fixed-order reductions, no atomics).
   Kernels kernels = Kernels::kTorch;

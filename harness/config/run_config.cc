@@ -12,6 +12,9 @@ ModelConfig variant_model(const ModelConfig& model, const VariantSpec& variant) 
   if (variant.kernels) m.kernels = *variant.kernels;
   if (variant.attention_backend) m.attention_backend = *variant.attention_backend;
   if (variant.untie_embeddings) m.untie_embeddings = *variant.untie_embeddings;
+  if (variant.calculate_per_token_loss) {
+    m.calculate_per_token_loss = *variant.calculate_per_token_loss;
+  }
   return m;
 }
 

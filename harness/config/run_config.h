@@ -81,6 +81,7 @@ struct VariantSpec {
   std::optional<Kernels> kernels;                     ///< overrides the model's kernels
   std::optional<AttentionBackend> attention_backend;  ///< overrides the model's
   std::optional<bool> untie_embeddings;               ///< overrides the model's untie_embeddings
+  std::optional<bool> calculate_per_token_loss;       ///< overrides the model's (loss normaliser)
   Optimizer optimizer = Optimizer::kAdam;
   /// How the word-embedding copies stay equal after the optimizer step.
   EmbeddingCopyUpdate embedding_copy_update = EmbeddingCopyUpdate::kReplicated;
@@ -97,7 +98,7 @@ struct VariantSpec {
 };
 
 /// The model `variant` trains: `model` with the variant's overrides (mtp_loss_scaling_factor,
-/// kernels, untie_embeddings, inject, accumulation). Not validated.
+/// kernels, untie_embeddings, calculate_per_token_loss, inject, accumulation). Not validated.
 ModelConfig variant_model(const ModelConfig& model, const VariantSpec& variant);
 
 /// M for `variant`: training.num_microbatches, or global_batch_size / (micro_batch_size · DP).

@@ -76,6 +76,47 @@ TEST(DataTest, EdgeBatchesCycleOverGlobalMicrobatches) {
   EXPECT_THROW(MicrobatchBuilder(src, cfg, 2, 4, 256), InputError);
 }
 
+TEST(DataTest, MaskFractionsDropEachMicrobatchsShareOfItsValidLabels) {
+  // Microbatch j of a step drops fraction f[j mod n]: with {0, 1}, even ones keep the data's
+  // mask and odd ones lose every label, at every step.
+  TextFileSource src(write_temp("fractions.txt", "abcdefgh\nij"));
+  DataConfig cfg;
+  cfg.mask_token = '\n';
+  cfg.mask_fractions = {0.0, 1.0};
+  MicrobatchBuilder builder(src, cfg, 2, 4, 256);
+  MicrobatchBuilder plain(src, 2, 4, 256, '\n');
+  for (int64_t step = 1; step <= 3; ++step) {
+    EXPECT_EQ(builder.build(step, 0, 4).loss_mask, plain.build(step, 0, 4).loss_mask);
+    EXPECT_EQ(builder.build(step, 1, 4).loss_mask, std::vector<uint8_t>(8, 0));
+    EXPECT_EQ(builder.build(step, 2, 4).loss_mask, plain.build(step, 2, 4).loss_mask);
+  }
+  // A half: only valid labels are dropped, about half of them, the same ones on every call.
+  std::string text;
+  for (int i = 0; i < 4096; ++i) text += static_cast<char>('a' + i % 26);
+  TextFileSource big(write_temp("fractions_big.txt", text));
+  cfg.mask_fractions = {0.5};
+  MicrobatchBuilder half(big, cfg, 4, 64, 256);
+  MicrobatchBuilder all(big, 4, 64, 256, '\n');
+  const Microbatch h = half.build(2, 3, 4), full = all.build(2, 3, 4);
+  EXPECT_EQ(h.loss_mask, half.build(2, 3, 4).loss_mask);
+  EXPECT_EQ(h.tokens, full.tokens);
+  int kept = 0;
+  for (size_t k = 0; k < h.loss_mask.size(); ++k) {
+    EXPECT_LE(h.loss_mask[k], full.loss_mask[k]);
+    kept += h.loss_mask[k];
+  }
+  EXPECT_GT(kept, 256 * 35 / 100);
+  EXPECT_LT(kept, 256 * 65 / 100);
+  EXPECT_NE(h.loss_mask, half.build(3, 3, 4).loss_mask);  // another step, other positions
+  cfg.mask_fractions = {1.5};
+  EXPECT_THROW(MicrobatchBuilder(src, cfg, 2, 4, 256), InputError);
+  // first_two_labels: positions 0 and 1 of each row (depth 1 keeps one token, depth 2 none).
+  DataConfig two;
+  two.edge_batches = {"first_two_labels"};
+  EXPECT_EQ(MicrobatchBuilder(src, two, 2, 4, 256).build(1, 0, 1).loss_mask,
+            (std::vector<uint8_t>{1, 1, 0, 0, 1, 1, 0, 0}));
+}
+
 TEST(DataTest, ClearErrors) {
   EXPECT_THROW(TextFileSource("/nonexistent/file.txt"), InputError);
   EXPECT_THROW(TextFileSource(write_temp("empty.txt", "")), InputError);

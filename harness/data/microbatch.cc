@@ -12,11 +12,13 @@ EdgeBatch parse_edge_batch(const std::string& name) {
   if (name == "data") return EdgeBatch::kData;
   if (name == "first_label_only") return EdgeBatch::kFirstLabelOnly;
   if (name == "last_label_only") return EdgeBatch::kLastLabelOnly;
+  if (name == "first_two_labels") return EdgeBatch::kFirstTwoLabels;
   if (name == "all_masked") return EdgeBatch::kAllMasked;
   if (name == "repeated_token") return EdgeBatch::kRepeatedToken;
   throw InputError(
       fmt::format("edge batch \"{}\" is unknown (accepted: \"data\", "
-                  "\"first_label_only\", \"last_label_only\", \"all_masked\", "
+                  "\"first_label_only\", \"last_label_only\", \"first_two_labels\", "
+                  "\"all_masked\", "
                   "\"repeated_token\")",
                   name));
 }
@@ -39,6 +41,12 @@ MicrobatchBuilder::MicrobatchBuilder(const TokenSource& source, const DataConfig
                                  source.describe(), source.min_vocab_size(), vocab_size));
   }
   for (const auto& name : cfg.edge_batches) edge_batches_.push_back(parse_edge_batch(name));
+  for (double f : cfg.mask_fractions) {
+    if (!(f >= 0.0 && f <= 1.0)) {
+      throw InputError(fmt::format("data: mask_fractions entry {} is not in [0, 1]", f));
+    }
+  }
+  mask_fractions_ = cfg.mask_fractions;
 }
 
 MicrobatchBuilder::MicrobatchBuilder(const TokenSource& source, int64_t micro_batch_size,
@@ -76,10 +84,15 @@ void MicrobatchBuilder::apply_edge_batch(EdgeBatch edge, Microbatch& mb) const {
         break;
       case EdgeBatch::kFirstLabelOnly:
       case EdgeBatch::kLastLabelOnly:
+      case EdgeBatch::kFirstTwoLabels:
       case EdgeBatch::kAllMasked:
         std::fill_n(mb.loss_mask.begin() + at(0), s_, uint8_t{0});
         if (edge == EdgeBatch::kFirstLabelOnly) mb.loss_mask[at(0)] = 1;
         if (edge == EdgeBatch::kLastLabelOnly) mb.loss_mask[at(s_ - 1)] = 1;
+        if (edge == EdgeBatch::kFirstTwoLabels) {
+          mb.loss_mask[at(0)] = 1;
+          mb.loss_mask[at(1)] = 1;
+        }
         break;
       case EdgeBatch::kRepeatedToken: {
         const int32_t t = mb.tokens[at(0)];
@@ -91,6 +104,24 @@ void MicrobatchBuilder::apply_edge_batch(EdgeBatch edge, Microbatch& mb) const {
     }
   }
 }
+
+namespace {
+
+/// A number in [0, 1) from (step, global microbatch, element): SplitMix64's finaliser over the
+/// three, the top 53 bits as a fraction. The same on every machine.
+double unit_hash(int64_t step, int64_t g, int64_t element) {
+  uint64_t x = static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull ^
+               static_cast<uint64_t>(g) * 0xBF58476D1CE4E5B9ull ^
+               static_cast<uint64_t>(element) * 0x94D049BB133111EBull;
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return static_cast<double>(x >> 11) * 0x1.0p-53;
+}
+
+}  // namespace
 
 Microbatch MicrobatchBuilder::build(int64_t step, int64_t microbatch,
                                     int64_t num_microbatches) const {
@@ -113,6 +144,12 @@ Microbatch MicrobatchBuilder::build(int64_t step, int64_t microbatch,
           sample[i + 1] == mask_token_ || (eod_mask_loss_ && sample[i] == eod_token_);
       mb.loss_mask[k] = masked ? 0 : 1;
       mb.position_ids[k] = static_cast<int32_t>(i);
+    }
+  }
+  if (!mask_fractions_.empty()) {
+    const double f = mask_fractions_[static_cast<size_t>(microbatch) % mask_fractions_.size()];
+    for (int64_t k = 0; k < b_ * s_; ++k) {
+      if (mb.loss_mask[k] != 0 && unit_hash(step, g, k) < f) mb.loss_mask[k] = 0;
     }
   }
   if (!edge_batches_.empty()) {

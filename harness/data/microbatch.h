@@ -47,6 +47,9 @@ enum class EdgeBatch {
   /// "last_label_only": loss_mask 1 at position s−1 of every row, 0 elsewhere. The roll moves
   /// it to position s−1−k, so depth k (< s) keeps exactly one valid token per row.
   kLastLabelOnly,
+  /// "first_two_labels": loss_mask 1 at positions 0 and 1 of every row, 0 elsewhere: depth 1
+  /// keeps one valid token per row (position 0), every depth k ≥ 2 none, the main head two.
+  kFirstTwoLabels,
   kAllMasked,  ///< "all_masked": loss_mask 0 everywhere (the main and every MTP count is 0)
   /// "repeated_token": every token and label of a row is the row's first data token; loss_mask 1
   /// everywhere.
@@ -84,6 +87,7 @@ class MicrobatchBuilder : public MicrobatchSource {
   int64_t b_, s_, mask_token_, eod_token_;
   bool eod_mask_loss_;
   std::vector<EdgeBatch> edge_batches_;
+  std::vector<double> mask_fractions_;  ///< DataConfig::mask_fractions
 };
 
 }  // namespace mtp::data

@@ -62,6 +62,12 @@ struct DataConfig {
   /// Edge-case microbatches (microbatch.h EdgeBatch names): global microbatch g = (step−1)·M + mb
   /// takes edge_batches[g mod size]; empty = every microbatch as the data gives it.
   std::vector<std::string> edge_batches;
+  /// Uneven masks: the step's microbatch j (of its DP·M, j = microbatch·DP + data-parallel rank)
+  /// drops fraction mask_fractions[j mod n] of its still-valid label positions, a position
+  /// dropped when a hash of (step, global microbatch, element) is below the fraction; with
+  /// n = DP each data-parallel rank keeps its own density at every step. Applied before the
+  /// edge batches; empty = none. Each entry in [0, 1].
+  std::vector<double> mask_fractions;
 };
 
 /// Opens the source `cfg` names. Throws InputError naming the path and the problem (missing,

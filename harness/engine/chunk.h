@@ -26,6 +26,10 @@ struct MicrobatchTensors {
   at::Tensor labels;             ///< int64
   at::Tensor loss_mask;          ///< model dtype, 0/1
   int64_t num_microbatches = 1;  ///< M of the step (the loss is divided by it)
+  /// calculate_per_token_loss: the step's token counts [N_0, N_1 .. N_D] (main mask, then each
+  /// depth's rolled mask) over the global batch; empty otherwise (model/loss.h LossInputs).
+  std::vector<double> token_counts;
+  std::vector<double> mtp_ratio_counts;  ///< model/loss.h LossInputs (the #7452 fault only)
 };
 
 /// What a chunk's forward produced.

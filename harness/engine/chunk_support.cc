@@ -73,7 +73,7 @@ void add_post_process_node(model::ChunkProgram& prog, const at::Tensor& head,
                            const config::ModelConfig& cfg, const MicrobatchTensors& mb,
                            LossHidden source) {
   const config::ModelConfig* c = &cfg;
-  model::LossInputs in{mb.labels, mb.loss_mask};
+  model::LossInputs in{mb.labels, mb.loss_mask, mb.token_counts, mb.mtp_ratio_counts};
   const int64_t m = mb.num_microbatches;
   prog.add(model::NodeKind::kPostProcess, -1, [head, c, in, m, source](model::ChunkProgram& p) {
     std::vector<at::Tensor> hidden;

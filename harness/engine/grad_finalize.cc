@@ -12,7 +12,8 @@ namespace mtp::engine {
 
 void finalize_model_grads(LocalModel& model, const ParamPlacement& placement,
                           const Topology& topology, int rank, collectives::Communicator& comm,
-                          config::Fault inject, int mtp_stage) {
+                          config::Fault inject, int mtp_stage,
+                          std::optional<double> per_token_count) {
   c10::NoGradGuard no_grad;
   model.load_main_grads();
   const RankCoord me = topology.coord(rank);
@@ -23,7 +24,8 @@ void finalize_model_grads(LocalModel& model, const ParamPlacement& placement,
   if (DP > 1) {
     const collectives::Group dp = topology.data_parallel_group(me.pipeline_rank);
     for (auto& buf : model.buffers) {
-      buf.grad_data.mul_(1.0 / DP);
+      // Per-token loss: no average (distributed_data_parallel.py: gradient_scaling_factor 1).
+      if (!per_token_count) buf.grad_data.mul_(1.0 / DP);
       for (size_t b = 0; b < buf.layout.buckets.size(); ++b) {
         const BufferBucket& bucket = buf.layout.buckets[b];
         at::Tensor data = buf.grad_data.slice(0, bucket.start, bucket.end);
@@ -65,6 +67,13 @@ void finalize_model_grads(LocalModel& model, const ParamPlacement& placement,
       comm.all_reduce_sum(topology.stage_group("embedding group", group, me.data_parallel_rank),
                           owned);
     }
+  }
+  // Per-token loss: every main grad times 1.0 / clamp(num_tokens, min=1), a float32 division
+  // as Megatron's tensor arithmetic does it (the double holds that float exactly).
+  if (per_token_count) {
+    const float n0 = static_cast<float>(std::max(*per_token_count, 1.0));
+    const double scaling = static_cast<double>(1.0f / n0);
+    for (auto& buf : model.buffers) buf.grad_data.mul_(scaling);
   }
 }
 

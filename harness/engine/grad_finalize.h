@@ -13,6 +13,8 @@
 // all-reduce order is partition-dependent; determinism_anchors.md §2 rows 9–11).
 #pragma once
 
+#include <optional>
+
 #include "harness/collectives/collectives.h"
 #include "harness/engine/local_model.h"
 #include "harness/engine/placement.h"
@@ -27,9 +29,13 @@ namespace mtp::engine {
 /// optimizer). Collective over every rank; `rank` is this rank's transport rank. `inject` =
 /// kMtpEmbeddingOutOfGroup plants Megatron-Bridge #5380 (config/fault.h): the copy on stage
 /// `mtp_stage` (the layout's MTP stage) keeps its own grad and the others sum without it.
+/// `per_token_count` (calculate_per_token_loss: the global batch's main-mask token count N_0):
+/// the data-parallel sync sums without the 1/DP average, and every main grad is then multiplied
+/// by the float32 1/max(N_0, 1) (finalize_model_grads.py lines 697-713).
 void finalize_model_grads(LocalModel& model, const ParamPlacement& placement,
                           const Topology& topology, int rank, collectives::Communicator& comm,
-                          config::Fault inject = config::Fault::kNone, int mtp_stage = -1);
+                          config::Fault inject = config::Fault::kNone, int mtp_stage = -1,
+                          std::optional<double> per_token_count = std::nullopt);
 
 /// With the distributed optimizer: data-parallel rank 0 of every pipeline rank receives the
 /// other ranks' final shards, so its main grads are final everywhere (what the record holds).

@@ -53,6 +53,15 @@ void check_fault_applies(const RunPlan& plan) {
       return;
     case Fault::kAdamBiasCorrectionOff:
       return;  // every run takes an optimizer step
+    case Fault::kMtpLocalTokenCount:
+      if (!plan.model.calculate_per_token_loss) {
+        refuse("needs calculate_per_token_loss = true (the bug is in the per-token rescaling)");
+      }
+      if (D == 0) refuse("needs mtp_num_layers >= 1");
+      if (plan.data_parallel_size() < 2) {
+        refuse("needs dp >= 2 (at dp = 1 the rank's counts are the global batch's)");
+      }
+      return;
     case Fault::kStandaloneStageFedZeros:
       if (!plan.layout.mtp_standalone) {
         refuse(
@@ -108,6 +117,11 @@ void check_cuda_graphs(const RunPlan& plan) {
   }
   if (plan.model.num_moe_experts > 0) {
     refuse("needs a dense model (num_moe_experts = 0): MoE permutes tokens on the host");
+  }
+  if (plan.model.calculate_per_token_loss) {
+    refuse(
+        "needs calculate_per_token_loss = false: the per-token loss's token counts change "
+        "every step, and a captured graph would keep the first step's");
   }
 }
 
@@ -201,6 +215,14 @@ RunPlan plan_variant(const config::ModelConfig& model, const config::TrainingCon
   impl.check_layout(plan.layout);
   plan.schedule = variant_schedule(variant, plan.layout, plan.num_microbatches);
   if (variant.cuda_graphs) check_cuda_graphs(plan);
+  if (plan.model.calculate_per_token_loss &&
+      plan.model.accumulation == config::Accumulation::kCanonical) {
+    throw InputError(fmt::format(
+        "variant \"{}\": accumulation = \"canonical\" needs calculate_per_token_loss = false "
+        "(its fold sums each microbatch's mean-normalised contribution; the per-token loss's "
+        "division by the global count after the sum is not folded)",
+        variant.name));
+  }
   if (plan.model.inject != config::Fault::kNone) check_fault_applies(plan);
   const int max_depths = schedule::schedule_def(plan.schedule.kind).max_mtp_num_layers;
   if (max_depths >= 0 && plan.model.mtp_num_layers > max_depths) {

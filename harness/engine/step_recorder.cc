@@ -270,8 +270,10 @@ void StepRecorder::write_batch(int64_t step, const at::Tensor& tokens, const at:
 StepLossAverages average_losses(const RunPlan& plan, const std::vector<double>& lm_per_mb,
                                 const std::vector<std::vector<double>>& mtp_per_mb) {
   const int D = static_cast<int>(plan.model.mtp_num_layers);
-  const auto K = static_cast<double>(lm_per_mb.size());
-  // Per-microbatch values averaged in microbatch order (float64).
+  // Per-token loss: each microbatch's value is already its share of the global token mean
+  // (model/loss.h), so the shares are summed; otherwise per-microbatch means are averaged.
+  const auto K = plan.model.calculate_per_token_loss ? 1.0 : static_cast<double>(lm_per_mb.size());
+  // Per-microbatch values averaged (or summed) in microbatch order (float64).
   StepLossAverages a;
   for (double v : lm_per_mb) a.lm += v;
   a.lm /= K;

@@ -39,7 +39,8 @@ namespace mtp::engine {
 at::Tensor nonfinite_scan(const at::Tensor& t);
 
 /// A step's losses over the global batch: lm and mtp_1..mtp_D averaged over the K = DP·M
-/// microbatches in float64 in global order, total = lm + (λ/D)·Σ mtp_k.
+/// microbatches in float64 in global order (summed with calculate_per_token_loss, whose
+/// per-microbatch values are shares of the global token mean), total = lm + (λ/D)·Σ mtp_k.
 struct StepLossAverages {
   double lm = 0.0;
   std::vector<double> mtp;

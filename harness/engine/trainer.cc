@@ -136,7 +136,10 @@ class RankWorker {
         finalize_canonical_grads(model_, placement_, topo_, rank_, comm_);
       } else {
         finalize_model_grads(model_, placement_, topo_, rank_, comm_, plan_.model.inject,
-                             plan_.layout.mtp_stage);
+                             plan_.layout.mtp_stage,
+                             plan_.model.calculate_per_token_loss
+                                 ? std::optional<double>(step_token_counts(step, -1)[0])
+                                 : std::nullopt);
       }
       if (ctx_.options.after_grad_finalization) {
         c10::NoGradGuard no_grad;
@@ -255,12 +258,39 @@ class RankWorker {
   std::vector<MicrobatchTensors> microbatches(int64_t step) const {
     std::vector<MicrobatchTensors> mbs;
     const int64_t M = plan_.num_microbatches;
+    std::vector<double> counts, ratio_counts;
+    if (plan_.model.calculate_per_token_loss) {
+      counts = step_token_counts(step, -1);
+      if (plan_.model.inject == config::Fault::kMtpLocalTokenCount) {
+        ratio_counts = step_token_counts(step, me_.data_parallel_rank);  // planted #7452
+      }
+    }
     for (int64_t mb = 0; mb < M; ++mb) {
       const HostMicrobatch h = host_microbatch(ctx_, step, mb, me_.data_parallel_rank);
       mbs.push_back({h.tokens.to(at::kLong).to(ctx_.device), h.labels.to(at::kLong).to(ctx_.device),
-                     h.loss_mask.to(ctx_.main_dtype).to(ctx_.device), M});
+                     h.loss_mask.to(ctx_.main_dtype).to(ctx_.device), M, counts, ratio_counts});
     }
     return mbs;
+  }
+
+  // calculate_per_token_loss: [N_0, N_1 .. N_D], the valid tokens of the main mask and of each
+  // depth k's mask rolled left k times (zero fill: the positions ≥ k of each row), summed over
+  // every microbatch of data-parallel rank `dp`, or of every rank when dp < 0 (the global batch,
+  // which every rank reads, so the count needs no collective; Megatron would all-reduce it).
+  std::vector<double> step_token_counts(int64_t step, int dp) const {
+    const int64_t D = plan_.model.mtp_num_layers, s = plan_.model.seq_length;
+    std::vector<double> n(static_cast<size_t>(1 + D), 0.0);
+    const int first = dp < 0 ? 0 : dp, last = dp < 0 ? topo_.data_parallel_size() - 1 : dp;
+    for (int64_t mb = 0; mb < plan_.num_microbatches; ++mb) {
+      for (int r = first; r <= last; ++r) {
+        const at::Tensor mask = host_microbatch(ctx_, step, mb, r).loss_mask.to(at::kLong);
+        for (int64_t k = 0; k <= D && k < s; ++k) {
+          n[static_cast<size_t>(k)] +=
+              static_cast<double>(mask.slice(1, k, s).sum().item<int64_t>());
+        }
+      }
+    }
+    return n;
   }
 
   // The global batch [DP·M, b, s] in global microbatch order mb·DP + dp.

@@ -29,6 +29,13 @@ at::Tensor mtp_loss_auto_scale(const at::Tensor& main_hidden, const at::Tensor& 
 struct LossInputs {
   at::Tensor labels;     ///< [b, s] int64, labels[i] = token[i+1]
   at::Tensor loss_mask;  ///< [b, s], model dtype, 0/1
+  /// calculate_per_token_loss only: the step's token counts [N_0, N_1 .. N_D] of the main mask
+  /// and of each depth's rolled mask, over the whole global batch (every microbatch of every
+  /// data-parallel rank); empty = per-microbatch normalisation.
+  std::vector<double> token_counts;
+  /// The counts depth k's N_0/N_k rescale reads; empty = token_counts. Only the planted #7452
+  /// bug (config::Fault::kMtpLocalTokenCount) sets it: the data-parallel rank's own counts.
+  std::vector<double> mtp_ratio_counts;
 };
 
 /// Result of the loss stage for one microbatch.
@@ -49,6 +56,12 @@ struct LossOutput {
 /// are rolled left k times in lockstep and N_k is counted after the roll; the MTP term is
 /// (λ/D)·mask_k·ce_k / max(N_k, 1). Heads run for k = 1..D first, then the main head (Megatron
 /// order). Source: Megatron-LM multi_token_prediction.py process_mtp_loss, gpt_model.py.
+///
+/// With mb.token_counts (calculate_per_token_loss): the objective is the masked sum
+/// Σ mask·ce, depth k's term is (λ/D)·mask_k·ce_k·(N_0/max(N_k, 1)) with auto-scaler scale 1
+/// (schedules.py forward_step_calc_loss), and the engine divides the main grads by max(N_0, 1)
+/// after the data-parallel sum (finalize_model_grads.py). `lm` and `mtp` are then this
+/// microbatch's share of the global token mean (Σ mask·ce / max(N_0, 1)), summed over the batch.
 LossOutput loss_stage_forward(const std::vector<at::Tensor>& hidden, const at::Tensor& head_weight,
                               const LossInputs& mb, const config::ModelConfig& cfg,
                               int64_t num_microbatches);

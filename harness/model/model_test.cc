@@ -48,8 +48,8 @@ TEST(RollTest, LabelsAndMasksPerDepthFollowSpecTable) {
   EXPECT_EQ(m2.sum().item<float>(), 3.0f);
 }
 
-// Hand-computable MTP loss: H = 2, V = 3, s = 3, b = 1, D = 1, λ = 0.5, M = 2.
-TEST(LossTest, MtpLossMatchesHandComputation) {
+/// The hand-computable loss model: H = 2, V = 3, s = 3, b = 1, D = 1, λ = 0.5.
+config::ModelConfig hand_loss_config() {
   config::ModelConfig cfg;
   cfg.hidden_size = 2;
   cfg.vocab_size = 3;
@@ -57,6 +57,20 @@ TEST(LossTest, MtpLossMatchesHandComputation) {
   cfg.micro_batch_size = 1;
   cfg.mtp_num_layers = 1;
   cfg.mtp_loss_scaling_factor = 0.5;
+  return cfg;
+}
+
+/// Cross entropy of the logits (a, b, a + b) (head W = [[1, 0], [0, 1], [1, 1]]) at `label`.
+double ce(double a, double b, int label) {
+  double l[3] = {a, b, a + b};
+  double mx = std::max(l[0], std::max(l[1], l[2]));
+  double se = std::exp(l[0] - mx) + std::exp(l[1] - mx) + std::exp(l[2] - mx);
+  return std::log(se) - (l[label] - mx);
+}
+
+// Hand-computable MTP loss: H = 2, V = 3, s = 3, b = 1, D = 1, λ = 0.5, M = 2.
+TEST(LossTest, MtpLossMatchesHandComputation) {
+  config::ModelConfig cfg = hand_loss_config();
   const int64_t M = 2;
   auto dbl = at::TensorOptions().dtype(at::kDouble);
   // head W [3, 2]: logits = (h0, h1, h0 + h1).
@@ -68,12 +82,6 @@ TEST(LossTest, MtpLossMatchesHandComputation) {
   LossInputs in{longs({2, 0, 1}, {1, 3}), at::tensor({1.0, 0.0, 1.0}, dbl).view({1, 3})};
   LossOutput out = loss_stage_forward({h0, h1}, W, in, cfg, M);
 
-  auto ce = [](double a, double b, int label) {
-    double l[3] = {a, b, a + b};
-    double mx = std::max(l[0], std::max(l[1], l[2]));
-    double se = std::exp(l[0] - mx) + std::exp(l[1] - mx) + std::exp(l[2] - mx);
-    return std::log(se) - (l[label] - mx);
-  };
   // Main: labels [2,0,1], mask [1,0,1] → N = 2.
   const double main = (ce(0.5, -1.0, 2) + ce(-0.5, 1.5, 1)) / 2.0;
   // Depth 1: labels roll → [0,1,0], mask roll → [0,1,0], N_1 = 1: only position 1.
@@ -98,6 +106,44 @@ TEST(LossTest, MtpLossMatchesHandComputation) {
   EXPECT_EQ(g1[2].abs().sum().item<double>(), 0.0);
   // h0 at the masked position 1 gets no gradient.
   EXPECT_EQ(h0.grad()[1].abs().sum().item<double>(), 0.0);
+}
+
+// The same microbatch under calculate_per_token_loss, as one of several of a global batch whose
+// counts are N_0 = 10, N_1 = 4: the objective is the masked sum (no 1/N, no 1/M), lm and mtp_1
+// are this microbatch's shares of the global means, and depth 1's gradient carries
+// (λ/D)·N_0/N_1 with auto-scaler scale 1 (the engine divides every main grad by N_0 later).
+TEST(LossTest, PerTokenLossIsTheMaskedSumWithDepthsRescaledByGlobalCounts) {
+  config::ModelConfig cfg = hand_loss_config();
+  cfg.calculate_per_token_loss = true;
+  auto dbl = at::TensorOptions().dtype(at::kDouble);
+  auto W = at::tensor({1.0, 0.0, 0.0, 1.0, 1.0, 1.0}, dbl).view({3, 2});
+  auto h0 =
+      at::tensor({0.5, -1.0, 2.0, 0.0, -0.5, 1.5}, dbl).view({3, 1, 2}).set_requires_grad(true);
+  auto h1 =
+      at::tensor({1.0, 1.0, -2.0, 0.5, 0.25, 0.75}, dbl).view({3, 1, 2}).set_requires_grad(true);
+  LossInputs in{
+      longs({2, 0, 1}, {1, 3}), at::tensor({1.0, 0.0, 1.0}, dbl).view({1, 3}), {10.0, 4.0}};
+  LossOutput out = loss_stage_forward({h0, h1}, W, in, cfg, /*num_microbatches=*/2);
+  const double main_sum = ce(0.5, -1.0, 2) + ce(-0.5, 1.5, 1);
+  const double mtp1_sum = ce(-2.0, 0.5, 1);
+  EXPECT_NEAR(out.objective.item<double>(), main_sum, 1e-14);
+  EXPECT_NEAR(out.lm.item<double>(), main_sum / 10.0, 1e-14);
+  EXPECT_NEAR(out.mtp[0].item<double>(), mtp1_sum / 4.0, 1e-14);
+  out.objective.backward();
+  const double a = -2.0, b = 0.5;
+  const double z = std::exp(a) + std::exp(b) + std::exp(a + b);
+  const double p[3] = {std::exp(a) / z, std::exp(b) / z - 1.0, std::exp(a + b) / z};
+  const double c = 0.5 * (10.0 / 4.0);  // λ/D · N_0/N_1, scale 1
+  EXPECT_NEAR(h1.grad()[1][0][0].item<double>(), c * (p[0] + p[2]), 1e-14);
+  EXPECT_NEAR(h1.grad()[1][0][1].item<double>(), c * (p[1] + p[2]), 1e-14);
+  // The planted #7452 bug rescales by other counts (a rank's own): N_0/N_1 = 6/3 here.
+  auto h1b = h1.detach().clone().set_requires_grad(true);
+  LossInputs local = in;
+  local.mtp_ratio_counts = {6.0, 3.0};
+  LossOutput bug = loss_stage_forward({h0.detach(), h1b}, W, local, cfg, 2);
+  EXPECT_NEAR(bug.mtp[0].item<double>(), mtp1_sum / 4.0, 1e-14);  // the reported loss is global
+  bug.objective.backward();
+  EXPECT_NEAR(h1b.grad()[1][0][0].item<double>(), 0.5 * 2.0 * (p[0] + p[2]), 1e-14);
 }
 
 TEST(LossTest, AutoScalerIsIdentityForwardAndInjectsScaleBackward) {

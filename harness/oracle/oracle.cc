@@ -3,6 +3,7 @@
 #include <c10/core/GradMode.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -148,25 +149,31 @@ class Step {
            swiglu(y, p_(prefix + "mlp.linear_fc1.weight"), p_(prefix + "mlp.linear_fc2.weight"));
   }
 
-  /// Σ mask·ce / max(Σ mask, 1) of hidden [s, b, h] against labels, mask [b, s].
-  Tensor masked_mean_ce(const Tensor& hidden, const Tensor& labels, const Tensor& mask) const {
+  /// Σ mask·ce of hidden [s, b, h] against labels, mask [b, s].
+  Tensor masked_sum_ce(const Tensor& hidden, const Tensor& labels, const Tensor& mask) const {
     const Tensor& head =
         p_(c_.untie_embeddings ? config::kOutputLayerName : config::kWordEmbeddingName);
     const Tensor logits = project(hidden, head).transpose(0, 1);  // [b, s, V]
     const Tensor ce =
         at::logsumexp(logits, -1) - logits.gather(-1, labels.unsqueeze(-1)).squeeze(-1);
-    return (ce * mask).sum() / at::clamp_min(mask.sum(), 1.0);
+    return (ce * mask).sum();
   }
 
-  /// One microbatch: its LM loss and each depth's MTP loss (scalars with graphs).
-  std::vector<Tensor> microbatch(const Tensor& ids, const Tensor& labels,
-                                 const Tensor& mask) const {
+  /// One microbatch: the masked cross-entropy sums of the LM head and of each depth (scalars
+  /// with graphs), and the token counts of their masks (N_0, N_1 .. N_D, no graph).
+  struct Sums {
+    std::vector<Tensor> sums;
+    std::vector<double> counts;
+  };
+  Sums microbatch(const Tensor& ids, const Tensor& labels, const Tensor& mask) const {
     Tensor h = embed(ids);
     for (int64_t i = 0; i < c_.num_layers; ++i) {
       h = layer(h, fmt::format("decoder.layers.{}.", i), c_.is_moe_layer(i));
     }
     h = rms_norm(h, p_(config::kFinalLayernormName), c_.norm_epsilon);
-    std::vector<Tensor> losses{masked_mean_ce(h, labels, mask)};
+    Sums out;
+    out.sums.push_back(masked_sum_ce(h, labels, mask));
+    out.counts.push_back(mask.sum().item<double>());
     Tensor depth_ids = ids, depth_labels = labels, depth_mask = mask;
     for (int64_t k = 0; k < c_.mtp_num_layers; ++k) {
       const config::MtpLayerNames n = config::mtp_layer_names(k);
@@ -178,9 +185,10 @@ class Step {
                                -1);
       h = layer(project(z, p_(n.eh_proj)), n.transformer_layer, c_.mtp_layer_is_moe());
       h = rms_norm(h, p_(n.final_layernorm), c_.norm_epsilon);
-      losses.push_back(masked_mean_ce(h, depth_labels, depth_mask));
+      out.sums.push_back(masked_sum_ce(h, depth_labels, depth_mask));
+      out.counts.push_back(depth_mask.sum().item<double>());
     }
-    return losses;
+    return out;
   }
 
  private:
@@ -205,18 +213,36 @@ StepResult straight_line_step(const StepInputs& in) {
   const int64_t K = in.tokens.size(0), D = c.mtp_num_layers;
   StepResult r;
   r.mtp.assign(static_cast<size_t>(D), 0.0);
+  // calculate_per_token_loss: every loss is the global batch's token mean, Σ sums / max(N, 1)
+  // with N over all K microbatches (the normalisation Megatron-LM #7452 asks for); otherwise
+  // each microbatch's mean, averaged over the K microbatches. Both are J = lm + λ/D Σ mtp_k.
+  std::vector<double> global(static_cast<size_t>(1 + D), 0.0);
+  if (c.calculate_per_token_loss) {
+    for (int64_t mb = 0; mb < K; ++mb) {
+      Tensor m = in.loss_mask[mb].to(at::kDouble);
+      for (int64_t k = 0; k <= D; ++k) {
+        global[static_cast<size_t>(k)] += m.sum().item<double>();
+        m = roll_left(m);
+      }
+    }
+  }
   for (int64_t mb = 0; mb < K; ++mb) {
-    const std::vector<Tensor> losses = step.microbatch(
-        in.tokens[mb].to(at::kLong), in.labels[mb].to(at::kLong), in.loss_mask[mb].to(at::kDouble));
+    const Step::Sums s = step.microbatch(in.tokens[mb].to(at::kLong), in.labels[mb].to(at::kLong),
+                                         in.loss_mask[mb].to(at::kDouble));
+    std::vector<Tensor> losses;
+    for (int64_t k = 0; k <= D; ++k) {
+      const auto i = static_cast<size_t>(k);
+      losses.push_back(c.calculate_per_token_loss
+                           ? s.sums[i] / std::max(global[i], 1.0)
+                           : s.sums[i] / std::max(s.counts[i], 1.0) / static_cast<double>(K));
+    }
     Tensor objective = losses[0];
     for (int64_t k = 1; k <= D; ++k) {
       objective = objective + (c.mtp_loss_scaling_factor / static_cast<double>(D)) * losses[k];
     }
-    (objective / static_cast<double>(K)).backward();
-    r.lm += losses[0].item<double>() / static_cast<double>(K);
-    for (int64_t k = 1; k <= D; ++k) {
-      r.mtp[static_cast<size_t>(k - 1)] += losses[k].item<double>() / static_cast<double>(K);
-    }
+    objective.backward();
+    r.lm += losses[0].item<double>();
+    for (int64_t k = 1; k <= D; ++k) r.mtp[static_cast<size_t>(k - 1)] += losses[k].item<double>();
   }
   r.total = r.lm;
   for (double m : r.mtp) r.total += c.mtp_loss_scaling_factor / static_cast<double>(D) * m;

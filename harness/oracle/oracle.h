@@ -24,7 +24,10 @@
 //   objective     schedules.py:329-378 with MTPLossAutoScaler and distributed data parallel's
 //                 averaging: J = (1/K) Σ_microbatches (lm + λ/D Σ_k mtp_k) over the K = M·DP
 //                 microbatches of the global batch; a main grad is ∂J/∂w (the embedding group
-//                 sums every use of a shared table, so the whole gradient of the one table)
+//                 sums every use of a shared table, so the whole gradient of the one table).
+//                 With calculate_per_token_loss (finalize_model_grads.py:697-713) every loss is
+//                 the global batch's token mean instead: lm = Σ mask·ce / max(N_0, 1) over all
+//                 K microbatches, mtp_k likewise with depth k's rolled masks
 // Everything is float64 on the CPU with LibTorch's autograd. MoE selection is made on the
 // float64 scores (stable order: a tie goes to the lower expert id).
 #pragma once

@@ -292,9 +292,9 @@ void parse_training(const Ctx& ctx, const toml::table& t, config::TrainingConfig
 
 void parse_data(const Ctx& ctx, const toml::table& t, data::DataConfig& d, int64_t vocab_size) {
   const std::string w = "[data]";
-  check_keys(
-      ctx, t, w,
-      {"kind", "path", "path_prefix", "mask_token", "eod_token", "eod_mask_loss", "edge_batches"});
+  check_keys(ctx, t, w,
+             {"kind", "path", "path_prefix", "mask_token", "eod_token", "eod_mask_loss",
+              "edge_batches", "mask_fractions"});
   d.kind = get_string(ctx, t, "kind", w, d.kind);
   d.path = get_string(ctx, t, "path", w, d.path);
   d.path_prefix = get_string(ctx, t, "path_prefix", w, d.path_prefix);
@@ -302,6 +302,22 @@ void parse_data(const Ctx& ctx, const toml::table& t, data::DataConfig& d, int64
   d.eod_token = get_int(ctx, t, "eod_token", w, d.eod_token, 0);
   d.eod_mask_loss = get_bool(ctx, t, "eod_mask_loss", w, d.eod_mask_loss);
   d.edge_batches = get_strings(ctx, t, "edge_batches", w, d.edge_batches);
+  if (const toml::node* n = t.get("mask_fractions")) {
+    const toml::array* a = n->as_array();
+    if (a == nullptr || a->empty() || a->size() > 100000) {
+      ctx.fail(n, "[data].mask_fractions must be an array of 1 to 100000 numbers in [0, 1]");
+    }
+    d.mask_fractions.clear();
+    for (const auto& e : *a) {
+      const std::optional<double> f = e.is_number() ? e.value<double>() : std::nullopt;
+      if (!f || !(*f >= 0.0 && *f <= 1.0)) {
+        ctx.fail(&e,
+                 "[data].mask_fractions entries must be numbers in [0, 1] (the fraction of a "
+                 "microbatch's valid labels to mask)");
+      }
+      d.mask_fractions.push_back(*f);
+    }
+  }
   if (d.kind != "text" && d.kind != "megatron") {
     ctx.fail(t.get("kind"),
              fmt::format("[data].kind = \"{}\": accepted \"text\", \"megatron\"", d.kind));
@@ -405,6 +421,7 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
               "kernels",
               "attention_backend",
               "untie_embeddings",
+              "calculate_per_token_loss",
               "optimizer",
               "embedding_copy_update",
               "ddp_bucket_size",
@@ -482,6 +499,9 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
                                                              config::AttentionBackend::kUnfused);
   }
   if (t.get("untie_embeddings")) v.untie_embeddings = get_bool(ctx, t, "untie_embeddings", w, true);
+  if (t.get("calculate_per_token_loss")) {
+    v.calculate_per_token_loss = get_bool(ctx, t, "calculate_per_token_loss", w, false);
+  }
   v.optimizer = get_enum<config::Optimizer>(ctx, t, "optimizer", w, v.optimizer);
   v.embedding_copy_update = get_enum<config::EmbeddingCopyUpdate>(ctx, t, "embedding_copy_update",
                                                                   w, v.embedding_copy_update);

@@ -55,6 +55,17 @@ TEST(ScenarioDataTest, ErrorsNameLineColumnAndRule) {
   EXPECT_THAT(error_of("edge_batches = [\"data\", \"half\"]"),
               HasSubstr("d.toml:6:25: [data].edge_batches: edge batch \"half\" is unknown"));
   EXPECT_THAT(error_of("edge_batches = \"all_masked\""), HasSubstr("array of strings"));
+  EXPECT_THAT(error_of("mask_fractions = [0.5, 1.5]"),
+              HasSubstr("d.toml:6:24: [data].mask_fractions entries must be numbers in [0, 1]"));
+  EXPECT_THAT(error_of("mask_fractions = [\"half\"]"),
+              HasSubstr("d.toml:6:19: [data].mask_fractions"));
+  EXPECT_THAT(error_of("mask_fractions = []"), HasSubstr("array of 1 to 100000 numbers"));
+  EXPECT_THAT(error_of("mask_fractions = 0.5"), HasSubstr("array of 1 to 100000 numbers"));
+}
+
+TEST(ScenarioDataTest, MaskFractionsAreRead) {
+  const Scenario sc = parse_scenario(with_data("mask_fractions = [0.25, 0.75, 1]"), "d.toml");
+  EXPECT_EQ(sc.data.mask_fractions, (std::vector<double>{0.25, 0.75, 1.0}));
 }
 
 }  // namespace
