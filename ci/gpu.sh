@@ -101,6 +101,9 @@ step data_parallel_cuda $B check scenarios/data_parallel.toml --device cuda --ou
 grep -E "PASS|FAIL|expectation\(s\)" "$log/data_parallel_cuda.log" | tee -a "$summary"
 # 2c. bf16 with fp32 main grads and masters (placements, schedules, P = 1, DP = 2) on the GPU,
 #     with the flash-attention variants enabled there.
+# 2d. Uneven masks across data-parallel ranks with the per-token loss, and the #7452 control.
+step uneven_masks_cuda $B check scenarios/uneven_masks.toml --device cuda --out $R/uneven_masks
+grep -E "PASS|FAIL|CAUGHT|MISSED|expectation\(s\)" "$log/uneven_masks_cuda.log" | tee -a "$summary"
 step bf16_cuda $B check scenarios/bf16.toml --device cuda --out $R/bf16
 grep -E "PASS|FAIL|expectation\(s\)" "$log/bf16_cuda.log" | tee -a "$summary"
 step gpu_flash $B check scenarios/gpu_flash.toml --out $R/gpu_flash
