@@ -1,109 +1,15 @@
 #include "candidate/candidate.h"
 
-#include <fmt/format.h>
-
-#include <algorithm>
-
 #include "harness/engine/chunk_support.h"
-#include "harness/model/layer_nodes.h"
-#include "harness/model/layers.h"
-#include "harness/model/loss.h"
-#include "harness/model/mtp.h"
+#include "harness/engine/standalone_chunk.h"
 
 namespace mtp::candidate {
 namespace {
-
-using engine::MicrobatchTensors;
 
 /// Sequence multiple of the activation leaving `stage`: 1 + D from the MTP stage on.
 int64_t out_factor(const layout::PipelineLayout& layout, int stage, int64_t D) {
   return (layout.mtp_stage >= 0 && stage >= layout.mtp_stage) ? 1 + D : 1;
 }
-
-/// Stages holding a word-embedding copy: first, MTP stage, last if tied (ascending, unique).
-std::vector<int> embedding_stages(const layout::PipelineLayout& layout,
-                                  const config::ModelConfig& cfg) {
-  std::vector<int> g{0};
-  auto add = [&](int s) {
-    if (s > g.back()) g.push_back(s);
-  };
-  if (layout.mtp_stage >= 0) add(layout.mtp_stage);
-  if (!cfg.untie_embeddings) add(layout.num_stages() - 1);
-  return g;
-}
-
-/// One stage of the standalone design.
-class CandidateChunk final : public engine::ModelChunk {
- public:
-  CandidateChunk(const layout::PipelineLayout& layout, int stage, const config::ModelConfig& cfg,
-                 const std::vector<std::string>& param_names, const engine::InitialWeights& init,
-                 at::ScalarType dtype, at::Device device)
-      : plan_(layout.stages[stage]),
-        cfg_(cfg),
-        is_loss_(stage == layout.num_stages() - 1),
-        in_factor_(stage == 0 ? 0 : out_factor(layout, stage - 1, cfg.mtp_num_layers)),
-        out_factor_(out_factor(layout, stage, cfg.mtp_num_layers)),
-        rope_(
-            model::rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, dtype, device)) {
-    engine::add_initial_params(params_, init, param_names, dtype, device);
-  }
-
-  const layout::StagePlan& plan() const override { return plan_; }
-  const model::ParamTable& params() const override { return params_; }
-  std::vector<int64_t> input_shape() const override {
-    return in_factor_ == 0 ? std::vector<int64_t>{} : engine::hidden_shape(cfg_, in_factor_);
-  }
-  std::vector<int64_t> output_shape() const override {
-    return is_loss_ ? std::vector<int64_t>{} : engine::hidden_shape(cfg_, out_factor_);
-  }
-
-  std::unique_ptr<model::ChunkProgram> program(const at::Tensor& input, const MicrobatchTensors& mb,
-                                               bool split) const override {
-    auto prog = std::make_unique<model::ChunkProgram>(
-        split, cfg_.accumulation == config::Accumulation::kCanonical);
-    prog->input = input;
-    const config::ModelConfig* cfgp = &cfg_;
-    at::Tensor tokens = mb.tokens;
-    engine::add_pre_process_node(*prog, plan_.is_first(), params_, cfg_, mb);
-    // The trunk final norm runs in the last node of decoder layer N (Megatron: its callable).
-    for (int layer : plan_.decoder_layers) {
-      const bool fln = plan_.owns_final_layernorm && layer == plan_.decoder_layers.back();
-      model::append_decoder_layer_nodes(
-          *prog, layer, params_, cfg_, rope_,
-          fln ? params_.get(config::kFinalLayernormName) : at::Tensor());
-    }
-    if (plan_.owns_final_layernorm && plan_.decoder_layers.empty()) {
-      // Without MTP the final norm sits on the last stage, which may hold no decoder layer.
-      at::Tensor fln = params_.get(config::kFinalLayernormName);
-      prog->add(model::NodeKind::kFinalLayernorm, -1, [fln, cfgp](model::ChunkProgram& p) {
-        p.hidden = model::norm(p.hidden, fln, *cfgp);
-      });
-    }
-    if (!plan_.mtp_depths.empty()) {
-      // MTP stage: h0 and the depths' outputs leave concatenated along the sequence.
-      model::append_mtp_nodes(*prog, tokens,
-                              prog->embedding_use(params_.get(config::kWordEmbeddingName),
-                                                  model::ChunkProgram::EmbeddingUse::kMtp),
-                              params_, cfg_, rope_, /*concat=*/true);
-    }
-    if (!is_loss_) return prog;
-    // Loss stage: split [(1+D)s, b, H] into main + D chunks; one code path for every head.
-    at::Tensor head = cfg_.untie_embeddings
-                          ? params_.get(config::kOutputLayerName)
-                          : prog->embedding_use(params_.get(config::kWordEmbeddingName),
-                                                model::ChunkProgram::EmbeddingUse::kHead);
-    engine::add_post_process_node(*prog, head, cfg_, mb, engine::LossHidden::kConcatSplit);
-    return prog;
-  }
-
- private:
-  const layout::StagePlan plan_;
-  const config::ModelConfig cfg_;
-  const bool is_loss_;
-  const int64_t in_factor_, out_factor_;
-  const model::RopeTables rope_;
-  model::ParamTable params_;
-};
 
 class Candidate final : public engine::Implementation {
  public:
@@ -115,47 +21,13 @@ class Candidate final : public engine::Implementation {
   // untied output layer on the loss stage.
   std::vector<std::string> stage_param_names(const layout::PipelineLayout& layout, int stage,
                                              const config::ModelConfig& cfg) const override {
-    const auto& plan = layout.stages[stage];
-    const auto group = embedding_stages(layout, cfg);
-    std::vector<std::string> names;
-    if (std::find(group.begin(), group.end(), stage) != group.end()) {
-      names.push_back(config::kWordEmbeddingName);
-    }
-    for (auto& n : engine::decoder_param_names(plan.decoder_layers, cfg)) names.push_back(n);
-    if (plan.owns_final_layernorm) names.push_back(config::kFinalLayernormName);
-    if (!plan.mtp_depths.empty()) {
-      for (auto& n : engine::mtp_param_names(cfg)) names.push_back(n);
-    }
-    if (stage == layout.num_stages() - 1 && cfg.untie_embeddings) {
-      names.push_back(config::kOutputLayerName);
-    }
-    return names;
+    return engine::standalone_param_names(layout, stage, cfg);
   }
 
   std::string describe_stage(const layout::PipelineLayout& layout, int stage,
                              const config::ModelConfig& cfg) const override {
-    const auto& plan = layout.stages[stage];
-    const bool is_loss = stage == layout.num_stages() - 1;
-    const auto group = embedding_stages(layout, cfg);
-    const bool has_table = std::find(group.begin(), group.end(), stage) != group.end();
-    std::vector<std::string> parts;
-    if (plan.has_embedding) parts.push_back("E");
-    if (has_table && !plan.has_embedding) parts.push_back("(embedding copy)");
-    if (!plan.decoder_layers.empty()) {
-      parts.push_back(engine::format_layer_ranges(plan.decoder_layers, "t"));
-    }
-    if (plan.owns_final_layernorm) parts.push_back("FLN");
-    if (!plan.mtp_depths.empty()) parts.push_back(fmt::format("m1-{}", cfg.mtp_num_layers));
-    if (is_loss) parts.push_back("L");
-    if (parts.empty()) parts.push_back("(pass-through)");
-    std::string out = fmt::format("{}", fmt::join(parts, " "));
-    if (!is_loss) {
-      out += fmt::format(
-          " -> [{}]",
-          fmt::join(engine::hidden_shape(cfg, out_factor(layout, stage, cfg.mtp_num_layers)),
-                    ", "));
-    }
-    return out;
+    return engine::describe_standalone_stage(layout, stage, cfg,
+                                             out_factor(layout, stage, cfg.mtp_num_layers));
   }
 
   std::unique_ptr<engine::ModelChunk> build_chunk(const layout::PipelineLayout& layout, int stage,
@@ -163,8 +35,10 @@ class Candidate final : public engine::Implementation {
                                                   const engine::InitialWeights& init,
                                                   at::ScalarType dtype,
                                                   at::Device device) const override {
-    return std::make_unique<CandidateChunk>(
-        layout, stage, cfg, stage_param_names(layout, stage, cfg), init, dtype, device);
+    const int64_t D = cfg.mtp_num_layers;
+    return engine::make_standalone_chunk(
+        layout, stage, cfg, stage_param_names(layout, stage, cfg), init, dtype, device,
+        stage == 0 ? 0 : out_factor(layout, stage - 1, D), out_factor(layout, stage, D));
   }
 };
 

@@ -61,59 +61,88 @@ class SourceRecord:
 
     def __init__(self, path, steps):
         self.path = path
+        if os.path.isdir(path):
+            raise RecordError(f"{path}: is a directory, not a record")
         try:
             f = h5py.File(path, "r")
         except OSError as e:
             raise RecordError(f"{path}: not a readable HDF5 file ({e})") from e
-        with f:
-            self.attrs = {k: _scalar(v) for k, v in f.attrs.items()}
-            for key in MODEL_INT_ATTRS + MODEL_FLOAT_ATTRS + OPTIMIZER_ATTRS + ("M",):
-                if key not in self.attrs:
-                    raise RecordError(f"{path}: root attribute '{key}' is missing (the recorder "
-                                      "reads the model and Adam's settings from it)")
-            self.model = {k: int(self.attrs[k]) for k in MODEL_INT_ATTRS}
-            self.model.update({k: float(self.attrs[k]) for k in MODEL_FLOAT_ATTRS})
-            self.model["untie_embeddings"] = bool(
-                self.attrs.get("untie_embeddings_and_output_weights", 1))
-            self.optimizer = {k: float(self.attrs[k]) for k in OPTIMIZER_ATTRS}
-            self.num_microbatches = int(self.attrs["M"])
-            if int(self.attrs.get("data_parallel_size", 1)) != 1:
-                raise RecordError(f"{path}: data_parallel_size is "
-                                  f"{self.attrs['data_parallel_size']}; the recorder runs "
-                                  "Megatron at DP = 1 and needs a DP = 1 record")
-            if int(self.attrs.get("num_moe_experts", 0)) != 0:
-                raise RecordError(f"{path}: num_moe_experts is {self.attrs['num_moe_experts']}; "
-                                  "the recorder builds dense models only")
-            if self.attrs.get("dtype", "float32") != "float32":
-                raise RecordError(f"{path}: dtype is {self.attrs['dtype']!r}; the recorder "
-                                  "trains in float32")
-            self.batches = []
-            b, s = self.model["micro_batch_size"], self.model["seq_length"]
-            for step in range(1, steps + 1):
-                group = f"{step_group(step)}/batch"
-                if group not in f:
-                    raise RecordError(f"{path}: /{group} is missing: the recorder trains {steps} "
-                                      "step(s) on the record's batches")
-                batch = {}
-                for name in ("tokens", "labels", "loss_mask"):
-                    d = f[group].get(name)
-                    if d is None or d.shape != (self.num_microbatches, b, s):
-                        got = "missing" if d is None else f"shape {list(d.shape)}"
-                        raise RecordError(f"{path}: /{group}/{name} is {got}, not "
-                                          f"[M, b, s] = [{self.num_microbatches}, {b}, {s}]")
-                    batch[name] = d[()]
-                self.batches.append(batch)
-            weights = f.get(f"{step_group(0)}/weight")
-            if weights is None:
-                raise RecordError(f"{path}: /{step_group(0)}/weight is missing (the initial "
-                                  "weights name the parameters)")
-            self.weights0 = {}
-            self.weight_shapes = {}
-            for name, d in weights.items():
-                self.weight_shapes[name] = tuple(d.shape)
-                if d.dtype == np.float32:
-                    self.weights0[name] = d[()]
-            self.weights_complete = len(self.weights0) == len(self.weight_shapes)
+        try:
+            with f:
+                self._read(f, path, steps)
+        except (ValueError, TypeError, AttributeError, KeyError, UnicodeDecodeError) as e:
+            # A record whose attributes or groups have another type or shape than the schema's.
+            raise RecordError(f"{path}: not a harness step record ({type(e).__name__}: {e}); "
+                              "architecture.md §6 gives the schema") from e
+
+    def _read(self, f, path, steps):
+        """Reads what __init__ promises from the open file `f`."""
+        self.attrs = {k: _scalar(v) for k, v in f.attrs.items()}
+        for key in MODEL_INT_ATTRS + MODEL_FLOAT_ATTRS + OPTIMIZER_ATTRS + ("M",):
+            if key not in self.attrs:
+                raise RecordError(f"{path}: root attribute '{key}' is missing (the recorder "
+                                  "reads the model and Adam's settings from it)")
+        self.model = {k: int(self.attrs[k]) for k in MODEL_INT_ATTRS}
+        self.model.update({k: float(self.attrs[k]) for k in MODEL_FLOAT_ATTRS})
+        self.model["untie_embeddings"] = bool(
+            self.attrs.get("untie_embeddings_and_output_weights", 1))
+        if int(self.attrs.get("calculate_per_token_loss", 0)) != 0:
+            raise RecordError(f"{path}: calculate_per_token_loss is 1; the recorder trains "
+                              "Megatron's default per-microbatch normalisation and needs a "
+                              "record made with calculate_per_token_loss = false")
+        self.optimizer = {k: float(self.attrs[k]) for k in OPTIMIZER_ATTRS}
+        self.num_microbatches = int(self.attrs["M"])
+        if int(self.attrs.get("data_parallel_size", 1)) != 1:
+            raise RecordError(f"{path}: data_parallel_size is "
+                              f"{self.attrs['data_parallel_size']}; the recorder runs "
+                              "Megatron at DP = 1 and needs a DP = 1 record")
+        if int(self.attrs.get("num_moe_experts", 0)) != 0:
+            raise RecordError(f"{path}: num_moe_experts is {self.attrs['num_moe_experts']}; "
+                              "the recorder builds dense models only")
+        if self.attrs.get("dtype", "float32") != "float32":
+            raise RecordError(f"{path}: dtype is {self.attrs['dtype']!r}; the recorder "
+                              "trains in float32")
+        if not isinstance(f.get("steps"), h5py.Group):
+            raise RecordError(f"{path}: /steps is missing or not a group")
+        self.batches = []
+        b, s = self.model["micro_batch_size"], self.model["seq_length"]
+        for step in range(1, steps + 1):
+            group = f"{step_group(step)}/batch"
+            if not isinstance(f.get(group), h5py.Group):
+                raise RecordError(f"{path}: /{group} is missing: the recorder trains {steps} "
+                                  "step(s) on the record's batches")
+            batch = {}
+            for name in ("tokens", "labels", "loss_mask"):
+                d = f[group].get(name)
+                if not isinstance(d, h5py.Dataset) or d.shape != (self.num_microbatches, b, s):
+                    got = ("missing" if d is None else "not a dataset"
+                           if not isinstance(d, h5py.Dataset) else
+                           "digest-only (no values)" if d.shape is None else
+                           f"shape {list(d.shape)}")
+                    raise RecordError(f"{path}: /{group}/{name} is {got}, not "
+                                      f"[M, b, s] = [{self.num_microbatches}, {b}, {s}]")
+                batch[name] = d[()]
+            self.batches.append(batch)
+        weights = f.get(f"{step_group(0)}/weight")
+        if not isinstance(weights, h5py.Group):
+            raise RecordError(f"{path}: /{step_group(0)}/weight is missing or not a group "
+                              "(the initial weights name the parameters)")
+        self.weights0 = {}
+        self.weight_shapes = {}
+        self.not_float32 = []  # names whose step-0 values the recorder cannot take
+        for name, d in weights.items():
+            if not isinstance(d, h5py.Dataset):
+                raise RecordError(f"{path}: /{step_group(0)}/weight/{name} is not a dataset")
+            shape = d.attrs.get("shape") if d.shape is None else d.shape
+            if d.shape is None:  # a digest-only tensor: its shape is an attribute
+                shape = tuple(int(x) for x in str(_scalar(shape)).strip("[]").split(",")
+                              if x.strip())
+            self.weight_shapes[name] = tuple(shape)
+            if d.shape is not None and d.dtype == np.float32:
+                self.weights0[name] = d[()]
+            else:
+                self.not_float32.append(name)
+        self.weights_complete = not self.not_float32
 
 
 def write_record(path, attrs, steps):

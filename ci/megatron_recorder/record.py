@@ -63,6 +63,20 @@ def megatron_revision():
         return "unknown"
 
 
+def output_problem(out, source):
+    """Why the record cannot be written at `out` (checked before anything trains), or ''."""
+    if os.path.isdir(out):
+        return "is a directory"
+    parent = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(parent):
+        return f"its folder {parent} does not exist"
+    if not os.access(parent, os.W_OK):
+        return f"its folder {parent} is not writable"
+    if os.path.exists(out) and os.path.exists(source) and os.path.samefile(out, source):
+        return "is the source record"
+    return ""
+
+
 def loss_func(loss_mask, output_tensor):
     """Megatron-LM pretrain_gpt.py loss_func (lines 254-259 at d98e8a64dd), without get_args():
     the masked per-token sum, the token count and the report. The schedule divides the sum by
@@ -131,9 +145,13 @@ def main(argv):
 def record(args):
     src = SourceRecord(args.source, args.steps)
     if args.init == "harness" and not src.weights_complete:
-        print(f"megatron_recorder: {args.source}: step 0 holds digests, not float32 weights; "
-              "--init harness needs a full record (mtp-harness run --record full)",
-              file=sys.stderr)
+        print(f"megatron_recorder: {args.source}: step 0 holds no float32 values of "
+              f"{src.not_float32[0]} (digests only, or another dtype); --init harness needs a "
+              "full float32 record (mtp-harness run --record full)", file=sys.stderr)
+        return 2
+    out_problem = output_problem(args.out, args.source)
+    if out_problem:
+        print(f"megatron_recorder: --out {args.out}: {out_problem}", file=sys.stderr)
         return 2
     if src.optimizer["weight_decay"] != 0.0:
         print(f"megatron_recorder: {args.source}: weight_decay is {src.optimizer['weight_decay']}"

@@ -3,6 +3,7 @@
 #include "candidate/candidate.h"
 #include "harness/cli/commands.h"
 #include "reference/reference.h"
+#include "split/split.h"
 
 namespace mtp::cli {
 
@@ -12,6 +13,8 @@ std::unique_ptr<engine::Implementation> make_implementation(config::Implementati
       return reference::make_reference();
     case config::Implementation::kCandidate:
       return candidate::make_candidate();
+    case config::Implementation::kSplit:
+      return split::make_split();
   }
   throw InternalError(fmt::format("no implementation {}", static_cast<int>(kind)));
 }

@@ -28,6 +28,8 @@ namespace mtp::config {
 enum class Implementation {
   kReference,  ///< reference/: MTP co-located with the loss in the last stage
   kCandidate,  ///< candidate/: MTP in any legal stage (Megatron-LM PR 5247a1f460)
+  /// split/: MTP depths spread over consecutive stages (Megatron-LM #5329 mtp_layer_split)
+  kSplit,
 };
 
 /// Element type of parameters and activations. float32 and float64 keep main grads and the
@@ -85,7 +87,9 @@ template <>
 struct EnumTable<Implementation> {
   static constexpr const char* kWhat = "implementation";
   static constexpr std::pair<Implementation, std::string_view> kValues[] = {
-      {Implementation::kReference, "reference"}, {Implementation::kCandidate, "candidate"}};
+      {Implementation::kReference, "reference"},
+      {Implementation::kCandidate, "candidate"},
+      {Implementation::kSplit, "split"}};
 };
 template <>
 struct EnumTable<DType> {

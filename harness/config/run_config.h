@@ -14,6 +14,7 @@
 #include "harness/config/enums.h"
 #include "harness/config/model_config.h"
 #include "harness/config/record_ref.h"
+#include "harness/layout/layout.h"
 #include "harness/schedule/schedule.h"
 
 namespace mtp::config {
@@ -96,6 +97,12 @@ struct VariantSpec {
   /// Sets ModelConfig::accumulation ("megatron" when absent).
   std::optional<Accumulation> accumulation;
 };
+
+/// R7 as the implementation reads it (layout/layout.h MtpRule): split/ spreads the MTP depths
+/// over consecutive stages, reference/ and candidate/ need them in one stage.
+inline layout::MtpRule mtp_rule(Implementation impl) {
+  return impl == Implementation::kSplit ? layout::MtpRule::kSplit : layout::MtpRule::kOneStage;
+}
 
 /// The model `variant` trains: `model` with the variant's overrides (mtp_loss_scaling_factor,
 /// kernels, untie_embeddings, calculate_per_token_loss, inject, accumulation). Not validated.

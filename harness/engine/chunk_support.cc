@@ -27,9 +27,16 @@ std::vector<std::string> decoder_param_names(const std::vector<int>& layers,
 }
 
 std::vector<std::string> mtp_param_names(const config::ModelConfig& cfg) {
+  std::vector<int> all;
+  for (int k = 1; k <= static_cast<int>(cfg.mtp_num_layers); ++k) all.push_back(k);
+  return mtp_param_names(cfg, all);
+}
+
+std::vector<std::string> mtp_param_names(const config::ModelConfig& cfg,
+                                         const std::vector<int>& depths) {
   std::vector<std::string> names;
-  for (int64_t k = 0; k < cfg.mtp_num_layers; ++k) {
-    const config::MtpLayerNames m = config::mtp_layer_names(k);
+  for (int depth : depths) {
+    const config::MtpLayerNames m = config::mtp_layer_names(depth - 1);
     names.push_back(m.enorm);
     names.push_back(m.hnorm);
     names.push_back(m.eh_proj);

@@ -25,6 +25,9 @@ std::vector<std::string> decoder_param_names(const std::vector<int>& layers,
 
 /// Parameter names of MTP depths 1..D, canonical order.
 std::vector<std::string> mtp_param_names(const config::ModelConfig& cfg);
+/// Parameter names of MTP depths `depths` (1-based), in that order.
+std::vector<std::string> mtp_param_names(const config::ModelConfig& cfg,
+                                         const std::vector<int>& depths);
 
 /// "t0-2" for {0,1,2}, "t3 t5" for {3,5}, "" for none.
 std::string format_layer_ranges(const std::vector<int>& layers, const char* prefix);

@@ -136,7 +136,7 @@ layout::PipelineLayout variant_layout(const config::VariantSpec& v,
                                       const config::ModelConfig& model) {
   const int N = static_cast<int>(model.num_layers), D = static_cast<int>(model.mtp_num_layers);
   if (v.layout.empty()) return layout::default_layout(v.pipeline_size, v.virtual_size, N, D);
-  return layout::build_layout(v.layout, v.pipeline_size, N, D);
+  return layout::build_layout(v.layout, v.pipeline_size, N, D, config::mtp_rule(v.implementation));
 }
 
 schedule::ScheduleConfig variant_schedule(const config::VariantSpec& v,

@@ -44,8 +44,9 @@ constexpr const char* kRuleText[] = {
 
 class Builder {
  public:
-  Builder(const std::string& text, int pipeline_size, int num_layers, int mtp_num_layers)
-      : text_(text), p_(pipeline_size), n_(num_layers), d_(mtp_num_layers) {}
+  Builder(const std::string& text, int pipeline_size, int num_layers, int mtp_num_layers,
+          MtpRule rule)
+      : text_(text), p_(pipeline_size), n_(num_layers), d_(mtp_num_layers), rule_(rule) {}
 
   PipelineLayout run() {
     check_arguments();
@@ -66,8 +67,8 @@ class Builder {
     check_marker('L', 3, num_stages - 1, /*first_item=*/false);
     check_count('t', 4, n_, "num_layers");
     check_count('m', 5, d_, "mtp_num_layers");
-    const int mtp_stage = d_ > 0 ? check_mtp_placement() : -1;
-    return make_layout(mtp_stage);
+    const std::vector<int> mtp_stages = d_ > 0 ? check_mtp_placement() : std::vector<int>{};
+    return make_layout(mtp_stages);
   }
 
  private:
@@ -133,27 +134,39 @@ class Builder {
     fail(rule, detail);
   }
 
-  // R7, R8, R9, R10, R6 (in that order); returns the MTP stage index.
-  int check_mtp_placement() const {
+  // R7, R8, R9, R10, R6 (in that order); returns the MTP stages (ascending).
+  std::vector<int> check_mtp_placement() const {
     const std::vector<Item> ms = items_of('m');
     const Item& first = ms.front();
     const int s = first.stage;
+    std::vector<int> stages{s};
     for (const Item& it : ms) {
-      if (it.stage != s) {
-        fail(7, fmt::format("{}, but the first 'm' is in {}", item_name(it), stage_name(s)));
+      if (it.stage == stages.back()) continue;
+      if (rule_ == MtpRule::kOneStage) {
+        fail(7, fmt::format("{}, but the first 'm' is in {} (only the split implementation "
+                            "spreads MTP depths over stages)",
+                            item_name(it), stage_name(s)));
+      }
+      if (it.stage != stages.back() + 1) {
+        fail(7, fmt::format("{}, but the stage before it, {}, holds no 'm': the MTP stages must "
+                            "be consecutive",
+                            item_name(it), stage_name(it.stage - 1)));
+      }
+      stages.push_back(it.stage);
+    }
+    for (const Item& it : ms) {
+      if (it.stage / p_ != v_ - 1) {
+        fail(8, fmt::format("the 'm' at position {} is in {}, but its virtual stage must be "
+                            "V-1 = {}",
+                            it.pos, stage_name(it.stage), v_ - 1));
+      }
+      if (p_ > 1 && it.stage % p_ == 0) {
+        fail(9, fmt::format("the 'm' at position {} is in {}, on pipeline rank 0", it.pos,
+                            stage_name(it.stage)));
       }
     }
-    if (s / p_ != v_ - 1) {
-      fail(8, fmt::format("the 'm' at position {} is in {}, but its virtual stage must be "
-                          "V-1 = {}",
-                          first.pos, stage_name(s), v_ - 1));
-    }
-    if (p_ > 1 && s % p_ == 0) {
-      fail(9, fmt::format("the 'm' at position {} is in {}, on pipeline rank 0", first.pos,
-                          stage_name(s)));
-    }
     for (const Item& it : items_) {
-      if (it.stage > s && it.c != 'L') {
+      if (it.stage > s && it.c != 'L' && !(it.c == 'm' && it.stage <= stages.back())) {
         fail(10, fmt::format("{} comes after the MTP {}", item_name(it), stage_name(s)));
       }
     }
@@ -163,10 +176,11 @@ class Builder {
              fmt::format("{} comes after the first 'm' at position {}", item_name(it), first.pos));
       }
     }
-    return s;
+    return stages;
   }
 
-  PipelineLayout make_layout(int mtp_stage) const {
+  PipelineLayout make_layout(const std::vector<int>& mtp_stages) const {
+    const int mtp_stage = mtp_stages.empty() ? -1 : mtp_stages.front();
     PipelineLayout layout;
     layout.text = text_;
     layout.pipeline_size = p_;
@@ -174,8 +188,10 @@ class Builder {
     layout.num_layers = n_;
     layout.mtp_num_layers = d_;
     layout.mtp_stage = mtp_stage;
+    layout.mtp_stages = mtp_stages;
     layout.mtp_standalone = mtp_stage >= 0 && mtp_stage % p_ != p_ - 1;
     int next_layer = 0;
+    int next_depth = 1;  // depth k is the k-th `m` in string order
     int fln_stage = static_cast<int>(stages_.size()) - 1;
     for (int i = 0; i < static_cast<int>(stages_.size()); ++i) {
       StagePlan plan;
@@ -187,8 +203,8 @@ class Builder {
         if (c == 'E') plan.has_embedding = true;
         if (c == 'L') plan.has_loss = true;
       }
-      if (i == mtp_stage) {
-        for (int k = 1; k <= d_; ++k) plan.mtp_depths.push_back(k);
+      for (char c : stages_[i].items) {
+        if (c == 'm') plan.mtp_depths.push_back(next_depth++);
       }
       if (d_ > 0 && !plan.decoder_layers.empty() && plan.decoder_layers.back() == n_ - 1) {
         fln_stage = i;
@@ -201,6 +217,7 @@ class Builder {
 
   const std::string& text_;
   const int p_, n_, d_;
+  const MtpRule rule_;
   int v_ = 1;
   std::vector<SourcedStage> stages_;
   std::vector<Item> items_;  // every item in string order
@@ -219,8 +236,8 @@ const StagePlan& PipelineLayout::at(int pipeline_rank, int virtual_stage) const 
 }
 
 PipelineLayout build_layout(const std::string& text, int pipeline_size, int num_layers,
-                            int mtp_num_layers) {
-  return Builder(text, pipeline_size, num_layers, mtp_num_layers).run();
+                            int mtp_num_layers, MtpRule mtp_rule) {
+  return Builder(text, pipeline_size, num_layers, mtp_num_layers, mtp_rule).run();
 }
 
 }  // namespace mtp::layout

@@ -302,7 +302,8 @@ TEST(BuildLayoutTest, R6NoDecoderLayerAfterMtp) {
 TEST(BuildLayoutTest, R7AllMtpInOneStage) {
   EXPECT_EQ(build_error("Et|tm|t|mL", 2, 3, 2),
             "layout \"Et|tm|t|mL\" with P = 2: rule R7 (all 'm' in one stage): 'm' at position "
-            "8 (item 0 of stage 3 (p=1, v=1)), but the first 'm' is in stage 1 (p=1, v=0)");
+            "8 (item 0 of stage 3 (p=1, v=1)), but the first 'm' is in stage 1 (p=1, v=0) (only "
+            "the split implementation spreads MTP depths over stages)");
 }
 
 TEST(BuildLayoutTest, R8MtpInALastVirtualStage) {

@@ -67,7 +67,10 @@ struct PipelineLayout {
   int num_layers = 0;             ///< N
   int mtp_num_layers = 0;         ///< D
   std::vector<StagePlan> stages;  ///< indexed by stage index i
-  int mtp_stage = -1;             ///< stage index holding every `m`, −1 when D = 0
+  int mtp_stage = -1;  ///< the first stage holding an `m` (R7: the only one), −1 when D = 0
+  /// Every stage holding an `m`, ascending: {mtp_stage} under R7; with MtpRule::kSplit the
+  /// consecutive stages the depths are spread over (depth k in the stage of the k-th `m`).
+  std::vector<int> mtp_stages;
   /// Megatron's `mtp_standalone` (spec §2.6): some rank p ≠ P−1 has `m` in its last virtual stage,
   /// i.e. the MTP stage is not the loss stage.
   bool mtp_standalone = false;
@@ -77,6 +80,16 @@ struct PipelineLayout {
   const StagePlan& at(int pipeline_rank, int virtual_stage) const;
   /// The last stage (P−1, V−1), which holds `L`.
   const StagePlan& loss_stage() const { return stages.back(); }
+};
+
+/// How R7 reads: every `m` in one stage (reference/, candidate/: Megatron-LM d98e8a6
+/// pipeline_parallel_layer_layout.py:131 asserts it), or spread over consecutive stages (split/:
+/// Megatron-LM #5329 `mtp_layer_split`, e.g. `E|(t|)*11m|m|m|L`).
+enum class MtpRule {
+  kOneStage,
+  /// R7 becomes: the stages holding `m` are consecutive, each holds only `m` after the first
+  /// (whose `t` come before its `m`, R6); R8 and R9 hold for each of them; R10 for the last.
+  kSplit,
 };
 
 /// Parses and validates `text` for P = `pipeline_size`. Rules (each error names its rule number
@@ -89,7 +102,7 @@ struct PipelineLayout {
 ///  R10 every stage after the MTP stage is empty or holds only `L`.
 /// Also throws LayoutError when pipeline_size < 1, num_layers < 1 or mtp_num_layers < 0.
 PipelineLayout build_layout(const std::string& text, int pipeline_size, int num_layers,
-                            int mtp_num_layers);
+                            int mtp_num_layers, MtpRule mtp_rule = MtpRule::kOneStage);
 
 /// Megatron's split when no layout is given: P·V stages; decoder layers spread evenly
 /// (N must divide by P·V, else LayoutError), `E` with stage 0, every `m` and `L` on the last stage.

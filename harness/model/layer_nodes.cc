@@ -87,12 +87,25 @@ void append_decoder_layer_nodes(ChunkProgram& prog, int layer, const ParamTable&
                params, cfg, rope, nullptr, post);
 }
 
-void append_mtp_nodes(ChunkProgram& prog, const at::Tensor& tokens, const at::Tensor& table,
-                      const ParamTable& params, const config::ModelConfig& cfg,
-                      const RopeTables& rope, bool concat) {
+namespace {
+
+void append_depths(ChunkProgram& prog, const at::Tensor& tokens, const at::Tensor& table,
+                   const ParamTable& params, const config::ModelConfig& cfg, const RopeTables& rope,
+                   const std::vector<int>& depths, bool concat) {
+  MTP_INTERNAL_ASSERT(!depths.empty(), "append_depths needs at least one depth");
   auto ids = std::make_shared<at::Tensor>(tokens);
-  const int64_t D = cfg.mtp_num_layers;
-  for (int64_t k = 0; k < D; ++k) {
+  const int first = depths.front();
+  if (first > 1) {
+    // split/: the stage receives cat(h0, …, h_{first−1}); depth `first` continues from the last.
+    const config::ModelConfig* c = &cfg;
+    prog.add(NodeKind::kPreProcess, -1, [ids, first, c](ChunkProgram& prog_) {
+      prog_.mtp_hidden = prog_.hidden.split(c->seq_length, 0);
+      prog_.hidden = prog_.mtp_hidden.back();
+      for (int r = 1; r < first; ++r) *ids = roll_left(*ids);
+    });
+  }
+  for (int depth : depths) {
+    const int64_t k = depth - 1;
     const config::MtpLayerNames names = config::mtp_layer_names(k);
     at::Tensor enorm = params.get(names.enorm);
     at::Tensor hnorm = params.get(names.hnorm);
@@ -109,13 +122,29 @@ void append_mtp_nodes(ChunkProgram& prog, const at::Tensor& tokens, const at::Te
     const int layer = static_cast<int>(cfg.num_layers + k);
     append_layer(prog, layer, names.transformer_layer, cfg.mtp_layer_is_moe(), params, cfg, rope,
                  pre, nullptr);
-    const bool last = k + 1 == D;
+    const bool last = depth == depths.back();
     prog.add(NodeKind::kMtpPost, layer, [final_norm, c, last, concat](ChunkProgram& prog_) {
       at::Tensor h = norm(prog_.hidden, final_norm, *c);
       prog_.mtp_hidden.push_back(h);
       prog_.hidden = (last && concat) ? at::cat(prog_.mtp_hidden, 0) : h;
     });
   }
+}
+
+}  // namespace
+
+void append_mtp_nodes(ChunkProgram& prog, const at::Tensor& tokens, const at::Tensor& table,
+                      const ParamTable& params, const config::ModelConfig& cfg,
+                      const RopeTables& rope, bool concat) {
+  std::vector<int> all(static_cast<size_t>(cfg.mtp_num_layers));
+  for (size_t k = 0; k < all.size(); ++k) all[k] = static_cast<int>(k + 1);
+  append_depths(prog, tokens, table, params, cfg, rope, all, concat);
+}
+
+void append_mtp_depth_nodes(ChunkProgram& prog, const at::Tensor& tokens, const at::Tensor& table,
+                            const ParamTable& params, const config::ModelConfig& cfg,
+                            const RopeTables& rope, const std::vector<int>& depths) {
+  append_depths(prog, tokens, table, params, cfg, rope, depths, /*concat=*/true);
 }
 
 }  // namespace mtp::model

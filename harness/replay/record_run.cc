@@ -426,7 +426,7 @@ config::VariantSpec read_variant(const Attrs& a, const config::ModelConfig& mode
   config::VariantSpec v;
   v.name = a.string_of("variant").value_or("replay");
   const std::string impl = a.string_of("implementation").value_or("(absent)");
-  if (impl == "reference" || impl == "candidate") {
+  if (impl == "reference" || impl == "candidate" || impl == "split") {
     v.implementation = config::parse_enum<config::Implementation>(impl);
   } else {
     notes.push_back(
@@ -441,9 +441,9 @@ config::VariantSpec read_variant(const Attrs& a, const config::ModelConfig& mode
   if (!a.has("P")) notes.push_back("P: 1 (not in the record)");
   const std::string text = a.string_of("layout").value_or("");
   try {
-    const layout::PipelineLayout l =
-        layout::build_layout(text, v.pipeline_size, static_cast<int>(model.num_layers),
-                             static_cast<int>(model.mtp_num_layers));
+    const layout::PipelineLayout l = layout::build_layout(
+        text, v.pipeline_size, static_cast<int>(model.num_layers),
+        static_cast<int>(model.mtp_num_layers), config::mtp_rule(v.implementation));
     v.layout = text;
     // The layout decides V; a record whose V says otherwise describes two different runs.
     if (a.has("V") && v.virtual_size != l.virtual_size) {

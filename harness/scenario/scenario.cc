@@ -68,6 +68,17 @@ int64_t get_int(const Ctx& ctx, const toml::table& t, const char* key, const std
   return v;
 }
 
+/// An integer key narrowed to int: checked against [min_value, max_value] before narrowing, so a
+/// value past 2^31 is an error at its position, never a wrapped number.
+int get_int_in(const Ctx& ctx, const toml::table& t, const char* key, const std::string& where,
+               int fallback, int min_value, int max_value) {
+  const int64_t v = get_int(ctx, t, key, where, fallback, min_value);
+  if (v > max_value) {
+    ctx.fail(t.get(key), fmt::format("{}.{} = {} must be <= {}", where, key, v, max_value));
+  }
+  return static_cast<int>(v);
+}
+
 double get_double(const Ctx& ctx, const toml::table& t, const char* key, const std::string& where,
                   double fallback) {
   const toml::node* n = t.get(key);
@@ -448,11 +459,9 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
     ctx.fail(t.get("layout"),
              fmt::format("{}: layout is empty; omit the key for Megatron's even split", w));
   }
-  v.pipeline_size = static_cast<int>(get_int(ctx, t, "pp", w, 1, 1));
-  v.virtual_size = static_cast<int>(get_int(ctx, t, "vpp", w, 1, 1));
-  v.data_parallel_size = static_cast<int>(get_int(ctx, t, "dp", w, 1, 1));
-  if (v.pipeline_size > 64) ctx.fail(t.get("pp"), fmt::format("{}: pp must be <= 64", w));
-  if (v.data_parallel_size > 64) ctx.fail(t.get("dp"), fmt::format("{}: dp must be <= 64", w));
+  v.pipeline_size = get_int_in(ctx, t, "pp", w, 1, 1, 64);
+  v.virtual_size = get_int_in(ctx, t, "vpp", w, 1, 1, 4096);
+  v.data_parallel_size = get_int_in(ctx, t, "dp", w, 1, 1, 64);
   if (v.pipeline_size * v.data_parallel_size > 256) {
     ctx.fail(t.get("dp"), fmt::format("{}: pp · dp = {} ranks; at most 256", w,
                                       v.pipeline_size * v.data_parallel_size));
@@ -475,7 +484,7 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
       ctx.fail(n, fmt::format("{}: {}", w, e.what()));
     }
   }
-  v.microbatch_group_size = static_cast<int>(get_int(ctx, t, "microbatch_group_size", w, 0, 1));
+  v.microbatch_group_size = get_int_in(ctx, t, "microbatch_group_size", w, 0, 1, 100000);
   if (t.get("clip_grad")) {
     v.clip_grad = get_double(ctx, t, "clip_grad", w, 0.0);
     if (*v.clip_grad < 0)
@@ -531,7 +540,8 @@ void check_variant_layout(const Ctx& ctx, const toml::table& t, const config::Va
                              static_cast<int>(model.mtp_num_layers));
     } else {
       layout::build_layout(v.layout, v.pipeline_size, static_cast<int>(model.num_layers),
-                           static_cast<int>(model.mtp_num_layers));
+                           static_cast<int>(model.mtp_num_layers),
+                           config::mtp_rule(v.implementation));
     }
   } catch (const InputError& e) {
     const toml::node* at = t.get("layout") ? t.get("layout") : (t.get("pp") ? t.get("pp") : &t);
@@ -661,7 +671,7 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
     ctx.fail(&t, fmt::format("{}: why is required: say why the relation must hold", w));
   e.allow_nonfinite = get_bool(ctx, t, "allow_nonfinite", w, false);
   e.first_divergence = get_string(ctx, t, "first_divergence", w, "");
-  e.first_divergence_step = static_cast<int>(get_int(ctx, t, "first_divergence_step", w, 0, 0));
+  e.first_divergence_step = get_int_in(ctx, t, "first_divergence_step", w, 0, 0, 999999);
   if (e.first_divergence_step > steps) {
     ctx.fail(t.get("first_divergence_step"),
              fmt::format("{}: first_divergence_step = {} is past the "

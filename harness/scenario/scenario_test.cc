@@ -94,6 +94,14 @@ TEST(ScenarioTest, ErrorsNameFileLineColumnAndRule) {
   EXPECT_THAT(error_of(std::string(kMinimal).replace(t.find("num_attention_heads = 2"), 23,
                                                      "num_attention_heads = 3")),
               HasSubstr("hidden_size = 8 must be divisible by num_attention_heads = 3"));
+  // Integers past int are errors at their position, not wrapped (dp = 2^32 + 2 ran as DP 2).
+  EXPECT_THAT(error_of(std::string(kMinimal).replace(t.find("pp = 3"), 6, "pp = 4294967299")),
+              HasSubstr("test.toml:21:6: variant \"b\".pp = 4294967299 must be <= 64"));
+  EXPECT_THAT(
+      error_of(std::string(kMinimal).replace(t.find("pp = 3"), 6, "pp = 3\ndp = 4294967298")),
+      HasSubstr(".dp = 4294967298 must be <= 64"));
+  EXPECT_THAT(error_of(t + "first_divergence_step = 4294967297\n"),
+              HasSubstr(".first_divergence_step = 4294967297 must be <= 999999"));
 }
 
 // Defect: data errors named no scenario file ("data: text file '' does not exist"), others no
