@@ -51,6 +51,14 @@ TEST(CliTest, LayoutPrintsRankMapOrNamesTheBrokenRule) {
   auto syntax = run("layout 'E|t*|L' --pp 2");
   EXPECT_EQ(syntax.code, 2);
   EXPECT_THAT(syntax.out, HasSubstr("position 4"));
+  // Depths spread over stages: R7 for reference and candidate, accepted with --split.
+  auto spread = run("layout 'Et*2|t*2m|m|m|L' --pp 5");
+  EXPECT_EQ(spread.code, 2) << spread.out;
+  EXPECT_THAT(spread.out, HasSubstr("rule R7 (all 'm' in one stage)"));
+  auto split = run("layout 'Et*2|t*2m|m|m|L' --pp 5 --split");
+  EXPECT_EQ(split.code, 0) << split.out;
+  EXPECT_THAT(split.out, HasSubstr("MTP stages: 1 (p=1, v=0; depth 1), 2 (p=2, v=0; depth 2), "
+                                   "3 (p=3, v=0; depth 3)"));
 }
 
 TEST(CliTest, ScheduleAndUsageErrors) {

@@ -22,7 +22,8 @@ int run_layout(const LayoutOptions& opt) {
     if (n < 0) n = t;
     if (d < 0) d = m;
   }
-  auto l = layout::build_layout(opt.layout, opt.pipeline_size, n, d);
+  auto l = layout::build_layout(opt.layout, opt.pipeline_size, n, d,
+                                opt.split ? layout::MtpRule::kSplit : layout::MtpRule::kOneStage);
   std::cout << layout::format_rank_map(l);
   return kExitOk;
 }

@@ -357,6 +357,9 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       ->check(CLI::Range(0, 1000000));
   l->add_option("--mtp", lay.mtp_num_layers, "MTP depths D (default: the number of m)")
       ->check(CLI::Range(0, 1000000));
+  l->add_flag("--split", lay.split,
+              "validate for the split implementation: MTP depths may spread over consecutive "
+              "stages (R7 relaxed), e.g. 'Et*2|t*2m|m|m|L' --pp 5");
 
   auto* s = app.add_subcommand("schedule", "print every pipeline rank's forward/backward order");
   s->add_option("--pp", sch.pipeline_size, "P")->required()->check(CLI::Range(1, 4096));

@@ -139,6 +139,7 @@ struct LayoutOptions {
   int pipeline_size = 1;
   int num_layers = -1;      ///< −1: the number of `t` in the layout
   int mtp_num_layers = -1;  ///< −1: the number of `m` in the layout
+  bool split = false;       ///< R7 as split/ reads it (layout::MtpRule::kSplit)
 };
 
 struct DataPrepareOptions {

@@ -77,7 +77,16 @@ std::string format_rank_map(const PipelineLayout& layout) {
   for (size_t r = 1; r < table.size(); ++r) out += print_row(table[r]);
   out += fmt::format("P = {}, V = {}, N = {}, D = {}\n", p_size, v_size, layout.num_layers,
                      layout.mtp_num_layers);
-  if (layout.mtp_stage >= 0) {
+  if (layout.mtp_stages.size() > 1) {
+    std::vector<std::string> each;
+    for (int s : layout.mtp_stages) {
+      const auto& d = layout.stages[static_cast<size_t>(s)].mtp_depths;
+      each.push_back(fmt::format("{} (p={}, v={}; depth{} {}{})", s, s % p_size, s / p_size,
+                                 d.size() > 1 ? "s" : "", d.front(),
+                                 d.size() > 1 ? fmt::format("-{}", d.back()) : ""));
+    }
+    out += fmt::format("MTP stages: {}\n", fmt::join(each, ", "));
+  } else if (layout.mtp_stage >= 0) {
     out += fmt::format("MTP stage: {} (p={}, v={})\n", layout.mtp_stage, layout.mtp_stage % p_size,
                        layout.mtp_stage / p_size);
   } else {
