@@ -84,6 +84,19 @@ TEST(MegatronTrainingRecordTest, TheHarnesssOwnRunMatchesMegatronsFromTheSameSta
   const auto values = run("compare " + src + " " + kHarnessInit + " --class rel_l2:1e-5");
   EXPECT_EQ(values.code, 0) << values.out;
   EXPECT_THAT(values.out, HasSubstr("341 tensors checked, 341 compared by value"));
+  // Megatron's record has no digests; against a digest-only harness record its digests are
+  // computed from its values: step 0 is decided EQUAL by digest, a tolerance is UNDECIDED.
+  const std::string digests = dir + "/digests.h5";
+  ASSERT_EQ(
+      run("run ci/megatron_recorder/source.toml --variant ref_p1 --record digest --out " + digests)
+          .code,
+      0);
+  const auto by_digest =
+      run("compare " + kHarnessInit + " " + digests + " --steps 0 --records weight");
+  EXPECT_EQ(by_digest.code, 0) << by_digest.out;
+  EXPECT_THAT(by_digest.out, HasSubstr("bitwise equal (47 tensors, 47 of them by digest)"));
+  const auto undecided = run("compare " + kHarnessInit + " " + digests + " --class rel_l2:1e-5");
+  EXPECT_THAT(undecided.out, HasSubstr("# verdict: UNDECIDED")) << undecided.out;
 }
 
 TEST(MegatronTrainingRecordTest, TheComparisonWithMegatronRendersAsCheckDoesItsReport) {

@@ -266,16 +266,23 @@ void Walk::compare_stored(int step, const std::string& group, const std::string&
 void Walk::compare_digests(int step, const std::string& group, const std::string& name,
                            const record::TensorInfo& ia, const record::TensorInfo& ib,
                            TensorDiff& d) {
-  if (!ia.digest || !ib.digest) {
-    d.structural = fmt::format(
-        "{} holds only digests and {} has none (a record of schema "
-        "version 1): cannot be compared",
-        ia.stored ? "B" : "A", ia.stored ? "A" : "B");
+  // A record without digests (schema version 1, or Megatron-LM's own, ci/megatron_recorder)
+  // holds the values, whose digests are computed here: the same XXH3-128 blocks the writer
+  // makes, so equal digests still mean equal bits.
+  auto digests = [&](const record::RecordReader& r, const record::TensorInfo& i) {
+    if (i.digest) return r.block_digests(step, group, name);
+    const record::TensorData t = r.read(step, group, name);
+    return record::digest_bytes(t.bytes.data(), t.bytes.size(), record::dtype_size(t.dtype));
+  };
+  if ((!ia.digest && !ia.stored) || (!ib.digest && !ib.stored)) {
+    d.structural = fmt::format("{} holds neither values nor digests: cannot be compared",
+                               !ia.digest && !ia.stored ? "A" : "B");
     return;
   }
-  const record::TensorDigest da = a_.block_digests(step, group, name);
-  const record::TensorDigest db = b_.block_digests(step, group, name);
+  const record::TensorDigest da = digests(a_, ia);
+  const record::TensorDigest db = digests(b_, ib);
   d.by_digest = true;
+  if (!da.first_differing_block(db)) return;  // equal bytes (a digest computed from values)
   d.blocks = static_cast<int64_t>(da.blocks.size());
   d.differing_blocks = da.differing_blocks(db);
   d.first_block = da.first_differing_block(db).value_or(0);
