@@ -2,7 +2,7 @@
 //
 // MTP depths spread over pipeline stages (Megatron-LM #5329 `mtp_layer_split`, which lifts the
 // assertion "All of the MTP layers must be in the same one virtual pipeline stage",
-// pipeline_parallel_layer_layout.py:131 at d98e8a6). Layouts such as `E|t*3|(t|)*4tm|m|L` (P 4,
+// pipeline_parallel_layer_layout.py:131 at d98e8a6). Layouts such as `Et|t*3|t|t|t|tm|m|L` (P 4,
 // V 2) put depth k in the stage of the k-th `m`; the stages holding `m` are consecutive, each in
 // the last virtual stage and off pipeline rank 0 (layout::MtpRule::kSplit). Placement only, on
 // the standalone family's stage code (engine/standalone_chunk.h): a stage holding depths a..b

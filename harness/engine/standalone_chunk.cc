@@ -84,7 +84,47 @@ class StandaloneChunk final : public ModelChunk {
   model::ParamTable params_;
 };
 
+/// Sequence multiple of the activation leaving `stage`: 1 + the last MTP depth held so far.
+int64_t out_factor(const layout::PipelineLayout& layout, int stage) {
+  int64_t depths = 0;
+  for (int s = 0; s <= stage; ++s) {
+    const auto& d = layout.stages[static_cast<size_t>(s)].mtp_depths;
+    if (!d.empty()) depths = d.back();
+  }
+  return 1 + depths;
+}
+
+class StandaloneImplementation final : public Implementation {
+ public:
+  explicit StandaloneImplementation(config::Implementation kind) : kind_(kind) {}
+  config::Implementation kind() const override { return kind_; }
+  void check_layout(const layout::PipelineLayout&) const override {}
+  std::vector<std::string> stage_param_names(const layout::PipelineLayout& layout, int stage,
+                                             const config::ModelConfig& cfg) const override {
+    return standalone_param_names(layout, stage, cfg);
+  }
+  std::string describe_stage(const layout::PipelineLayout& layout, int stage,
+                             const config::ModelConfig& cfg) const override {
+    return describe_standalone_stage(layout, stage, cfg, out_factor(layout, stage));
+  }
+  std::unique_ptr<ModelChunk> build_chunk(const layout::PipelineLayout& layout, int stage,
+                                          const config::ModelConfig& cfg,
+                                          const InitialWeights& init, at::ScalarType dtype,
+                                          at::Device device) const override {
+    return make_standalone_chunk(layout, stage, cfg, stage_param_names(layout, stage, cfg), init,
+                                 dtype, device, stage == 0 ? 0 : out_factor(layout, stage - 1),
+                                 out_factor(layout, stage));
+  }
+
+ private:
+  const config::Implementation kind_;
+};
+
 }  // namespace
+
+std::unique_ptr<Implementation> make_standalone_implementation(config::Implementation kind) {
+  return std::make_unique<StandaloneImplementation>(kind);
+}
 
 std::unique_ptr<ModelChunk> make_standalone_chunk(const layout::PipelineLayout& layout, int stage,
                                                   const config::ModelConfig& cfg,

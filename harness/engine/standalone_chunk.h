@@ -34,6 +34,13 @@ std::unique_ptr<ModelChunk> make_standalone_chunk(const layout::PipelineLayout& 
 std::vector<int> standalone_embedding_stages(const layout::PipelineLayout& layout,
                                              const config::ModelConfig& cfg);
 
+/// The standalone family's implementation (candidate/, split/): stages from
+/// make_standalone_chunk, parameters from standalone_param_names, and the sequence multiple a
+/// stage sends = 1 + the last MTP depth held up to it (1 before the first MTP stage, 1 + D from
+/// the last one on). The two members differ only in `kind` and so in how their layouts read R7
+/// (config::mtp_rule): every depth in one stage (candidate) or spread over stages (split).
+std::unique_ptr<Implementation> make_standalone_implementation(config::Implementation kind);
+
 /// The parameters stage `stage` holds in the standalone family: an embedding copy on every stage
 /// of standalone_embedding_stages, its decoder layers, FLN with decoder layer N
 /// (StagePlan::owns_final_layernorm), the MTP parameters of its own depths
