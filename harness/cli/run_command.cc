@@ -97,8 +97,7 @@ int run_one(const RunCommandOptions& opt) {
   try {
     plan = engine::plan_variant(sc.model, sc.training, v, *impl);
   } catch (const InputError& e) {
-    throw InputError(
-        fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name, e.what()));
+    throw variant_error(sc, v.name, e.what());
   }
   {
     // One process holds every rank (no launcher) or one rank per process / GPU.
@@ -161,8 +160,7 @@ int run_one(const RunCommandOptions& opt) {
   try {
     rr = engine::run_variant(plan, *impl, sc.data, ro);
   } catch (const InputError& e) {
-    throw InputError(
-        fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name, e.what()));
+    throw variant_error(sc, v.name, e.what());
   }
   if (rank <= 0) {
     std::cout << fmt::format(

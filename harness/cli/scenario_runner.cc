@@ -142,6 +142,13 @@ void add_scenario_inputs(FileRoles& files, const scenario::Scenario& sc) {
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
+InputError variant_error(const scenario::Scenario& sc, const std::string& name,
+                         const std::string& what) {
+  const std::string prefix = fmt::format("variant \"{}\": ", name);
+  return InputError(fmt::format("{}: {}{}", sc.variant_location(name),
+                                what.rfind(prefix, 0) == 0 ? "" : prefix, what));
+}
+
 std::vector<engine::RunPlan> plan_variants(const scenario::Scenario& sc,
                                            const std::set<std::string>& wanted) {
   for (const auto& v : wanted) sc.variant(v);  // unknown names are errors
@@ -156,11 +163,7 @@ std::vector<engine::RunPlan> plan_variants(const scenario::Scenario& sc,
       throw InputError(fmt::format("{}: variant \"{}\": {}",
                                    sc.position("variant." + v.name + ".layout"), v.name, e.what()));
     } catch (const InputError& e) {
-      // The planner's own messages about a variant already start with its name.
-      const std::string prefix = fmt::format("variant \"{}\": ", v.name);
-      const std::string what = e.what();
-      throw InputError(fmt::format("{}: {}{}", sc.variant_location(v.name),
-                                   what.rfind(prefix, 0) == 0 ? "" : prefix, what));
+      throw variant_error(sc, v.name, e.what());
     }
   }
   return plans;
@@ -315,8 +318,7 @@ ScenarioRun train_variants(const scenario::Scenario& sc, const std::vector<engin
       try {
         rr = engine::run_variant(plan, *impl, sc.data, ro);
       } catch (const InputError& e) {
-        throw InputError(
-            fmt::format("{}: variant \"{}\": {}", sc.variant_location(v.name), v.name, e.what()));
+        throw variant_error(sc, v.name, e.what());
       }
     }
     report::VariantRun run;

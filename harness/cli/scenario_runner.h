@@ -24,6 +24,11 @@
 
 namespace mtp::cli {
 
+/// An error about variant `name` of `sc`: "<file:line:col>: variant "<name>": <what>", the name
+/// left out when `what` already starts with it (the planner's messages do).
+InputError variant_error(const scenario::Scenario& sc, const std::string& name,
+                         const std::string& what);
+
 /// The plans of the scenario's variants in scenario order (only those in `wanted` when it is
 /// not empty; an unknown name is an error). Throws InputError prefixed with the variant's
 /// position when a variant cannot be planned.
