@@ -138,7 +138,7 @@ class RankWorker {
         finalize_model_grads(model_, placement_, topo_, rank_, comm_, plan_.model.inject,
                              plan_.layout.mtp_stage,
                              plan_.model.calculate_per_token_loss
-                                 ? std::optional<double>(step_token_counts(step, -1)[0])
+                                 ? std::optional<double>(mbs.front().token_counts[0])
                                  : std::nullopt);
       }
       if (ctx_.options.after_grad_finalization) {
