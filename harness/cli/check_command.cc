@@ -31,7 +31,7 @@ void print_failures(const std::vector<report::ExpectationResult>& results, const
     for (const auto& p : r.pairs) {
       if (p.holds || p.undecided) continue;
       const std::string& a = run.records.at(p.baseline);
-      if (r.expectation->oracle) {
+      if (r.expectation->oracle()) {
         // A variant against the float64 program: the record names everything to re-check.
         std::cout << fmt::format(
             "\n## {} FAILED: {} vs the float64 oracle ({})\n# why it should hold: {}\n",

@@ -200,10 +200,23 @@ TEST(SelftestTest, EveryPlantedBugIsCaughtWhereExpected) {
        at = r.out.find(" CAUGHT\n", at + 1)) {
     ++caught;
   }
-  EXPECT_EQ(caught, 11u) << r.out;  // 10 faults, one caught by two detectors
+  // 10 faults; mtp_embedding_out_of_group caught by three detectors, standalone_stage_fed_zeros
+  // by two.
+  EXPECT_EQ(caught, 13u) << r.out;
   EXPECT_EQ(r.out.find("MISSED"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("embedding_norm_counted_twice.oracle           1  attr/grad_norm"),
             std::string::npos)
+      << r.out;
+  // Megatron-Bridge #5380 as a drifted copy at step 1, and as the field saw it: a resumed run's
+  // MTP loss jumps at step 2.
+  EXPECT_NE(r.out.find("mtp_embedding_out_of_group.replicas" + std::string(11, ' ') +
+                       "1  "
+                       "copies/embedding.word_embeddings.weight@dp0.stage6"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(
+      r.out.find("mtp_embedding_out_of_group.resume" + std::string(13, ' ') + "2  loss/mtp_1"),
+      std::string::npos)
       << r.out;
   const std::string json = mtp::testing_util::read_text(dir.file("d.json"));
   EXPECT_NE(json.find("\"source\": \"Megatron-LM #2417\""), std::string::npos) << json;

@@ -113,6 +113,24 @@ TEST_F(ReplayCliTest, ResumedRunEqualsTheUninterruptedRun) {
   EXPECT_THAT(c.out, HasSubstr("EQUAL (bitwise)"));
 }
 
+// A resumed variant (scenario key `resume`) runs only after its source: `check --variant` needs
+// the source selected, `run` needs the source's record; given it, the run continues bit for bit.
+TEST_F(ReplayCliTest, AResumedVariantNeedsItsSourcesRecord) {
+  const mtp::testing_util::ScratchDir scratch;  // the suite's directory outlives a run
+  const std::string sc = "scenarios/mtp_placements.toml";
+  auto r = run("check " + sc + " --variant split_p5_m_m_m_resumed --out " + scratch.file("o"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("variant \"split_p5_m_m_m_resumed\": resumes variant "
+                               "\"split_p5_m_m_m\": select it too (--variant split_p5_m_m_m)"));
+  r = run("run " + sc + " --variant split_p5_m_m_m_resumed --out " + scratch.file("r.h5"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("give its record, --resume split_p5_m_m_m.h5:1"));
+  r = run("check " + sc + " --variant split_p5_m_m_m --variant split_p5_m_m_m_resumed --out " +
+          scratch.file("o2"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("resumed_split_bitwise +bitwise +PASS"));
+}
+
 TEST_F(ReplayCliTest, BadInputExitsTwoNamingFlagFileOrRule) {
   const std::string full = dir_ + "/full.h5";
   auto r = run("run scenarios/default.toml --variant ref_p1 --init-from " + full + ":two");

@@ -150,6 +150,7 @@ int run_replay(const ReplayOptions& opt) {
   (start == 0 ? run.training.init_from : run.training.resume_from) =
       config::RecordRef{opt.record, start};
   run.training.save_optimizer_state = recorded(record::Group::kOptimizer);
+  run.training.record_copies = recorded(record::Group::kCopies);
   const auto impl = make_implementation(run.variant.implementation);
   engine::RunPlan plan;
   try {

@@ -92,6 +92,13 @@ int run_one(const RunCommandOptions& opt) {
   }
   apply_training_flags(opt.training, sc.training, sc.variants);
   const config::VariantSpec& v = sc.variant(opt.variant);
+  if (!v.resume_of.empty() && !sc.training.resume_from) {
+    throw variant_error(
+        sc, v.name,
+        fmt::format("resumes variant \"{}\" at step {}: give its record, --resume {}.h5:{} "
+                    "(made by `run --variant {} --save-optimizer-state`)",
+                    v.resume_of, v.resume_step, v.resume_of, v.resume_step, v.resume_of));
+  }
   auto impl = make_implementation(v.implementation);
   engine::RunPlan plan;
   try {

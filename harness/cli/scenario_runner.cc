@@ -23,6 +23,7 @@
 #include "harness/engine/trainer.h"
 #include "harness/oracle/check/record_check.h"
 #include "harness/record/record.h"
+#include "harness/report/replicas.h"
 
 namespace mtp::cli {
 namespace fs = std::filesystem;
@@ -49,9 +50,10 @@ bool embedded(const scenario::Scenario& sc) { return sc.source.rfind("<", 0) == 
 std::set<int64_t> value_steps(const scenario::Scenario& sc, const std::string& variant) {
   std::set<int64_t> out;
   for (const auto& e : sc.expectations) {
-    if (!e.oracle && !e.cls.needs_values()) continue;
+    // replicas: values name the drifted element and its bits (digests would say only a block)
+    if (!e.oracle() && !e.cls.needs_values() && e.judge != scenario::Judge::kReplicas) continue;
     if (std::find(e.variants.begin(), e.variants.end(), variant) == e.variants.end()) continue;
-    if (e.oracle) {  // step n against the oracle needs the weights of step n − 1 in full
+    if (e.oracle()) {  // step n against the oracle needs the weights of step n − 1 in full
       if (e.selection.steps.empty()) {
         for (int64_t s = 0; s <= sc.training.steps; ++s) out.insert(s);
       }
@@ -151,7 +153,14 @@ InputError variant_error(const scenario::Scenario& sc, const std::string& name,
 
 std::vector<engine::RunPlan> plan_variants(const scenario::Scenario& sc,
                                            const std::set<std::string>& wanted) {
-  for (const auto& v : wanted) sc.variant(v);  // unknown names are errors
+  for (const auto& v : wanted) {
+    const config::VariantSpec& spec = sc.variant(v);  // unknown names are errors
+    if (!spec.resume_of.empty() && !wanted.count(spec.resume_of)) {
+      throw variant_error(sc, v,
+                          fmt::format("resumes variant \"{}\": select it too (--variant {})",
+                                      spec.resume_of, spec.resume_of));
+    }
+  }
   std::vector<engine::RunPlan> plans;
   for (const auto& v : sc.variants) {
     if (!wanted.empty() && !wanted.count(v.name)) continue;
@@ -300,8 +309,18 @@ ScenarioRun train_variants(const scenario::Scenario& sc, const std::vector<engin
   }
   ScenarioRun out;
   for (size_t i = 0; i < plans.size(); ++i) {
-    const engine::RunPlan& plan = plans[i];
+    engine::RunPlan plan = plans[i];
     const config::VariantSpec& v = plan.variant;
+    std::string resume_flag;
+    if (!v.resume_of.empty()) {  // continues the record its source variant just wrote
+      const auto src = out.records.find(v.resume_of);
+      MTP_INTERNAL_ASSERT(
+          src != out.records.end(),
+          fmt::format("variant {} trained before its source {}", v.name, v.resume_of));
+      plan.training.resume_from = config::RecordRef{src->second, v.resume_step};
+      plan.training.init_from.reset();
+      resume_flag = " --resume " + shell_quote(plan.training.resume_from->text());
+    }
     auto impl = make_implementation(v.implementation);
     engine::RunOptions ro;
     ro.record_path = s.out_dir + "/" + v.name + ".h5";
@@ -338,8 +357,8 @@ ScenarioRun train_variants(const scenario::Scenario& sc, const std::vector<engin
     run.record_mode = config::enum_name(plan.record_mode);
     run.losses = report::read_losses(record::RecordReader(ro.record_path));
     // The re-train writes beside the record, never over it: the record is the evidence.
-    run.retrain_command =
-        retrain_command(sc, v.name, s.out_dir + "/" + v.name + ".retrain.h5", s.retrain_flags);
+    run.retrain_command = retrain_command(sc, v.name, s.out_dir + "/" + v.name + ".retrain.h5",
+                                          s.retrain_flags + resume_flag);
     if (s.print_rows) {
       std::cout << fmt::format(
           "  {:<{}} {:<10} {:<{}} {:>2} {:>2} {:>2} {:<13} {:<10} {:<6} {:>8.2f} {:>14.9g} "
@@ -369,8 +388,10 @@ std::vector<report::ExpectationResult> evaluate_expectations(const scenario::Sce
     }
     if (!missing.empty()) {
       results.push_back(report::skipped(e, std::move(missing)));
-    } else if (e.oracle) {
+    } else if (e.oracle()) {
       results.push_back(oracle::evaluate_oracle_expectation(e, run.records));
+    } else if (e.judge == scenario::Judge::kReplicas) {
+      results.push_back(report::evaluate_replicas(e, run.records));
     } else {
       results.push_back(report::evaluate(e, run.records));
     }

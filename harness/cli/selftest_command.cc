@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 
@@ -106,12 +107,14 @@ int run_selftest(const SelftestOptions& opt) {
       all_hold = false;
     }
   }
-  std::cout << fmt::format("\n# detection table\n# {:<36} {:<42} {:>4}  {:<40} {:>7}  {}\n",
-                           "fault", "caught by", "step", "tensor", "seconds", "result");
+  size_t wtensor = 40;
+  for (const auto& d : rows) wtensor = std::max(wtensor, d.where.size());
+  std::cout << fmt::format("\n# detection table\n# {:<36} {:<42} {:>4}  {:<{}} {:>7}  {}\n",
+                           "fault", "caught by", "step", "tensor", wtensor, "seconds", "result");
   nlohmann::json j = nlohmann::json::array();
   for (const auto& d : rows) {
-    std::cout << fmt::format("  {:<36} {:<42} {:>4}  {:<40} {:>7.2f}  {}\n", d.fault, d.expectation,
-                             d.step, d.where, d.seconds, d.caught ? "CAUGHT" : "MISSED");
+    std::cout << fmt::format("  {:<36} {:<42} {:>4}  {:<{}} {:>7.2f}  {}\n", d.fault, d.expectation,
+                             d.step, d.where, wtensor, d.seconds, d.caught ? "CAUGHT" : "MISSED");
     j.push_back({{"fault", d.fault},
                  {"source", d.source},
                  {"expectation", d.expectation},

@@ -28,6 +28,7 @@ void apply_training_flags(const TrainingFlags& flags, config::TrainingConfig& tr
     training.init_from.reset();
   }
   if (flags.save_optimizer_state) training.save_optimizer_state = true;
+  if (flags.record_copies) training.record_copies = true;
   if (!flags.record.empty()) {
     training.record = config::parse_enum<config::RecordMode>(flags.record, "--record");
     for (auto& v : variants) v.record.reset();
@@ -57,6 +58,7 @@ std::string training_flags_text(const TrainingFlags& flags) {
   if (!flags.init_from.empty()) out += " --init-from " + flags.init_from;
   if (!flags.resume.empty()) out += " --resume " + flags.resume;
   if (flags.save_optimizer_state) out += " --save-optimizer-state";
+  if (flags.record_copies) out += " --record-copies";
   if (!flags.record.empty()) out += " --record " + flags.record;
   if (!flags.dump_steps.empty()) out += " --dump-steps " + flags.dump_steps;
   return out;

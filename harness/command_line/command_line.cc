@@ -116,6 +116,8 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
                 "step 0; overrides [training].init_from)");
   c->add_flag("--save-optimizer-state", check.training.save_optimizer_state,
               "record every step's optimizer state (resumable with run --resume)");
+  c->add_flag("--record-copies", check.training.record_copies,
+              "record every parameter copy (group copies: replicas, embedding copies)");
   c->add_option("--max-memory", check.max_memory,
                 "refuse a variant whose estimated memory exceeds this (e.g. 16G; default: what "
                 "the device has)")
@@ -151,6 +153,9 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
                 "recorded with --save-optimizer-state): REC.h5:STEP");
   r->add_flag("--save-optimizer-state", run.training.save_optimizer_state,
               "record every step's optimizer state (resumable with --resume)");
+  r->add_flag("--record-copies", run.training.record_copies,
+              "record every parameter copy (group copies) instead of stopping at one that "
+              "drifted");
   add_record_flags(r, run.training);
   r->add_option("--max-memory", run.max_memory,
                 "refuse when the estimated memory exceeds this (e.g. 16G; default: what the "

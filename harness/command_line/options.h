@@ -18,6 +18,7 @@ struct TrainingFlags {
   std::string init_from;              ///< --init-from REC.h5[:STEP]; "" = the scenario's
   std::string resume;                 ///< --resume REC.h5:STEP (run only); "" = none
   bool save_optimizer_state = false;  ///< --save-optimizer-state
+  bool record_copies = false;         ///< --record-copies
   std::string record;                 ///< --record full|digest|auto; "" = the scenario's
   std::string dump_steps;             ///< --dump-steps all|A|A-B|A-|A,B; "" = the scenario's
 };

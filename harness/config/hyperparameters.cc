@@ -260,6 +260,8 @@ std::vector<Row<TrainingConfig>> make_training_rows() {
   rows.push_back(enum_row<T>("device", "device", &T::device, "cpu or cuda"));
   rows.push_back(bool_row<T>("save_optimizer_state", nullptr, &T::save_optimizer_state,
                              "record each step's Adam state (resumable)"));
+  rows.push_back(bool_row<T>("record_copies", nullptr, &T::record_copies,
+                             "record every parameter copy (group copies; replicas expectation)"));
   rows.push_back(
       enum_row<T>("record", "record_mode", &T::record, "what records keep of grads and weights"));
   return rows;

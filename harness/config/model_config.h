@@ -24,7 +24,7 @@ struct ModelConfig {
   int64_t vocab_size = 256;              ///< V (byte-level tokens need ≥ 256)
   int64_t seq_length = 32;               ///< s
   int64_t micro_batch_size = 2;          ///< b
-  int64_t mtp_num_layers = 2;            ///< D, MTP depths (0 = no MTP)
+  int64_t mtp_num_layers = 0;            ///< D, MTP depths; 0 = no MTP (unset: Megatron's None)
   double mtp_loss_scaling_factor = 0.1;  ///< λ
   double rotary_base = 10000.0;
   double norm_epsilon = 1e-5;

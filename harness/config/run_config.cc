@@ -7,6 +7,7 @@ namespace mtp::config {
 ModelConfig variant_model(const ModelConfig& model, const VariantSpec& variant) {
   ModelConfig m = model;
   if (variant.mtp_loss_scaling_factor) m.mtp_loss_scaling_factor = *variant.mtp_loss_scaling_factor;
+  if (variant.mtp_num_layers) m.mtp_num_layers = *variant.mtp_num_layers;
   if (variant.inject) m.inject = *variant.inject;
   if (variant.accumulation) m.accumulation = *variant.accumulation;
   if (variant.kernels) m.kernels = *variant.kernels;

@@ -47,6 +47,12 @@ struct TrainingConfig {
   /// "optimizer" group ([training] save_optimizer_state, --save-optimizer-state), so that a run
   /// can resume from any step.
   bool save_optimizer_state = false;
+  /// Write every parameter copy other than the recorded one (data-parallel replicas, the
+  /// word-embedding copies of the other stages) to the record's "copies" group at the start step
+  /// and after every step ([training] record_copies, --record-copies; record/schema.h
+  /// copy_name). The record is then the evidence the `replicas` expectation judges, and the run
+  /// does not stop at a copy that drifted (engine/replica_check.h).
+  bool record_copies = false;
   /// What the record keeps of grads, weights and optimizer state ([training] record, --record;
   /// a variant's `record` overrides it).
   RecordMode record = RecordMode::kAuto;
@@ -74,8 +80,10 @@ struct VariantSpec {
   int microbatch_group_size = 0;                  ///< N for interleaved; 0 = P
   std::optional<double> clip_grad;                ///< overrides TrainingConfig::clip_grad
   std::optional<double> mtp_loss_scaling_factor;  ///< overrides the model's λ (negative controls)
-  int64_t transport_max_delay_us = 0;             ///< random message delays (in-process transport)
-  bool overlap_p2p = false;  ///< post receives one op ahead (Megatron overlap_p2p_comm)
+  /// Overrides the model's D (0: the same model without MTP; its parameters are the shared ones).
+  std::optional<int64_t> mtp_num_layers;
+  int64_t transport_max_delay_us = 0;  ///< random message delays (in-process transport)
+  bool overlap_p2p = false;            ///< post receives one op ahead (Megatron overlap_p2p_comm)
   /// Run each microbatch as one replayed CUDA graph (engine/microbatch_graph.h): CUDA, bf16,
   /// one stage, harness kernels, dense, DP = 1. Changes no value (records bitwise equal).
   bool cuda_graphs = false;
@@ -96,6 +104,11 @@ struct VariantSpec {
   std::optional<Fault> inject;
   /// Sets ModelConfig::accumulation ("megatron" when absent).
   std::optional<Accumulation> accumulation;
+  /// A resumed variant (scenario key `resume = "VARIANT:STEP"`): variant `resume_of` (an earlier
+  /// one, whose settings this one takes) continued from its own record at `resume_step`, with
+  /// its weights and optimizer state (training.resume_from, set when that record exists).
+  std::string resume_of;  ///< "" = not resumed
+  int64_t resume_step = 0;
 };
 
 /// R7 as the implementation reads it (layout/layout.h MtpRule): split/ spreads the MTP depths

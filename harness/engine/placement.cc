@@ -6,6 +6,7 @@
 
 #include "harness/common/error.h"
 #include "harness/model/params.h"
+#include "harness/record/schema.h"
 
 namespace mtp::engine {
 
@@ -37,6 +38,20 @@ ParamPlacement place_params(const Implementation& impl, const layout::PipelineLa
     MTP_INTERNAL_ASSERT(p.stages.size() == 1 || p.name == config::kWordEmbeddingName,
                         fmt::format("{} has {} copies", p.name, p.stages.size()));
     if (p.stages.size() > 1) out.embedding_group = p.stages;
+  }
+  return out;
+}
+
+std::vector<ParamCopy> param_copies(const ParamPlacement& placement, int data_parallel_size) {
+  std::vector<ParamCopy> out;
+  for (size_t i = 0; i < placement.params.size(); ++i) {
+    const PlacedParam& p = placement.params[i];
+    for (int d = 0; d < data_parallel_size; ++d) {
+      for (int stage : p.stages) {
+        if (d == 0 && stage == p.stages.front()) continue;  // the recorded copy
+        out.push_back({i, d, stage, record::copy_name(p.name, d, stage)});
+      }
+    }
   }
   return out;
 }

@@ -38,4 +38,18 @@ struct ParamPlacement {
 ParamPlacement place_params(const Implementation& impl, const layout::PipelineLayout& layout,
                             const config::ModelConfig& cfg);
 
+/// One copy of a parameter that is not the recorded one (data-parallel rank 0, owner stage): a
+/// data-parallel replica, or a word-embedding copy of another stage.
+struct ParamCopy {
+  size_t param = 0;  ///< index into ParamPlacement::params
+  int data_parallel_rank = 0;
+  int stage = 0;
+  std::string name;  ///< record::copy_name(param's name, data_parallel_rank, stage)
+};
+
+/// Every copy but the recorded one, by parameter (canonical order), then data-parallel rank,
+/// then stage: what [training] record_copies writes to the record's "copies" group. Throws
+/// nothing.
+std::vector<ParamCopy> param_copies(const ParamPlacement& placement, int data_parallel_size);
+
 }  // namespace mtp::engine

@@ -27,10 +27,12 @@ void check_fault_applies(const RunPlan& plan) {
       return;
     case Fault::kMtpEmbeddingOutOfGroup:
       if (D == 0 || plan.layout.mtp_stage <= 0) refuse("needs MTP on a stage other than the first");
-      if (plan.variant.embedding_copy_update != config::EmbeddingCopyUpdate::kBroadcast) {
+      if (plan.variant.embedding_copy_update != config::EmbeddingCopyUpdate::kBroadcast &&
+          !plan.training.record_copies) {
         refuse(
-            "needs embedding_copy_update = \"broadcast\": with replicated copies the replica "
-            "check stops the run at step 1 (exit 3) before any expectation is evaluated");
+            "needs embedding_copy_update = \"broadcast\" or [training] record_copies = true: "
+            "with replicated copies the replica check stops the run at step 1 (exit 3) before "
+            "any expectation is evaluated");
       }
       return;
     case Fault::kEmbeddingNormCountedTwice:

@@ -172,7 +172,8 @@ ResourceEstimate estimate_resources(const RunPlan& plan, const Implementation& i
   // measured on records of the tiny test model, where it is 18% of the file. A digest-only
   // tensor keeps 16 bytes per block of 64 Ki elements besides its header.
   constexpr uint64_t kDatasetOverheadBytes = 390;
-  const record::StepContents contents = step_contents(plan);
+  const ParamPlacement placement = place_params(impl, plan.layout, m);
+  const record::StepContents contents = step_contents(plan, &placement);
   const record::Storage default_storage = default_step_storage(plan);
   auto step_bytes = [&](int64_t step) {
     const bool full = step_storage(plan, step, default_storage) == record::Storage::kFull;
@@ -203,7 +204,7 @@ record::Storage default_step_storage(const RunPlan& plan) {
                                                                : record::Storage::kDigest;
 }
 
-record::StepContents step_contents(const RunPlan& plan) {
+record::StepContents step_contents(const RunPlan& plan, const ParamPlacement* placement) {
   record::StepContents c;
   for (const auto& spec : config::parameter_specs(plan.model)) {
     int64_t n = 1;
@@ -217,6 +218,11 @@ record::StepContents step_contents(const RunPlan& plan) {
       plan.training.dtype == config::DType::kFloat64 ? record::DType::kF64 : record::DType::kF32;
   if (plan.training.dtype == config::DType::kBFloat16) c.model_dtype = record::DType::kBF16;
   c.optimizer_state = plan.training.save_optimizer_state;
+  if (placement != nullptr && plan.training.record_copies) {
+    for (const ParamCopy& copy : param_copies(*placement, plan.data_parallel_size())) {
+      c.copies.push_back({copy.name, c.params[copy.param].numel});
+    }
+  }
   return c;
 }
 

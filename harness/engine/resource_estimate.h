@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/engine/placement.h"
 #include "harness/engine/plan.h"
 #include "harness/record/record.h"  // record::Storage
 
@@ -70,7 +71,8 @@ ResourceEstimate estimate_resources(const RunPlan& plan, const Implementation& i
 /// What each step of `plan`'s record holds (record/schema.h): its parameters in canonical order,
 /// D, K = M · DP microbatches of b · s tokens, the main dtype (fp32 for bf16 and fp32 runs, fp64
 /// for fp64), the bf16 model weights, the optimizer state when saved. Throws nothing.
-record::StepContents step_contents(const RunPlan& plan);
+/// With `placement` and training.record_copies, also the copies (param_copies). Throws nothing.
+record::StepContents step_contents(const RunPlan& plan, const ParamPlacement* placement = nullptr);
 
 /// Bytes of one step's grad, weight (+ bf16 model_weight, + optimizer state when saved) tensors
 /// in a full record: what RecordMode::kAuto weighs against config::kAutoFullStepBytes.

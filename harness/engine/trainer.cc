@@ -93,6 +93,7 @@ class RankWorker {
 
   void run(RunResult& result) {
     if (rank_ == 0 && ctx_.options.write_record) open_record();
+    if (record_copies()) write_copies(ctx_.start.step);  // a resumed run's copies as loaded
     if (ctx_.start.optimizer) load_optimizer_state();
     if (plan_.training.save_optimizer_state && ctx_.start.step > 0 && ctx_.options.write_record) {
       save_optimizer_state(ctx_.start.step);
@@ -167,8 +168,12 @@ class RankWorker {
           ctx_.options.after_optimizer_step(step, rank_, p.name, p.stage, p.weight);
         }
       }
-      check_replicas(step, model_, placement_, topo_, plan_.layout.pipeline_size, comm_,
-                     ctx_.device);
+      if (record_copies()) {
+        write_copies(step);  // the evidence; the replicas expectation judges it
+      } else {
+        check_replicas(step, model_, placement_, topo_, plan_.layout.pipeline_size, comm_,
+                       ctx_.device);
+      }
       if (ctx_.options.write_record) {
         if (bf16()) optimizer_->gather_masters_to_first_rank();
         gather_params(step, record::Group::kWeight,
@@ -354,6 +359,28 @@ class RankWorker {
   }
 
   // The rank (data-parallel rank 0) whose copy of placement parameter `i` is recorded.
+  bool record_copies() const { return plan_.training.record_copies && ctx_.options.write_record; }
+
+  // /steps/<step>/copies: every copy but the recorded one (param_copies order), its holder's
+  // weight sent to the recording rank (collective over every rank).
+  void write_copies(int64_t step) {
+    c10::NoGradGuard no_grad;
+    for (const ParamCopy& c : param_copies(placement_, plan_.data_parallel_size())) {
+      const PlacedParam& p = placement_.params[c.param];
+      const int holder = topo_.rank(c.stage % plan_.layout.pipeline_size, c.data_parallel_rank);
+      at::Tensor t;
+      if (holder == rank_) {
+        const LocalParam* lp = model_.find(c.param, c.stage);
+        MTP_INTERNAL_ASSERT(lp != nullptr, fmt::format("rank {} holds no copy {}", rank_, c.name));
+        t = lp->weight.detach();
+        if (rank_ != 0) comm_.send(0, t);
+      } else if (rank_ == 0) {
+        t = comm_.recv(holder, p.shape);
+      }
+      if (rank_ == 0) recorder_->write_tensor(step, record::Group::kCopies, c.name, t);
+    }
+  }
+
   int owner_rank(const PlacedParam& p) const {
     return topo_.rank(p.stages.front() % plan_.layout.pipeline_size, 0);
   }

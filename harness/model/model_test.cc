@@ -213,6 +213,7 @@ TEST(AttentionTest, IsCausalBitwise) {
 
 TEST(InitTest, LayoutIndependentPerNameGenerators) {
   config::ModelConfig cfg;
+  cfg.mtp_num_layers = 2;
   auto specs = config::parameter_specs(cfg);
   // Canonical order and Megatron names/shapes.
   EXPECT_EQ(specs.front().name, "embedding.word_embeddings.weight");

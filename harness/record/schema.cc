@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+
 #include "harness/record/record.h"
 
 namespace mtp::record {
@@ -42,6 +44,8 @@ const char* group_name(Group g) {
       return "model_weight";
     case Group::kOptimizer:
       return "optimizer";
+    case Group::kCopies:
+      return "copies";
   }
   return "?";
 }
@@ -71,6 +75,22 @@ std::vector<std::string> default_compared_groups() {
   return {group_name(Group::kLoss), group_name(Group::kGrad), group_name(Group::kWeight)};
 }
 
+std::string copy_name(const std::string& param, int data_parallel_rank, int stage) {
+  return fmt::format("{}@dp{}.stage{}", param, data_parallel_rank, stage);
+}
+
+std::string copied_param(const std::string& name) {
+  const size_t at = name.rfind('@');
+  if (at == std::string::npos || at == 0) return "";
+  int dp = -1, stage = -1;
+  char tail = 0;
+  if (std::sscanf(name.c_str() + at, "@dp%d.stage%d%c", &dp, &stage, &tail) != 2 || dp < 0 ||
+      stage < 0 || name.substr(at) != fmt::format("@dp{}.stage{}", dp, stage)) {
+    return "";
+  }
+  return name.substr(0, at);
+}
+
 std::string mtp_loss_name(int64_t depth) { return fmt::format("mtp_{}", depth); }
 
 std::vector<std::string> loss_names(int64_t mtp_num_layers) {
@@ -89,9 +109,11 @@ std::vector<StepTensor> step_tensors(const StepContents& c, bool start) {
   auto params = [&](Group g, DType d) {
     for (const auto& p : c.params) out.push_back({g, p.name, d, p.numel});
   };
+  const DType copy_dtype = c.model_dtype ? *c.model_dtype : c.main_dtype;
   if (start) {
     params(Group::kWeight, c.main_dtype);
     if (c.model_dtype) params(Group::kModelWeight, *c.model_dtype);
+    for (const auto& p : c.copies) out.push_back({Group::kCopies, p.name, copy_dtype, p.numel});
     return out;
   }
   const int64_t batch = c.batch_samples * c.tokens_per_sample;
@@ -112,6 +134,7 @@ std::vector<StepTensor> step_tensors(const StepContents& c, bool start) {
       out.push_back({Group::kOptimizer, exp_avg_sq_name(p.name), c.main_dtype, p.numel});
     }
   }
+  for (const auto& p : c.copies) out.push_back({Group::kCopies, p.name, copy_dtype, p.numel});
   return out;
 }
 

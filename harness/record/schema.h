@@ -29,12 +29,13 @@ inline constexpr const char* kTensorIndexAttr = "tensor_index";
 /// Group: the groups of a step (record.h), in canonical order. kWeight holds the weights the
 /// optimizer updates (the fp32 master weights of a bf16 run); kModelWeight (bf16 runs only) the
 /// model's own bf16 weights, re-cast from the masters after each step; kOptimizer (opt-in,
-/// engine/checkpoint.h) Adam's state after the step.
-enum class Group { kBatch, kLoss, kGrad, kWeight, kModelWeight, kOptimizer };
+/// engine/checkpoint.h) Adam's state after the step; kCopies (opt-in, [training] record_copies)
+/// every parameter copy other than the recorded one (copy_name), in the model's dtype.
+enum class Group { kBatch, kLoss, kGrad, kWeight, kModelWeight, kOptimizer, kCopies };
 /// Every group, in canonical order.
-inline constexpr std::array<Group, 6> kAllGroups{Group::kBatch,       Group::kLoss,
-                                                 Group::kGrad,        Group::kWeight,
-                                                 Group::kModelWeight, Group::kOptimizer};
+inline constexpr std::array<Group, 7> kAllGroups{
+    Group::kBatch,       Group::kLoss,      Group::kGrad,  Group::kWeight,
+    Group::kModelWeight, Group::kOptimizer, Group::kCopies};
 /// group_name(Group::kModelWeight) == "model_weight": the HDF5 group's name, and the name
 /// scenarios (`records = [...]`) and the CLI (`--records`) use.
 const char* group_name(Group g);
@@ -70,6 +71,15 @@ inline constexpr const char* kOptimizerStepName = "step";
 inline std::string exp_avg_name(const std::string& param) { return param + ".exp_avg"; }
 inline std::string exp_avg_sq_name(const std::string& param) { return param + ".exp_avg_sq"; }
 
+/// The copies group: copy_name("embedding.word_embeddings.weight", 0, 3) ==
+/// "embedding.word_embeddings.weight@dp0.stage3", the copy of data-parallel rank 0's stage 3 (the
+/// record's stage_coords give its pipeline rank). Every copy but the recorded one (data-parallel
+/// rank 0, the owner stage) has one; it holds the copy's weight in the model's dtype (bf16 runs:
+/// the bf16 weights, so it is compared with model_weight; else with weight).
+std::string copy_name(const std::string& param, int data_parallel_rank, int stage);
+/// The parameter a copy_name names ("" when `name` is not of that form).
+std::string copied_param(const std::string& name);
+
 /// What a run's steps hold, as the plan decides it (engine/step_recorder.h writes it).
 struct StepContents {
   struct Param {
@@ -83,6 +93,8 @@ struct StepContents {
   DType main_dtype = DType::kF32;    ///< grads, masters, Adam moments, losses
   std::optional<DType> model_dtype;  ///< bf16 runs: the model's own weights (kModelWeight)
   bool optimizer_state = false;      ///< [training] save_optimizer_state
+  /// [training] record_copies: the copies (copy_name, the parameter's numel), placement order.
+  std::vector<Param> copies;
 };
 
 /// One tensor a step holds: its group, name, dtype and element count.

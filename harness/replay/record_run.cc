@@ -605,6 +605,9 @@ void apply_variant_like(RecordRun& run, const config::VariantSpec& like) {
   }
   v.clip_grad.reset();
   v.mtp_loss_scaling_factor.reset();
+  v.mtp_num_layers.reset();  // the record's D
+  v.resume_of.clear();       // the replay's own start applies
+  v.resume_step = 0;
   v.kernels.reset();
   v.untie_embeddings.reset();
   run.variant = v;

@@ -111,6 +111,7 @@ std::string error_of(const std::string& path, bool optimizer_matters = false) {
 
 TEST(RecordRunTest, AHarnessRecordReadsBackAsTheRunThatMadeIt) {
   config::ModelConfig c;  // N 8, H 64, D 2
+  c.mtp_num_layers = 2;
   const std::string path = write_record("harness.h5", c, 8, harness_attrs(c));
   const RecordRun r = read_record_run(record::RecordReader(path), {1, 1}, true);
   EXPECT_TRUE(r.notes.empty()) << r.notes.front();
@@ -180,6 +181,7 @@ TEST(RecordRunTest, MegatronsOwnRecordIsDerivedWhereItIsSilent) {
 
 TEST(RecordRunTest, MissingAndBadAttributesAreNamed) {
   config::ModelConfig c;
+  c.mtp_num_layers = 2;  // the default model with D = 2
   record::AttrMap a = harness_attrs(c);
   a.erase("num_attention_heads");
   EXPECT_THAT(error_of(write_record("noheads.h5", c, 8, a)),
@@ -224,6 +226,7 @@ TEST(RecordRunTest, MissingAndBadAttributesAreNamed) {
 // missing attribute must agree with hidden_size.
 TEST(RecordRunTest, WeightsOfTheWrongRankOrSizeAreRefusedByName) {
   config::ModelConfig c;
+  c.mtp_num_layers = 2;  // the default model with D = 2
   const std::string fc2 = "decoder.layers.0.mlp.linear_fc2.weight";
   const std::string qkv = "decoder.layers.0.self_attention.linear_qkv.weight";
   record::AttrMap a = harness_attrs(c);
@@ -261,6 +264,7 @@ TEST(RecordRunTest, WeightsOfTheWrongRankOrSizeAreRefusedByName) {
 // weight's name escaped std::stoll as out_of_range (exit 3).
 TEST(RecordRunTest, AttributesAreRangeCheckedBeforeNarrowingAndAgreeWithTheLayout) {
   config::ModelConfig c;
+  c.mtp_num_layers = 2;  // the default model with D = 2
   auto error_with = [&](const std::string& file, const std::string& key, record::AttrValue v) {
     record::AttrMap a = harness_attrs(c);
     a[key] = std::move(v);
@@ -304,6 +308,7 @@ TEST(RecordRunTest, AttributesAreRangeCheckedBeforeNarrowingAndAgreeWithTheLayou
 
 TEST(RecordRunTest, SizesAreDerivedFromWeightsAndBatchWhenAbsent) {
   config::ModelConfig c;
+  c.mtp_num_layers = 2;  // the default model with D = 2
   c.num_query_groups = 2;
   record::AttrMap a = harness_attrs(c);
   for (const char* k : {"num_layers", "hidden_size", "ffn_hidden_size", "num_query_groups",
@@ -329,6 +334,7 @@ TEST(RecordRunTest, SizesAreDerivedFromWeightsAndBatchWhenAbsent) {
 
 TEST(RecordRunTest, VariantLikeKeepsTheModelAndTheGlobalBatch) {
   config::ModelConfig c;
+  c.mtp_num_layers = 2;  // the default model with D = 2
   RecordRun r = read_record_run(
       record::RecordReader(write_record("like.h5", c, 8, harness_attrs(c))), {1, 1}, true);
   config::VariantSpec like;

@@ -102,7 +102,7 @@ std::string to_junit(const scenario::Scenario& sc, const std::vector<Expectation
       // oracle each variant against oracle/<group>.
       std::vector<std::pair<std::string, std::string>> cases;
       const auto& e = *r.expectation;
-      if (e.oracle) {
+      if (e.oracle()) {
         for (const auto& v : e.variants) {
           for (const record::Group g :
                {record::Group::kLoss, record::Group::kGrad, record::Group::kWeight}) {
@@ -112,6 +112,10 @@ std::string to_junit(const scenario::Scenario& sc, const std::vector<Expectation
               cases.emplace_back(v, "oracle/" + name);
             }
           }
+        }
+      } else if (e.judge == scenario::Judge::kReplicas) {
+        for (const auto& v : e.variants) {
+          cases.emplace_back(v, record::group_name(record::Group::kCopies));
         }
       } else {
         for (size_t i = 1; i < e.variants.size(); ++i) {

@@ -426,6 +426,7 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
               "microbatch_group_size",
               "clip_grad",
               "mtp_loss_scaling_factor",
+              "mtp_num_layers",
               "transport_max_delay_us",
               "overlap_p2p",
               "cuda_graphs",
@@ -439,6 +440,7 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
               "record",
               "inject",
               "accumulation",
+              "resume",
               "why"});
   v.name = get_string(ctx, t, "name", w, "");
   if (!valid_name(v.name)) {
@@ -448,6 +450,32 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
                          w, shown_name(v.name), kMaxNameBytes));
   }
   w = fmt::format("variant \"{}\"", v.name);
+  if (const toml::node* n = t.get("resume")) {
+    // A resumed variant runs as its source: only its name (and why) are its own.
+    for (const auto& [key, value] : t) {
+      if (key.str() != "name" && key.str() != "resume" && key.str() != "why") {
+        ctx.fail(&value, fmt::format("{}: a resumed variant runs with the settings of the variant "
+                                     "it resumes; remove {}",
+                                     w, key.str()));
+      }
+    }
+    const std::string text = get_string(ctx, t, "resume", w, "");
+    const size_t colon = text.rfind(':');
+    int64_t step = -1;
+    if (colon != std::string::npos && colon + 1 < text.size() && colon + 8 > text.size() &&
+        text.find_first_not_of("0123456789", colon + 1) == std::string::npos) {
+      step = std::stoll(text.substr(colon + 1));
+    }
+    if (colon == std::string::npos || colon == 0 || step < 0) {
+      ctx.fail(n, fmt::format("{}: resume = \"{}\" must be \"VARIANT:STEP\" (an earlier variant "
+                              "and the step of its record to continue from)",
+                              w, text));
+    }
+    v.resume_of = text.substr(0, colon);
+    v.resume_step = step;
+    get_string(ctx, t, "why", w, "");
+    return v;
+  }
   if (t.get("implementation") == nullptr) {
     ctx.fail(&t, fmt::format("{}: implementation is required ({})", w,
                              config::accepted_names<config::Implementation>()));
@@ -493,6 +521,7 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   if (t.get("mtp_loss_scaling_factor")) {
     v.mtp_loss_scaling_factor = get_double(ctx, t, "mtp_loss_scaling_factor", w, 0.0);
   }
+  if (t.get("mtp_num_layers")) v.mtp_num_layers = get_int_in(ctx, t, "mtp_num_layers", w, 0, 0, 64);
   v.transport_max_delay_us = get_int(ctx, t, "transport_max_delay_us", w, 0, 0);
   if (v.transport_max_delay_us > 1000000) {
     ctx.fail(t.get("transport_max_delay_us"),
@@ -577,6 +606,49 @@ std::set<int> parse_steps(const Ctx& ctx, const toml::node* n, const std::string
   }
 }
 
+namespace {
+
+/// `v` (name, resume_of, resume_step) as the variant it resumes, which must be an earlier,
+/// not itself resumed, variant of `sc`; the step must be a training step before the last, and
+/// the scenario must save the optimizer state (the resumed run needs it).
+config::VariantSpec resumed_variant(const Ctx& ctx, const toml::table& t,
+                                    const config::VariantSpec& v, const Scenario& sc) {
+  const toml::node* at = t.get("resume");
+  const std::string w = fmt::format("variant \"{}\"", v.name);
+  const auto src = std::find_if(sc.variants.begin(), sc.variants.end(),
+                                [&](const auto& x) { return x.name == v.resume_of; });
+  if (src == sc.variants.end()) {
+    ctx.fail(at, fmt::format("{}: resume names \"{}\", which is not a variant defined before it", w,
+                             shown_name(v.resume_of)));
+  }
+  if (!src->resume_of.empty()) {
+    ctx.fail(at, fmt::format("{}: resume names \"{}\", itself a resumed variant; resume its "
+                             "source \"{}\" instead",
+                             w, src->name, src->resume_of));
+  }
+  if (v.resume_step < 1 || v.resume_step >= sc.training.steps) {
+    ctx.fail(at, fmt::format("{}: resume step {} must be a training step before the last (1 .. {})",
+                             w, v.resume_step, sc.training.steps - 1));
+  }
+  if (!sc.training.save_optimizer_state) {
+    ctx.fail(at, fmt::format("{}: resuming needs the optimizer state of \"{}\"'s record: set "
+                             "[training] save_optimizer_state = true",
+                             w, src->name));
+  }
+  if (sc.training.resume_from) {
+    ctx.fail(at, fmt::format("{}: the scenario's runs already resume ([training] resume_from); a "
+                             "resumed variant cannot be added",
+                             w));
+  }
+  config::VariantSpec out = *src;
+  out.name = v.name;
+  out.resume_of = v.resume_of;
+  out.resume_step = v.resume_step;
+  return out;
+}
+
+}  // namespace
+
 Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index,
                               const std::set<std::string>& variant_names, int64_t steps) {
   Expectation e;
@@ -597,13 +669,18 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
   w = fmt::format("expectation \"{}\"", e.name);
   e.variants = get_strings(ctx, t, "variants", w, {});
   const std::string cls = get_string(ctx, t, "class", w, "");
-  e.oracle = cls == "oracle";
-  if (e.variants.size() < (e.oracle ? 1u : 2u)) {
+  e.judge = cls == "oracle"     ? Judge::kOracle
+            : cls == "replicas" ? Judge::kReplicas
+                                : Judge::kRecords;
+  const bool per_variant = e.judge != Judge::kRecords;
+  if (e.variants.size() < (per_variant ? 1u : 2u)) {
     ctx.fail(t.get("variants") ? t.get("variants") : &t,
-             e.oracle ? fmt::format("{}: variants must name at least one variant", w)
-                      : fmt::format("{}: variants must name at least two variants (class "
-                                    "\"oracle\" checks one or more against the float64 program)",
-                                    w));
+             per_variant
+                 ? fmt::format("{}: variants must name at least one variant", w)
+                 : fmt::format("{}: variants must name at least two variants (class \"oracle\" "
+                               "checks one or more against the float64 program, class "
+                               "\"replicas\" their parameter copies)",
+                               w));
   }
   std::set<std::string> seen;
   for (const auto& v : e.variants) {
@@ -612,19 +689,31 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
     if (!seen.insert(v).second)
       ctx.fail(t.get("variants"), fmt::format("{}: variant \"{}\" listed twice", w, v));
   }
-  if (!e.oracle) {
+  if (e.judge == Judge::kRecords) {
     try {
       e.cls = compare::CompareClass::parse(cls);
     } catch (const InputError& err) {
       ctx.fail(t.get("class") ? t.get("class") : &t,
-               fmt::format("{}: {}, or oracle", w, err.what()));
+               fmt::format("{}: {}, or oracle, or replicas", w, err.what()));
+    }
+  } else if (e.judge == Judge::kReplicas) {
+    e.cls = compare::CompareClass::parse("bitwise");
+    if (t.get("records")) {
+      ctx.fail(t.get("records"),
+               fmt::format("{}: class \"replicas\" checks the copies record only; remove "
+                           "records (include/exclude select parameters by name)",
+                           w));
     }
   }
   const std::vector<std::string> oracle_groups{record::group_name(record::Group::kLoss),
                                                record::group_name(record::Group::kGrad),
                                                record::group_name(record::Group::kWeight)};
-  e.selection.groups = get_strings(ctx, t, "records", w,
-                                   e.oracle ? oracle_groups : record::default_compared_groups());
+  e.selection.groups =
+      get_strings(ctx, t, "records", w,
+                  e.oracle() ? oracle_groups
+                  : e.judge == Judge::kReplicas
+                      ? std::vector<std::string>{record::group_name(record::Group::kCopies)}
+                      : record::default_compared_groups());
   if (e.selection.groups.empty())
     ctx.fail(t.get("records"), fmt::format("{}: records must not be empty", w));
   if (std::set<std::string>(e.selection.groups.begin(), e.selection.groups.end()).size() !=
@@ -649,7 +738,7 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
     }
   }
   e.selection.steps = parse_steps(ctx, t.get("steps"), w, steps);
-  if (e.oracle) {
+  if (e.oracle()) {
     for (const auto& g : e.selection.groups) {
       if (std::find(oracle_groups.begin(), oracle_groups.end(), g) == oracle_groups.end()) {
         ctx.fail(t.get("records"),
@@ -704,7 +793,7 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
     const size_t slash = e.first_divergence.find('/');
     const std::string group = e.first_divergence.substr(0, slash);
     std::vector<std::string> groups = e.selection.groups;
-    if (e.oracle) groups.push_back("attr");  // the oracle's attr/grad_norm
+    if (e.oracle()) groups.push_back("attr");  // the oracle's attr/grad_norm
     const bool any = std::any_of(groups.begin(), groups.end(),
                                  [&](const std::string& g) { return glob_match(group, g); });
     if (slash == std::string::npos || !any) {
@@ -825,7 +914,12 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
     auto v = parse_variant(ctx, *node.as_table(), i++);
     if (!names.insert(v.name).second)
       ctx.fail(&node, fmt::format("variant \"{}\" is defined twice", v.name));
-    check_variant_layout(ctx, *node.as_table(), v, sc.model);
+    if (!v.resume_of.empty()) {
+      v = resumed_variant(ctx, *node.as_table(), v, sc);
+      sc.variants.push_back(std::move(v));
+      continue;
+    }
+    check_variant_layout(ctx, *node.as_table(), v, config::variant_model(sc.model, v));
     if (v.inject && !sc.fault_injection) {
       ctx.fail(node.as_table()->get("inject"),
                fmt::format("variant \"{}\": inject plants a bug; only a scenario whose [scenario] "
@@ -860,6 +954,12 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
                                e.name, config::enum_name(*e.detects)));
         }
       }
+      if (e.judge == Judge::kReplicas && !sc.training.record_copies) {
+        const toml::table& et = *node.as_table();
+        ctx.fail(et.get("class"), fmt::format("expectation \"{}\": class \"replicas\" reads the "
+                                              "copies record: set [training] record_copies = true",
+                                              e.name));
+      }
       if (!enames.insert(e.name).second)
         ctx.fail(&node, fmt::format("expectation \"{}\" is defined twice", e.name));
       sc.expectations.push_back(std::move(e));
@@ -876,8 +976,12 @@ void check_expectation_selections(const Scenario& sc) {
     // changes no name). Sizes and dtypes do not matter here.
     std::vector<std::string> names;
     for (const auto& vname : e.variants) {
-      record::StepContents contents;
       const config::ModelConfig m = config::variant_model(sc.model, sc.variant(vname));
+      if (e.judge == Judge::kReplicas) {  // patterns match the copied parameter's name
+        for (const auto& spec : config::parameter_specs(m)) names.push_back(spec.name);
+        continue;
+      }
+      record::StepContents contents;
       contents.mtp_num_layers = m.mtp_num_layers;
       for (const auto& spec : config::parameter_specs(m)) contents.params.push_back({spec.name, 0});
       contents.model_dtype = record::DType::kBF16;  // names only: every group listed

@@ -18,18 +18,35 @@
 
 namespace mtp::scenario {
 
+/// What an expectation's variants are judged against (its `class`).
+enum class Judge {
+  kRecords,   ///< variants[1..] against variants[0] under `cls` (bitwise, ulp, tol, rel_l2, differ)
+  kOracle,    ///< class "oracle": each variant against the float64 straight-line program
+  kReplicas,  ///< class "replicas": each variant's parameter copies against its recorded ones
+};
+
 /// A claimed relation between variants: each of variants[1..] compared with variants[0].
 struct Expectation {
   std::string name;  ///< unique, [A-Za-z0-9_.-]+
   std::vector<std::string>
       variants;               ///< ≥ 2 variant names (oracle: ≥ 1); the first is the baseline
   compare::CompareClass cls;  ///< bitwise | ulp:N | tol:R,A | rel_l2:B | differ
-  /// Class "oracle": each listed variant (≥ 1) against the float64 straight-line program
+  /// kOracle: each listed variant (≥ 1) against the float64 straight-line program
   /// (harness/oracle/check/record_check.h), losses and grads of the selected steps (default
   /// step 1), bounds from the variant's dtype; `cls` is unused.
-  bool oracle = false;
-  /// "oracle", or cls.to_string(): the class as the scenario wrote it, for every rendering.
-  std::string class_text() const { return oracle ? "oracle" : cls.to_string(); }
+  /// kReplicas: each listed variant (≥ 1, recorded with [training] record_copies) has every
+  /// parameter copy (record group "copies": data-parallel replicas, word-embedding copies) bitwise
+  /// equal to the recorded copy at every selected step (default all, the start step included);
+  /// include/exclude match the parameter's name; `cls` is bitwise
+  /// (report/replicas.h).
+  Judge judge = Judge::kRecords;
+  bool oracle() const { return judge == Judge::kOracle; }
+  /// "oracle", "replicas", or cls.to_string(): the class as the scenario wrote it.
+  std::string class_text() const {
+    return judge == Judge::kOracle     ? "oracle"
+           : judge == Judge::kReplicas ? "replicas"
+                                       : cls.to_string();
+  }
   compare::Selection selection;  ///< records (groups), include/exclude, steps
   std::string why;               ///< the reason the relation must hold (printed)
   /// Only with class differ: the first divergence must be a tensor matching this glob

@@ -167,11 +167,11 @@ TEST(ScenarioTest, OracleExpectations) {
   };
   Scenario sc = parse_scenario(with("variants = [\"a\"]\n"), "test.toml");
   const Expectation& e = sc.expectations.back();
-  EXPECT_TRUE(e.oracle);
+  EXPECT_TRUE(e.oracle());
   EXPECT_EQ(e.class_text(), "oracle");
   EXPECT_EQ(e.selection.groups, (std::vector<std::string>{"loss", "grad", "weight"}));
   EXPECT_EQ(e.selection.steps, (std::set<int>{1}));
-  EXPECT_FALSE(sc.expectations.front().oracle);
+  EXPECT_FALSE(sc.expectations.front().oracle());
   EXPECT_EQ(sc.expectations.front().class_text(), "bitwise");
   EXPECT_TRUE(parse_scenario(with("variants = [\"a\", \"b\"]\nsteps = \"all\"\n"), "t.toml")
                   .expectations.back()
@@ -189,7 +189,100 @@ TEST(ScenarioTest, OracleExpectations) {
   const std::string u = kMinimal;
   EXPECT_THAT(error_of(std::string(kMinimal).replace(u.find("class = \"bitwise\""), 17,
                                                      "class = \"oracles\"")),
-              HasSubstr("rel_l2:B (B non-negative and finite), differ, or oracle"));
+              HasSubstr("rel_l2:B (B non-negative and finite), differ, or oracle, or replicas"));
+}
+
+// Class "replicas": one or more variants, the copies record only, and only when the run records
+// its copies ([training] record_copies).
+TEST(ScenarioTest, ReplicasExpectations) {
+  auto with = [](const std::string& training, const std::string& body) {
+    std::string t = kMinimal;
+    t.replace(t.find("steps = 2\n"), 10, "steps = 2\n" + training);
+    return t + "[[expectation]]\nname = \"r\"\nclass = \"replicas\"\nwhy = \"copies\"\n" + body;
+  };
+  const Scenario sc =
+      parse_scenario(with("record_copies = true\n", "variants = [\"b\"]\n"), "test.toml");
+  const Expectation& e = sc.expectations.back();
+  EXPECT_EQ(e.judge, Judge::kReplicas);
+  EXPECT_EQ(e.class_text(), "replicas");
+  EXPECT_EQ(e.cls.kind, compare::CompareClass::Kind::kBitwise);
+  EXPECT_EQ(e.selection.groups, (std::vector<std::string>{"copies"}));
+  EXPECT_TRUE(e.selection.steps.empty());  // every step, the start step included
+  EXPECT_TRUE(sc.training.record_copies);
+  EXPECT_THAT(error_of(with("", "variants = [\"b\"]\n")),
+              HasSubstr("expectation \"r\": class \"replicas\" reads the copies record: set "
+                        "[training] record_copies = true"));
+  EXPECT_THAT(
+      error_of(with("record_copies = true\n", "variants = [\"b\"]\nrecords = [\"grad\"]\n")),
+      HasSubstr("class \"replicas\" checks the copies record only"));
+  EXPECT_THAT(error_of(with("record_copies = true\n", "variants = []\n")),
+              HasSubstr("at least one variant"));
+  // include/exclude select parameters by name: a pattern matching none is an error.
+  const Scenario none = parse_scenario(
+      with("record_copies = true\n", "variants = [\"b\"]\ninclude = [\"nothing.*\"]\n"),
+      "test.toml");
+  try {
+    check_expectation_selections(none);
+    ADD_FAILURE() << "a pattern selecting no parameter passed";
+  } catch (const InputError& err) {
+    EXPECT_THAT(err.what(), HasSubstr("expectation \"r\": include/exclude select no tensor"));
+  }
+}
+
+// mtp_num_layers unset is Megatron's None: no MTP (D = 0), so a layout with 'm' is refused (R5);
+// a variant may override D.
+TEST(ScenarioTest, MtpNumLayersUnsetMeansNoMtpAndAVariantMayOverrideIt) {
+  std::string t = kMinimal;
+  t.replace(t.find("mtp_num_layers = 1\n"), 19, "");
+  EXPECT_THAT(error_of(t), HasSubstr("the number of 'm' must equal mtp_num_layers"));
+  std::string u = t;
+  u.replace(u.find("layout = \"Et|tmL\""), 17, "layout = \"Et|tmL\"\nmtp_num_layers = 1");
+  u.replace(u.find("layout = \"Et|tm|L\""), 18, "layout = \"Et|tm|L\"\nmtp_num_layers = 1");
+  const Scenario sc = parse_scenario(u, "test.toml");
+  EXPECT_EQ(sc.model.mtp_num_layers, 0);
+  EXPECT_EQ(sc.variant("a").mtp_num_layers, 1);
+  EXPECT_EQ(config::variant_model(sc.model, sc.variant("a")).mtp_num_layers, 1);
+  u.replace(u.find("layout = \"Et|tmL\"\nmtp_num_layers = 1"), 36,
+            "layout = \"Et|tL\"\nmtp_num_layers = 65");
+  EXPECT_THAT(error_of(u), HasSubstr("mtp_num_layers"));
+}
+
+// A resumed variant takes its source's settings and continues the source's record; everything
+// that would make the resumed run impossible is an error at the key.
+TEST(ScenarioTest, ResumedVariants) {
+  auto with = [](const std::string& training, const std::string& variant) {
+    std::string t = kMinimal;
+    t.replace(t.find("steps = 2\n"), 10, "steps = 3\n" + training);
+    const size_t at = t.find("[[expectation]]");
+    return t.insert(at, "[[variant]]\nname = \"b_resumed\"\n" + variant);
+  };
+  const Scenario sc =
+      parse_scenario(with("save_optimizer_state = true\n", "resume = \"b:1\"\n"), "t.toml");
+  const config::VariantSpec& v = sc.variant("b_resumed");
+  EXPECT_EQ(v.resume_of, "b");
+  EXPECT_EQ(v.resume_step, 1);
+  EXPECT_EQ(v.implementation, config::Implementation::kCandidate);
+  EXPECT_EQ(v.layout, "Et|tm|L");
+  EXPECT_EQ(v.pipeline_size, 3);
+  const std::string opt = "save_optimizer_state = true\n";
+  EXPECT_THAT(error_of(with("", "resume = \"b:1\"\n")),
+              HasSubstr("resuming needs the optimizer state of \"b\"'s record: set [training] "
+                        "save_optimizer_state = true"));
+  EXPECT_THAT(error_of(with(opt, "resume = \"c:1\"\n")),
+              HasSubstr("resume names \"c\", which is not a variant defined before it"));
+  EXPECT_THAT(error_of(with(opt, "resume = \"b:3\"\n")),
+              HasSubstr("resume step 3 must be a training step before the last (1 .. 2)"));
+  EXPECT_THAT(error_of(with(opt, "resume = \"b:0\"\n")), HasSubstr("resume step 0"));
+  EXPECT_THAT(error_of(with(opt, "resume = \"b\"\n")),
+              HasSubstr("resume = \"b\" must be \"VARIANT:STEP\""));
+  EXPECT_THAT(error_of(with(opt, "resume = \"b:x\"\n")), HasSubstr("must be \"VARIANT:STEP\""));
+  EXPECT_THAT(error_of(with(opt, "resume = \"b:1\"\npp = 2\n")),
+              HasSubstr("a resumed variant runs with the settings of the variant it resumes; "
+                        "remove pp"));
+  std::string chain = with(opt, "resume = \"b:1\"\n");
+  chain.insert(chain.find("[[expectation]]"),
+               "[[variant]]\nname = \"again\"\nresume = \"b_resumed:1\"\n");
+  EXPECT_THAT(error_of(chain), HasSubstr("itself a resumed variant; resume its source \"b\""));
 }
 
 // Planted bugs: `inject` only where [scenario] declares fault_injection; a detector names a fault

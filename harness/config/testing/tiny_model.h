@@ -15,6 +15,7 @@ inline ModelConfig tiny_model() {
   c.num_query_groups = 2;
   c.ffn_hidden_size = 24;
   c.seq_length = 8;
+  c.mtp_num_layers = 2;
   return c;
 }
 
