@@ -25,6 +25,10 @@
 #              .ab-base) into build-gpu-base, then `mtp-harness perf ab` of its
 #              train_step_benchmark against this build's (MTP_AB_FILTER, default the small
 #              model's P = 1 bf16 rows; MTP_AB_ROUNDS, default 5)
+#     calibrate the pipeline cost simulator's node costs (issue 23): `mtp-harness calibrate` of
+#              the dsv3 and small presets into OUT_DIR/costs_{dsv3,small}.json, and, to validate
+#              them, BM_PipelineStep of the small model at P = 1 (bf16, flash, harness kernels)
+#              against `simulate` of the same step from the small costs
 #     megatron the Megatron-LM recorder (ci/megatron_recorder/README.md), with a Megatron-LM tree
 #              carried at build-megatron/Megatron-LM (megatron/ and REVISION): Megatron trains
 #              ci/megatron_recorder/source.toml's run for 3 steps both ways (--init harness,
@@ -193,6 +197,19 @@ step graphs_bench env TMPDIR=/tmp timeout 300 $build/train_step_benchmark \
   --benchmark_filter="${MTP_GRAPHS_FILTER:-BM_PipelineStep/(small|tiny)/(p1|p1graphs)/bf16/flash/reference/harness/cuda}" \
   --benchmark_out=$work/graphs_bench.json --benchmark_out_format=json
 grep -E "^BM_" "$log/graphs_bench.log" >> "$summary"
+fi
+if want calibrate; then
+step calibrate_dsv3 $B calibrate --preset dsv3 --out $out/costs_dsv3.json
+cat "$log/calibrate_dsv3.log" >> "$summary"
+step calibrate_small $B calibrate --preset small --out $out/costs_small.json
+cat "$log/calibrate_small.log" >> "$summary"
+step calibrate_bench env TMPDIR=/tmp timeout 300 $build/train_step_benchmark \
+  --benchmark_filter='BM_PipelineStep/small/p1/bf16/flash/(reference|candidate)/harness/cuda' \
+  --benchmark_repetitions=3 --benchmark_display_aggregates_only=true
+grep -E "^BM_.*_median" "$log/calibrate_bench.log" >> "$summary"
+step calibrate_simulate $B simulate --preset small --costs $out/costs_small.json --pp 1 \
+  --microbatches 8 --layout 'Et*8mL'
+head -4 "$log/calibrate_simulate.log" >> "$summary"
 fi
 if want diag; then
 # A crash prints "binary(+offset) [address]" frames (harness/common/temp_file.cc); name them.

@@ -76,6 +76,19 @@ int run_oracle(const OracleOptions& opt);
 /// every expectation holds, kExitMismatch otherwise. Throws what check throws.
 int run_selftest(const SelftestOptions& opt);
 
+/// simulate: the pipeline cost simulator over each --layout of the model (--preset or
+/// --scenario's [model]) with the node costs of --costs (harness/sim); prints per layout the
+/// step time, bubble, rank imbalance, peak activations, the ratio to the first layout and the
+/// most loaded stage, then every pipeline rank's busy, idle and work time; --html adds an SVG
+/// timeline per layout, --json everything. Throws InputError (a layout or schedule rule, a costs
+/// file, no or two model sources). Returns kExitOk.
+int run_simulate(const SimulateOptions& opt);
+
+/// calibrate: times every node kind of the preset's layers on --device (see calibrate_command.cc
+/// for the method) and writes the costs JSON (harness/sim/costs.h). Throws InputError for a bad
+/// preset or output, InfraError when the device fails. Returns kExitOk.
+int run_calibrate(const CalibrateOptions& opt);
+
 /// Compares two records. 0 = equal under the class, 1 = different.
 int run_compare(const CompareOptions& opt);
 

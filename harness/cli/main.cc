@@ -92,6 +92,10 @@ int main(int argc, char** argv) {
         return mtp::cli::run_oracle(cl.oracle);
       case Command::kSelftest:
         return mtp::cli::run_selftest(cl.selftest);
+      case Command::kSimulate:
+        return mtp::cli::run_simulate(cl.simulate);
+      case Command::kCalibrate:
+        return mtp::cli::run_calibrate(cl.calibrate);
     }
     return static_cast<int>(mtp::kExitUsage);
   }));

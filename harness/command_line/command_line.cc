@@ -277,6 +277,62 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       ->check(CLI::IsMember(config::enum_names<config::Device>()));
   stx->add_flag("-q,--quiet", st.quiet, "no progress line on stderr");
 
+  SimulateOptions& sim = cl.simulate;
+  auto* smx = app.add_subcommand(
+      "simulate",
+      "play every pipeline rank's op order with measured node costs and link delays: step time, "
+      "bubble, imbalance, peak activations, an SVG timeline (harness/sim)");
+  smx->add_option("--preset", sim.preset, "the model: dsv3 | small | tiny")->check(non_empty);
+  smx->add_option("--scenario", sim.scenario, "the model of this scenario's [model]")
+      ->check(non_empty);
+  smx->add_option("--layout", sim.layouts, "Megatron layout string; repeat to compare layouts")
+      ->required()
+      ->expected(1, -1);
+  smx->add_option("--pp", sim.pipeline_size, "P")->required()->check(CLI::Range(1, 4096));
+  smx->add_option("--microbatches", sim.num_microbatches, "M")
+      ->required()
+      ->check(CLI::Range(1, 100000));
+  smx->add_option("--schedule", sim.schedule,
+                  "1f1b | interleaved | combined_1f1b | none (default: from P and V)")
+      ->check(non_empty);
+  smx->add_option("--group", sim.group_size, "N, interleaved microbatch group size (default P)")
+      ->check(CLI::Range(1, 100000));
+  smx->add_option("--costs", sim.costs, "node costs, from mtp-harness calibrate")
+      ->required()
+      ->check(non_empty);
+  smx->add_option("--link", sim.link, "nvlink | ib (default: the costs file's link)")
+      ->check(CLI::IsMember({"nvlink", "ib"}));
+  smx->add_option("--mtp", sim.mtp_num_layers, "MTP depths D (default: the model's)")
+      ->check(CLI::Range(0, 64));
+  smx->add_flag("--split", sim.split, "layouts as split/ reads them (MTP depths over stages)");
+  smx->add_option("--html", sim.html_path, "write the tables and timelines as HTML")
+      ->check(non_empty);
+  smx->add_option("--json", sim.json_path, "also write the result as JSON")->check(non_empty);
+
+  CalibrateOptions& cal = cl.calibrate;
+  auto* cbx = app.add_subcommand(
+      "calibrate",
+      "time every node kind of a model's layers on this device (forward and backward, harness "
+      "kernels, bf16 on CUDA) and write the costs for simulate");
+  cbx->add_option("--preset", cal.preset, "the model: dsv3 | small | tiny")->capture_default_str();
+  cbx->add_option("--out", cal.out, "the costs JSON to write")->required()->check(non_empty);
+  cbx->add_option("--device", cal.device, "cpu | cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember(config::enum_names<config::Device>()));
+  cbx->add_option("--experts-per-rank", cal.experts_per_rank,
+                  "routed experts of the timed MoE layer (expert parallelism's share)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cbx->add_option("--repeats", cal.repeats, "timed repetitions (the median is kept)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cbx->add_option("--warmup", cal.warmup, "untimed repetitions first")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
+  cbx->add_option("--link", cal.link, "the link written into the costs: nvlink | ib")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"nvlink", "ib"}));
+
   auto* g = app.add_subcommand("golden",
                                "committed per-tensor digests of every CPU scenario "
                                "(golden/digests/)");
@@ -476,6 +532,14 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
        "st/detection.json\n"
        "Exit: 0 every fault caught by its detector, 1 one is not (or a clean expectation fails), "
        "2 bad input, 3 failure"},
+      {smx,
+       "Examples:\n  mtp-harness simulate --preset dsv3 --costs golden/perf/costs_h200.json "
+       "--pp 16 --microbatches 64 --layout 'Et|(tt|)*30mL' --layout 'Et|(tt|)*29tt|m|L'\n"
+       "Exit: 0 simulated, 2 bad input (a layout rule, a schedule rule, a costs file)"},
+      {cbx,
+       "Examples:\n  mtp-harness calibrate --out golden/perf/costs_h200.json\n"
+       "  mtp-harness calibrate --preset tiny --device cpu --out costs_cpu.json\n"
+       "Exit: 0 written, 2 bad input, 3 failure"},
       {orx,
        "Examples:\n  mtp-harness oracle runs/default/latest/cand_p4v2_tmm.h5\n"
        "  mtp-harness oracle r.h5 --step 2 --bound 1e-4 --json oracle.json\nExit: 0 within the "
@@ -550,7 +614,7 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       {gu, Command::kGoldenUpdate}, {e, Command::kEquiv},        {l, Command::kLayout},
       {s, Command::kSchedule},      {dp, Command::kDataPrepare}, {pfc, Command::kPerfCompare},
       {pfa, Command::kPerfAb},      {pfm, Command::kPerfMerge},  {orx, Command::kOracle},
-      {stx, Command::kSelftest}};
+      {stx, Command::kSelftest},    {smx, Command::kSimulate},   {cbx, Command::kCalibrate}};
   for (const auto& [sub, command] : chosen) {
     if (sub->parsed()) {
       cl.command = command;

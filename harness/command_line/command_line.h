@@ -36,6 +36,8 @@ enum class Command {
   kPerfMerge,
   kOracle,
   kSelftest,
+  kSimulate,
+  kCalibrate,
 };
 
 /// Every subcommand's options; parse_command_line fills those of `command`.
@@ -57,6 +59,8 @@ struct CommandLine {
   PerfMergeOptions perf_merge;
   OracleOptions oracle;
   SelftestOptions selftest;
+  SimulateOptions simulate;
+  CalibrateOptions calibrate;
 };
 
 /// Parses argv into `cl`. Returns std::nullopt when `cl.command` is to run; otherwise the exit

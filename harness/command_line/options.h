@@ -105,6 +105,34 @@ struct SelftestOptions {
   bool quiet = false;     ///< no progress line on stderr
 };
 
+/// mtp-harness simulate: the pipeline cost simulator (harness/sim) on one or more layouts.
+struct SimulateOptions {
+  std::string preset;                ///< --preset dsv3 (the model); or
+  std::string scenario;              ///< --scenario S.toml: its [model]
+  std::vector<std::string> layouts;  ///< --layout, one or more (ratios against the first)
+  int pipeline_size = 1;             ///< --pp P
+  int num_microbatches = 0;          ///< --microbatches M
+  std::string schedule;              ///< --schedule KIND; "" = derived from P and V
+  int group_size = 0;                ///< --group N (interleaved); 0 = P
+  std::string costs;                 ///< --costs F.json (calibrate's output)
+  std::string link;                  ///< --link nvlink|ib; "" = the costs file's
+  int mtp_num_layers = -1;           ///< --mtp D; −1 = the model's
+  bool split = false;                ///< --split: R7 as split/ reads it
+  std::string html_path;             ///< --html F: tables and one SVG timeline per layout
+  std::string json_path;             ///< --json F
+};
+
+/// mtp-harness calibrate: times every node kind of a model on this device (harness/sim/costs.h).
+struct CalibrateOptions {
+  std::string preset = "dsv3";  ///< --preset
+  std::string out;              ///< --out F.json (required)
+  std::string device = "cuda";  ///< --device cpu | cuda
+  int experts_per_rank = 8;     ///< --experts-per-rank: routed experts timed (EP's share)
+  int repeats = 5;              ///< --repeats: timed repetitions (median)
+  int warmup = 2;               ///< --warmup: untimed repetitions first
+  std::string link = "nvlink";  ///< --link: the link written into the costs
+};
+
 struct GoldenOptions {
   std::vector<std::string> scenarios;  ///< scenario files; empty = every CPU scenario
   std::string golden_dir = "golden/digests";

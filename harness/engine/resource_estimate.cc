@@ -9,6 +9,7 @@
 #include "harness/config/param_specs.h"
 #include "harness/engine/chunk.h"
 #include "harness/record/digest.h"
+#include "harness/sim/activation.h"
 
 namespace mtp::engine {
 namespace {
@@ -28,45 +29,9 @@ uint64_t dtype_bytes(config::DType d) {
 /// Main grads and masters: fp32 for bf16, else the training dtype (engine/dtypes.h main_type).
 uint64_t main_bytes(config::DType d) { return d == config::DType::kBFloat16 ? 4 : dtype_bytes(d); }
 
-/// Saved activations of one decoder (or MTP) layer for one microbatch, in bytes.
-uint64_t layer_bytes(const config::ModelConfig& m, bool moe, bool flash, uint64_t e) {
-  const uint64_t s = static_cast<uint64_t>(m.seq_length);
-  const uint64_t b = static_cast<uint64_t>(m.micro_batch_size);
-  const uint64_t h = static_cast<uint64_t>(m.hidden_size);
-  const uint64_t a = static_cast<uint64_t>(m.num_attention_heads);
-  uint64_t ffn = static_cast<uint64_t>(m.ffn_hidden_size);
-  uint64_t router = 0;
-  if (moe) {
-    ffn = static_cast<uint64_t>(m.moe_router_topk * m.moe_expert_ffn_hidden_size() +
-                                m.moe_shared_expert_intermediate_size);
-    router = static_cast<uint64_t>(m.num_moe_experts) * s * b * 4;
-  }
-  const uint64_t score_bytes = std::max<uint64_t>(e, 4);
-  const uint64_t attention = flash ? a * s * b * 4 : 2 * a * s * s * b * score_bytes;
-  return (13 * h + 3 * ffn) * s * b * e + attention + router;
-}
-
-/// One output head (LM or an MTP depth): logits, their fp32 cast and log-softmax, final norm.
-uint64_t head_bytes(const config::ModelConfig& m, uint64_t e) {
-  const uint64_t sb = static_cast<uint64_t>(m.seq_length * m.micro_batch_size);
-  return sb * static_cast<uint64_t>(m.vocab_size) * (e + 8) +
-         2 * sb * static_cast<uint64_t>(m.hidden_size) * e;
-}
-
-/// Saved activations of model chunk `stage` for one microbatch, in bytes.
+/// Saved activations of model chunk `stage` for one microbatch, in bytes (sim/activation.h).
 uint64_t stage_activation_bytes(const RunPlan& plan, const layout::StagePlan& st) {
-  const config::ModelConfig& m = plan.model;
-  const uint64_t e = dtype_bytes(plan.training.dtype);
-  const bool flash = m.attention_backend == config::AttentionBackend::kFlash;
-  const uint64_t sbh = static_cast<uint64_t>(m.seq_length * m.micro_batch_size * m.hidden_size);
-  uint64_t bytes = 0;
-  if (st.has_embedding) bytes += sbh * e;
-  for (int layer : st.decoder_layers) bytes += layer_bytes(m, m.is_moe_layer(layer), flash, e);
-  for (size_t k = 0; k < st.mtp_depths.size(); ++k) {
-    bytes += 6 * sbh * e + layer_bytes(m, m.mtp_layer_is_moe(), flash, e) + head_bytes(m, e);
-  }
-  if (st.has_loss) bytes += head_bytes(m, e);
-  return bytes;
+  return sim::stage_activation_bytes(plan.model, st, dtype_bytes(plan.training.dtype));
 }
 
 /// The most activation bytes pipeline rank `p` holds at any point of its op order.

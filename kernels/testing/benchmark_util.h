@@ -24,6 +24,8 @@
 #include <optional>
 #include <string>
 
+#include "kernels/device_sync.h"
+
 namespace mtp::bench {
 
 /// Dev: where a benchmark runs. Part of every benchmark name ("cpu" / "cuda").
@@ -43,26 +45,7 @@ inline at::Device bench_device(Dev d) {
   return d == Dev::kCpu ? at::Device(at::kCPU) : at::Device(at::kCUDA, 0);
 }
 
-/// device_sync: returns once every operation queued so far on the device of `flag` has finished.
-/// On CUDA with LibTorch >= 2.6 this is a device-wide synchronisation
-/// (DeviceGuardImplInterface::synchronizeDevice, i.e. cudaDeviceSynchronize), which also covers
-/// work that rank or autograd threads queued on other streams. Otherwise (older LibTorch, or a
-/// backend that refuses) it copies the 1-element device tensor `flag` to the host: that blocking
-/// device-to-host copy is ordered after all earlier work on the current stream. Either way it
-/// adds a few µs, which is why timed loops run several repetitions per sync. On the CPU, ATen ops
-/// are synchronous and this does nothing.
-inline void device_sync(const at::Tensor& flag) {
-  if (!flag.is_cuda()) return;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
-  try {
-    c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(flag.device().index());
-    return;
-  } catch (const c10::Error&) {
-    // Fall through to the stream-ordered copy.
-  }
-#endif
-  (void)flag.cpu();
-}
+using mtp::kernels::device_sync;  // kernels/device_sync.h
 
 /// DeviceTimer: wall-clock seconds of device work between Start() and Stop(), both of which wait
 /// for queued work (device_sync). Use with ->UseManualTime() and state.SetIterationTime().

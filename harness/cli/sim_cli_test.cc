@@ -1,0 +1,75 @@
+// Tests of `mtp-harness calibrate` and `mtp-harness simulate` on the CPU: calibrate writes every
+// node kind of the tiny preset, simulate reads them and prices a standalone and a co-located
+// layout (same work, other balance), its JSON agrees with its table, and bad input exits 2
+// naming the flag or the rule.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/cli/cli_test_util.h"
+
+namespace {
+
+using mtp::cli_test::run;
+using ::testing::HasSubstr;
+
+TEST(SimCliTest, CalibrateThenSimulateTwoPlacements) {
+  mtp::testing_util::ScratchDir dir;
+  const std::string costs = dir.file("costs.json");
+  auto r = run("calibrate --preset tiny --device cpu --repeats 2 --warmup 1 --out " + costs);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json c = nlohmann::json::parse(mtp::testing_util::read_text(costs));
+  EXPECT_EQ(c["schema_version"], 1);
+  EXPECT_EQ(c["gpu"], "CPU");
+  for (const char* n : {"embedding", "decoder_dense", "decoder_moe", "mtp_block_dense",
+                        "mtp_block_moe", "final_layernorm", "output_head", "mtp_head"}) {
+    ASSERT_TRUE(c["nodes"].contains(n)) << n;
+    EXPECT_GT(c["nodes"][n]["forward_ms"].get<double>(), 0.0) << n;
+  }
+  EXPECT_EQ(c["measured_at"]["routed_experts_timed"], 4);
+  r = run("simulate --preset tiny --costs " + costs +
+          " --pp 3 --microbatches 6 --layout 'Et|t|t|t||mL' --layout 'Et|t|t|t|m|L' --json " +
+          dir.file("s.json") + " --html " + dir.file("s.html"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("Et|t|t|t|m|L"));
+  EXPECT_THAT(r.out, HasSubstr("per pipeline rank"));
+  const nlohmann::json s = nlohmann::json::parse(mtp::testing_util::read_text(dir.file("s.json")));
+  ASSERT_EQ(s["layouts"].size(), 2u);
+  EXPECT_DOUBLE_EQ(s["layouts"][0]["ratio_to_first"].get<double>(), 1.0);
+  // The same work: the ranks' work sums agree; only the balance differs.
+  double w0 = 0, w1 = 0;
+  for (const auto& rk : s["layouts"][0]["ranks"]) w0 += rk["work_ms"].get<double>();
+  for (const auto& rk : s["layouts"][1]["ranks"]) w1 += rk["work_ms"].get<double>();
+  EXPECT_NEAR(w0, w1, 1e-9 * w0);
+  EXPECT_THAT(mtp::testing_util::read_text(dir.file("s.html")), HasSubstr("<svg"));
+}
+
+TEST(SimCliTest, BadInputExitsTwo) {
+  mtp::testing_util::ScratchDir dir;
+  const std::string costs = dir.file("costs.json");
+  std::ofstream(costs)
+      << R"({"schema_version": 1, "nodes": {"embedding": {"forward_ms": 1, "backward_ms": 1}}})";
+  auto r = run("simulate --preset tiny --costs " + costs +
+               " --pp 3 --microbatches 6 --layout 'Et|t|t|t|m|L'");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("the costs have no node \"decoder_dense\""));
+  r = run("simulate --preset tiny --costs " + costs +
+          " --pp 2 --microbatches 6 --layout 'Et|tt|t|m|L|'");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("rule R3"));
+  r = run("simulate --costs " + costs + " --pp 2 --microbatches 6 --layout 'Et|tmL'");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("exactly one of --preset and --scenario"));
+  r = run("simulate --preset dsv4 --costs " + costs + " --pp 2 --microbatches 6 --layout 'Et|tmL'");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--preset dsv4: accepted: dsv3, small, tiny"));
+  r = run("simulate --preset tiny --costs " + dir.file("none.json") +
+          " --pp 2 --microbatches 6 --layout 'Et|tmL'");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = run("calibrate --preset tiny --device cpu --out /proc/x.json");
+  EXPECT_EQ(r.code, 2) << r.out;
+}
+
+}  // namespace

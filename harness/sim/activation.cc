@@ -1,0 +1,49 @@
+#include "harness/sim/activation.h"
+
+#include <algorithm>
+
+namespace mtp::sim {
+
+uint64_t layer_activation_bytes(const config::ModelConfig& m, bool moe, bool flash,
+                                uint64_t element_bytes) {
+  const uint64_t s = static_cast<uint64_t>(m.seq_length);
+  const uint64_t b = static_cast<uint64_t>(m.micro_batch_size);
+  const uint64_t h = static_cast<uint64_t>(m.hidden_size);
+  const uint64_t a = static_cast<uint64_t>(m.num_attention_heads);
+  uint64_t ffn = static_cast<uint64_t>(m.ffn_hidden_size);
+  uint64_t router = 0;
+  if (moe) {
+    ffn = static_cast<uint64_t>(m.moe_router_topk * m.moe_expert_ffn_hidden_size() +
+                                m.moe_shared_expert_intermediate_size);
+    router = static_cast<uint64_t>(m.num_moe_experts) * s * b * 4;
+  }
+  const uint64_t score_bytes = std::max<uint64_t>(element_bytes, 4);
+  const uint64_t attention = flash ? a * s * b * 4 : 2 * a * s * s * b * score_bytes;
+  return (13 * h + 3 * ffn) * s * b * element_bytes + attention + router;
+}
+
+uint64_t head_activation_bytes(const config::ModelConfig& m, uint64_t element_bytes) {
+  const uint64_t sb = static_cast<uint64_t>(m.seq_length * m.micro_batch_size);
+  return sb * static_cast<uint64_t>(m.vocab_size) * (element_bytes + 8) +
+         2 * sb * static_cast<uint64_t>(m.hidden_size) * element_bytes;
+}
+
+uint64_t stage_activation_bytes(const config::ModelConfig& m, const layout::StagePlan& st,
+                                uint64_t element_bytes) {
+  const bool flash = m.attention_backend == config::AttentionBackend::kFlash;
+  const uint64_t sbh = static_cast<uint64_t>(m.seq_length * m.micro_batch_size * m.hidden_size);
+  uint64_t bytes = 0;
+  if (st.has_embedding) bytes += sbh * element_bytes;
+  for (int layer : st.decoder_layers) {
+    bytes += layer_activation_bytes(m, m.is_moe_layer(layer), flash, element_bytes);
+  }
+  for (size_t k = 0; k < st.mtp_depths.size(); ++k) {
+    bytes += 6 * sbh * element_bytes +
+             layer_activation_bytes(m, m.mtp_layer_is_moe(), flash, element_bytes) +
+             head_activation_bytes(m, element_bytes);
+  }
+  if (st.has_loss) bytes += head_activation_bytes(m, element_bytes);
+  return bytes;
+}
+
+}  // namespace mtp::sim

@@ -1,0 +1,34 @@
+// File: harness/sim/activation.h
+//
+// Saved activations per microbatch of a model chunk, in bytes: what the resource estimate
+// (engine/resource_estimate.h) and the pipeline simulator (sim/simulate.h) multiply by the
+// microbatches a rank holds in flight. Formulas after Korthikanti et al. 2022, "Reducing
+// Activation Recomputation", §4.1, for this harness's ops (pre-norm, SwiGLU, unfused softmax or
+// flash attention). Torch-free.
+#pragma once
+
+#include <cstdint>
+
+#include "harness/config/model_config.h"
+#include "harness/layout/layout.h"
+
+namespace mtp::sim {
+
+/// Saved activations of one decoder (or MTP) layer for one microbatch, in bytes, with elements of
+/// `element_bytes`: (13·h + 3·F_eff)·s·b elements, F_eff = F for a dense MLP, topk·F_moe + F_shared
+/// (+ E fp32 router scores) for MoE, plus 2·a·s²·b scores and probabilities in max(dtype, fp32)
+/// (flash attention: a·s·b fp32 log-sum-exp instead). Throws nothing.
+uint64_t layer_activation_bytes(const config::ModelConfig& m, bool moe, bool flash,
+                                uint64_t element_bytes);
+
+/// One output head (LM or an MTP depth): s·b·V logits in the training dtype plus their fp32 cast
+/// and log-softmax, plus 2·s·b·h for the final layernorm. Throws nothing.
+uint64_t head_activation_bytes(const config::ModelConfig& m, uint64_t element_bytes);
+
+/// Saved activations of model chunk `st` for one microbatch: the embedding output (s·b·h), its
+/// decoder layers, each MTP depth (6·s·b·h for two norms, the 2h concatenation and eh_proj, plus
+/// its layer and head) and, with `L`, the LM head. Throws nothing.
+uint64_t stage_activation_bytes(const config::ModelConfig& m, const layout::StagePlan& st,
+                                uint64_t element_bytes);
+
+}  // namespace mtp::sim

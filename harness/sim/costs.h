@@ -1,0 +1,84 @@
+// File: harness/sim/costs.h
+//
+// What one microbatch costs on a GPU, node kind by node kind (issue 23): the forward and backward
+// milliseconds `mtp-harness calibrate` measured with the harness's own kernels (bf16,
+// deterministic, flash attention) at a model's dimensions, and the link that carries pipeline
+// messages. Stored as JSON (golden/perf/costs_<gpu>.json):
+//   {"schema_version": 1, "gpu": "NVIDIA H200", "fingerprint": {...}, "measured_at": {...},
+//    "notes": [...], "nodes": {"embedding": {"forward_ms": 0.1, "backward_ms": 0.2}, ...},
+//    "link": {"name": "nvlink", "bandwidth_gb_per_s": 450, "latency_us": 3}}
+// Torch-free.
+#pragma once
+
+#include <array>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace mtp::sim {
+
+/// The node kinds a stage is priced by. Decoder and MTP layers come in a dense and an MoE kind;
+/// an MTP block is its enorm, hnorm, eh_proj and transformer layer (not its head); a head is the
+/// final norm's output projection to the vocabulary and its cross entropy.
+enum class CostNode {
+  kEmbedding,
+  kDecoderDense,
+  kDecoderMoe,
+  kMtpBlockDense,
+  kMtpBlockMoe,
+  kFinalLayernorm,
+  kOutputHead,
+  kMtpHead,
+};
+inline constexpr std::array<CostNode, 8> kAllCostNodes{
+    CostNode::kEmbedding,     CostNode::kDecoderDense, CostNode::kDecoderMoe,
+    CostNode::kMtpBlockDense, CostNode::kMtpBlockMoe,  CostNode::kFinalLayernorm,
+    CostNode::kOutputHead,    CostNode::kMtpHead};
+/// "embedding", "decoder_dense", "decoder_moe", "mtp_block_dense", "mtp_block_moe",
+/// "final_layernorm", "output_head", "mtp_head": the JSON keys.
+const char* cost_node_name(CostNode n);
+
+/// Forward and backward time of one node for one microbatch, milliseconds.
+struct NodeCost {
+  double forward_ms = 0.0;
+  double backward_ms = 0.0;
+};
+
+/// A point-to-point link: a message of B bytes takes latency + B / bandwidth.
+struct Link {
+  std::string name = "nvlink";
+  double bandwidth_gb_per_s = 450.0;  ///< GB/s (1e9 bytes), one direction
+  double latency_us = 3.0;
+  /// Milliseconds a message of `bytes` takes.
+  double message_ms(double bytes) const {
+    return latency_us * 1e-3 + bytes / (bandwidth_gb_per_s * 1e9) * 1e3;
+  }
+};
+/// NVLink-class (H200 NVLink 4: 450 GB/s per direction, ~3 µs) and InfiniBand-class (NDR 400
+/// Gb/s = 50 GB/s, ~5 µs) defaults; "nvlink" | "ib". Throws InputError for another name.
+Link named_link(std::string_view name);
+
+/// Every node's cost, the link, and where they were measured.
+struct CostTable {
+  std::string gpu;                 ///< "NVIDIA H200"
+  nlohmann::json fingerprint;      ///< driver, CUDA, LibTorch, commit (free-form object)
+  nlohmann::json measured_at;      ///< the model dimensions timed (free-form object)
+  std::vector<std::string> notes;  ///< what was reduced to fit and why
+  std::map<CostNode, NodeCost> nodes;
+  Link link;
+  /// The cost of `n`; throws InputError naming the node when the table lacks it.
+  const NodeCost& at(CostNode n) const;
+};
+
+/// The JSON form above.
+nlohmann::json to_json(const CostTable& t);
+/// Reads `text` (from `source`, named in errors). Throws InputError naming the source and the key:
+/// not JSON, schema_version not 1, a node key that is not a CostNode name, a missing or negative
+/// or non-finite time, a non-positive bandwidth, a negative latency.
+CostTable parse_costs(const std::string& text, const std::string& source);
+/// Reads a costs file (InputError when it cannot be read or parsed).
+CostTable read_costs(const std::string& path);
+
+}  // namespace mtp::sim

@@ -1,0 +1,209 @@
+#include "harness/sim/simulate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+#include "harness/common/error.h"
+#include "harness/sim/activation.h"
+
+namespace mtp::sim {
+
+std::vector<StageCost> stage_costs(const config::ModelConfig& model,
+                                   const layout::PipelineLayout& layout, const CostTable& costs,
+                                   uint64_t element_bytes) {
+  std::vector<StageCost> out;
+  const uint64_t hidden_bytes =
+      static_cast<uint64_t>(model.seq_length * model.micro_batch_size * model.hidden_size) *
+      element_bytes;
+  int depths_so_far = 0;
+  for (const layout::StagePlan& st : layout.stages) {
+    StageCost c;
+    auto add = [&c](const NodeCost& n) {
+      c.forward_ms += n.forward_ms;
+      c.backward_ms += n.backward_ms;
+    };
+    std::vector<std::string> items;
+    if (st.has_embedding) {
+      add(costs.at(CostNode::kEmbedding));
+      items.emplace_back("E");
+    }
+    for (int layer : st.decoder_layers) {
+      add(costs.at(model.is_moe_layer(layer) ? CostNode::kDecoderMoe : CostNode::kDecoderDense));
+      items.push_back(fmt::format("t{}", layer));
+    }
+    if (st.owns_final_layernorm) add(costs.at(CostNode::kFinalLayernorm));
+    for (int k : st.mtp_depths) {
+      add(costs.at(model.mtp_layer_is_moe() ? CostNode::kMtpBlockMoe : CostNode::kMtpBlockDense));
+      items.push_back(fmt::format("m{}", k));
+    }
+    depths_so_far += static_cast<int>(st.mtp_depths.size());
+    if (st.has_loss) {
+      add(costs.at(CostNode::kOutputHead));
+      for (int64_t k = 0; k < model.mtp_num_layers; ++k) add(costs.at(CostNode::kMtpHead));
+      items.emplace_back("L");
+    }
+    c.activation_bytes = stage_activation_bytes(model, st, element_bytes);
+    c.message_bytes = hidden_bytes * static_cast<uint64_t>(1 + depths_so_far);
+    c.has_mtp = !st.mtp_depths.empty();
+    c.has_loss = st.has_loss;
+    c.has_embedding = st.has_embedding;
+    for (const auto& it : items) c.contents += (c.contents.empty() ? "" : " ") + it;
+    if (c.contents.empty()) c.contents = "(empty)";
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+SimResult simulate(const layout::PipelineLayout& layout, const std::vector<StageCost>& stages,
+                   const schedule::ScheduleConfig& cfg, const Link& link) {
+  const int P = layout.pipeline_size, V = layout.virtual_size;
+  if (cfg.pipeline_size != P || cfg.virtual_size != V) {
+    throw InputError(
+        fmt::format("simulate: the schedule has P = {}, V = {} but the layout has "
+                    "P = {}, V = {}",
+                    cfg.pipeline_size, cfg.virtual_size, P, V));
+  }
+  MTP_INTERNAL_ASSERT(static_cast<int>(stages.size()) == layout.num_stages(),
+                      "one StageCost per stage");
+  std::vector<std::vector<schedule::Op>> ops(P);
+  try {
+    for (int p = 0; p < P; ++p) ops[p] = schedule::rank_ops(cfg, p);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("simulate: {}", e.what()));
+  }
+  const bool combined = schedule::schedule_def(cfg.kind).combined_steps;
+  const int S = layout.num_stages(), M = cfg.num_microbatches;
+  constexpr double kNotYet = std::numeric_limits<double>::quiet_NaN();
+  // End time of F / B of (stage, microbatch); NaN until computed.
+  std::vector<std::vector<double>> fwd_end(S, std::vector<double>(M, kNotYet));
+  std::vector<std::vector<double>> bwd_end = fwd_end;
+  auto stage_of = [P](int p, const schedule::Op& op) { return op.chunk * P + p; };
+  // When op's inputs are there (NaN: not yet known).
+  auto ready_at = [&](int p, const schedule::Op& op) -> double {
+    const int i = stage_of(p, op);
+    const int mb = op.microbatch;
+    if (op.type == schedule::OpType::kForward) {
+      if (i == 0) return 0.0;
+      const double e = fwd_end[i - 1][mb];
+      return P > 1 ? e + link.message_ms(static_cast<double>(stages[i - 1].message_bytes)) : e;
+    }
+    const double own = fwd_end[i][mb];
+    if (i == S - 1) return own;
+    double e = bwd_end[i + 1][mb];
+    if (P > 1) e += link.message_ms(static_cast<double>(stages[i].message_bytes));
+    return std::max(own, e);  // NaN propagates through max only via the check below
+  };
+  auto known = [](double t) { return t == t; };
+  std::vector<size_t> next(P, 0);
+  std::vector<double> free_at(P, 0.0);
+  std::vector<std::vector<SimOp>> done(P);
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int p = 0; p < P; ++p) {
+      while (next[p] < ops[p].size()) {
+        const schedule::Op& op = ops[p][next[p]];
+        const bool pair = combined && op.phase == schedule::Phase::kSteady &&
+                          op.type == schedule::OpType::kForward && next[p] + 1 < ops[p].size() &&
+                          ops[p][next[p] + 1].phase == schedule::Phase::kSteady &&
+                          ops[p][next[p] + 1].type == schedule::OpType::kBackward;
+        const int i = stage_of(p, op);
+        if (op.type == schedule::OpType::kBackward && !known(fwd_end[i][op.microbatch])) break;
+        if (op.type == schedule::OpType::kBackward && i < S - 1 &&
+            !known(bwd_end[i + 1][op.microbatch])) {
+          break;
+        }
+        const double r = ready_at(p, op);
+        if (!known(r)) break;
+        double start = std::max(free_at[p], r);
+        double duration =
+            op.type == schedule::OpType::kForward ? stages[i].forward_ms : stages[i].backward_ms;
+        std::optional<schedule::Op> second;
+        if (pair) {
+          const schedule::Op& b = ops[p][next[p] + 1];
+          const int j = stage_of(p, b);
+          const bool b_ready = known(fwd_end[j][b.microbatch]) &&
+                               (j == S - 1 || known(bwd_end[j + 1][b.microbatch]));
+          if (!b_ready) break;
+          start = std::max(start, ready_at(p, b));
+          duration += stages[j].backward_ms;
+          second = b;
+        }
+        const double end = start + duration;
+        auto finish = [&](const schedule::Op& o) {
+          const int s = stage_of(p, o);
+          (o.type == schedule::OpType::kForward ? fwd_end : bwd_end)[s][o.microbatch] = end;
+          done[p].push_back({p, s, o.microbatch, o.type, second.has_value(), start, end});
+        };
+        finish(op);
+        if (second) finish(*second);
+        free_at[p] = end;
+        next[p] += second ? 2 : 1;
+        progress = true;
+      }
+    }
+  }
+  std::string blocked;
+  for (int p = 0; p < P; ++p) {
+    if (next[p] < ops[p].size()) {
+      blocked += fmt::format("{}pipeline rank {} waits at op {} ({})", blocked.empty() ? "" : "; ",
+                             p, next[p], schedule::format_ops({ops[p][next[p]]}));
+    }
+  }
+  if (!blocked.empty())
+    throw InputError(fmt::format("simulate: the op orders deadlock: {}", blocked));
+
+  SimResult res;
+  res.ranks.resize(P);
+  for (int p = 0; p < P; ++p) {
+    for (const SimOp& o : done[p]) res.step_ms = std::max(res.step_ms, o.end_ms);
+  }
+  double work_sum = 0.0, max_stage = -1.0;
+  for (int i = 0; i < S; ++i) {
+    const double w = stages[i].forward_ms + stages[i].backward_ms;
+    if (w > max_stage) {
+      max_stage = w;
+      res.most_loaded_stage = i;
+    }
+  }
+  for (int p = 0; p < P; ++p) {
+    RankTime& rt = res.ranks[p];
+    for (const SimOp& o : done[p]) {
+      const StageCost& sc = stages[o.stage];
+      rt.busy_ms += o.type == schedule::OpType::kForward ? sc.forward_ms : sc.backward_ms;
+    }
+    rt.idle_ms = res.step_ms - rt.busy_ms;
+    for (int v = 0; v < V; ++v) {
+      const StageCost& sc = stages[v * P + p];
+      rt.work_ms += M * (sc.forward_ms + sc.backward_ms);
+    }
+    work_sum += rt.work_ms;
+    uint64_t now = 0;
+    int in_flight = 0;
+    for (const schedule::Op& op : ops[p]) {
+      const uint64_t b = stages[stage_of(p, op)].activation_bytes;
+      if (op.type == schedule::OpType::kForward) {
+        now += b;
+        ++in_flight;
+      } else {
+        now -= b;
+        --in_flight;
+      }
+      rt.peak_activation_bytes = std::max(rt.peak_activation_bytes, now);
+      rt.peak_in_flight = std::max(rt.peak_in_flight, in_flight);
+    }
+    if (rt.work_ms > res.ranks[res.most_loaded_rank].work_ms) res.most_loaded_rank = p;
+    res.ops.insert(res.ops.end(), done[p].begin(), done[p].end());
+  }
+  const double mean = work_sum / P;
+  res.rank_imbalance = mean > 0.0 ? res.ranks[res.most_loaded_rank].work_ms / mean : 1.0;
+  double idle = 0.0;
+  for (const RankTime& rt : res.ranks) idle += rt.idle_ms;
+  res.bubble_fraction = res.step_ms > 0.0 ? idle / (P * res.step_ms) : 0.0;
+  return res;
+}
+
+}  // namespace mtp::sim
