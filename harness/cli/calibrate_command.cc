@@ -6,7 +6,12 @@
 // ("Et*2L"). Each chunk program runs in split mode (combined 1F1B's node boundaries,
 // model/program.h), node by node, with a device synchronisation around every node's forward and
 // backward; the harness's kernels, bf16 and flash attention on CUDA (fp32, unfused on the CPU),
-// deterministic algorithms on. Nodes map to cost kinds by their kind and layer: pre_process →
+// deterministic algorithms on. A synchronisation per node exposes the host's launch time that a
+// real step hides behind the device's work (the first H200 run timed the small model's nodes
+// 2.2x slower than its measured step), so every repetition also runs the whole program without
+// them (one synchronisation after the forward, one after the backward), and each node's median
+// is scaled by median(whole forward) / Σ median(node forwards), likewise for the backward: the
+// per-node split keeps its proportions, the totals are the chunk's real times. Nodes map to cost kinds by their kind and layer: pre_process →
 // embedding; layer 0's nodes → decoder_dense; layer 1's → decoder_moe; the MTP depth's layer and
 // its mtp_post → mtp_block_<kind of the last decoder layer>; final_layernorm; post_process
 // without MTP → output_head, and with one depth minus that → mtp_head. The other MTP block kind
@@ -78,9 +83,11 @@ double median(std::vector<double> v) {
 }
 
 /// Per node of the program (forward ms, backward ms), medians; keyed by cost kind and summed.
+/// Per cost kind, the (scaled) forward and backward milliseconds of one microbatch through the
+/// P = 1 chunk of `cfg`; `scales` gets the forward and backward scale factors.
 std::map<CostNode, sim::NodeCost> time_nodes(const config::ModelConfig& cfg,
                                              const CalibrateOptions& opt, bool cuda,
-                                             int64_t* post_process_fwd_bwd_out = nullptr) {
+                                             std::pair<double, double>* scales) {
   std::string text = "Et*2";
   for (int64_t k = 0; k < cfg.mtp_num_layers; ++k) text += "m";
   text += "L";
@@ -114,7 +121,13 @@ std::map<CostNode, sim::NodeCost> time_nodes(const config::ModelConfig& cfg,
   };
   auto ms = [](auto a, auto z) { return std::chrono::duration<double, std::milli>(z - a).count(); };
   std::vector<std::vector<double>> fwd, bwd;
+  std::vector<double> whole_fwd, whole_bwd;
   std::vector<std::pair<schedule::NodeKind, int>> nodes;
+  auto reset_grads = [&chunks] {
+    for (const auto& c : chunks) {
+      for (const auto& entry : c->params().entries()) entry.second.mutable_grad().reset();
+    }
+  };
   for (int rep = 0; rep < opt.warmup + opt.repeats; ++rep) {
     auto prog = chunks[0]->program(at::Tensor(), mb, /*split=*/true);
     const size_t n = prog->size();
@@ -134,16 +147,31 @@ std::map<CostNode, sim::NodeCost> time_nodes(const config::ModelConfig& cfg,
       prog->backward_node(i, at::Tensor());
       g[i] = ms(t0, now());
     }
-    for (const auto& c : chunks) {
-      for (const auto& entry : c->params().entries()) entry.second.mutable_grad().reset();
-    }
+    reset_grads();
+    auto whole = chunks[0]->program(at::Tensor(), mb, /*split=*/true);
+    const auto w0 = now();
+    whole->forward_all();
+    const auto w1 = now();
+    whole->backward_all(at::Tensor());
+    const auto w2 = now();
+    reset_grads();
     if (rep >= opt.warmup) {
       for (size_t i = 0; i < n; ++i) {
         fwd[i].push_back(f[i]);
         bwd[i].push_back(g[i]);
       }
+      whole_fwd.push_back(ms(w0, w1));
+      whole_bwd.push_back(ms(w1, w2));
     }
   }
+  double sum_f = 0.0, sum_b = 0.0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    sum_f += median(fwd[i]);
+    sum_b += median(bwd[i]);
+  }
+  const double scale_f = sum_f > 0.0 ? median(whole_fwd) / sum_f : 1.0;
+  const double scale_b = sum_b > 0.0 ? median(whole_bwd) / sum_b : 1.0;
+  if (scales != nullptr) *scales = {scale_f, scale_b};
   std::map<CostNode, sim::NodeCost> out;
   const int N = static_cast<int>(model.num_layers);
   const CostNode mtp_kind =
@@ -162,10 +190,9 @@ std::map<CostNode, sim::NodeCost> time_nodes(const config::ModelConfig& cfg,
     } else {
       c = model.is_moe_layer(layer) ? CostNode::kDecoderMoe : CostNode::kDecoderDense;
     }
-    out[c].forward_ms += median(fwd[i]);
-    out[c].backward_ms += median(bwd[i]);
+    out[c].forward_ms += scale_f * median(fwd[i]);
+    out[c].backward_ms += scale_b * median(bwd[i]);
   }
-  (void)post_process_fwd_bwd_out;
   return out;
 }
 
@@ -191,8 +218,9 @@ int run_calibrate(const CalibrateOptions& opt) {
                            opt.preset, t.gpu, opt.warmup, opt.repeats);
   const config::ModelConfig with_mtp = slice(m, opt.experts_per_rank, 1);
   const config::ModelConfig without = slice(m, opt.experts_per_rank, 0);
-  const auto a = time_nodes(with_mtp, opt, cuda);
-  const auto z = time_nodes(without, opt, cuda);
+  std::pair<double, double> sa, sz;
+  const auto a = time_nodes(with_mtp, opt, cuda, &sa);
+  const auto z = time_nodes(without, opt, cuda, &sz);
   for (CostNode c : {CostNode::kEmbedding, CostNode::kDecoderDense, CostNode::kDecoderMoe,
                      CostNode::kFinalLayernorm}) {
     if (z.count(c)) t.nodes[c] = z.at(c);
@@ -240,6 +268,10 @@ int run_calibrate(const CalibrateOptions& opt) {
   t.notes.push_back(fmt::format("{} derived: the measured {} minus its layer kind plus the other",
                                 sim::cost_node_name(derived), sim::cost_node_name(measured)));
   t.notes.push_back("mtp_head = post_process with one MTP depth minus post_process without MTP");
+  t.notes.push_back(fmt::format(
+      "node times scaled to the whole chunk's unsynchronised time: forward x{:.3f} / x{:.3f}, "
+      "backward x{:.3f} / x{:.3f} (with / without MTP)",
+      sa.first, sz.first, sa.second, sz.second));
   write_file_atomically(opt.out, sim::to_json(t).dump(2) + "\n");
   std::cout << fmt::format("# {:<16} {:>12} {:>12}\n", "node", "forward(ms)", "backward(ms)");
   for (const auto& [n, c] : t.nodes) {

@@ -97,7 +97,7 @@ void ModelConfig::validate() const {
     const double H = static_cast<double>(hidden_size), F = static_cast<double>(ffn_hidden_size);
     const double per_layer = 4 * H * H + 3 * H * std::max<double>(F, 1) +
                              std::max<int64_t>(num_moe_experts, 0) * 3 * H *
-                                 std::max<int64_t>(moe_ffn_hidden_size, ffn_hidden_size);
+                                 static_cast<double>(moe_expert_ffn_hidden_size());
     const double params = 2 * static_cast<double>(vocab_size) * H +
                           (num_layers + std::max<int64_t>(mtp_num_layers, 0)) * per_layer;
     if (params > 5e9) {
