@@ -8,8 +8,9 @@
 // backward; the harness's kernels, bf16 and flash attention on CUDA (fp32, unfused on the CPU),
 // deterministic algorithms on. A synchronisation per node exposes the host's launch time that a
 // real step hides behind the device's work (the first H200 run timed the small model's nodes
-// 2.2x slower than its measured step), so every repetition also runs the whole program without
-// them (one synchronisation after the forward, one after the backward), and each node's median
+// 2.2x slower than its measured step), so every repetition also runs the whole program as the
+// plain schedules do (monolithic: one autograd graph, no node cuts), with one synchronisation
+// after the forward and one after the backward, and each node's median
 // is scaled by median(whole forward) / Σ median(node forwards), likewise for the backward: the
 // per-node split keeps its proportions, the totals are the chunk's real times. Nodes map to cost kinds by their kind and layer: pre_process →
 // embedding; layer 0's nodes → decoder_dense; layer 1's → decoder_moe; the MTP depth's layer and
@@ -58,18 +59,26 @@ config::ModelConfig slice(const config::ModelConfig& m, int experts, int64_t dep
   return s;
 }
 
-/// Initial weights drawn fast (normal with each parameter's std, norms 1): the values do not
-/// change the time of any node (routing to every local expert when top-k = experts).
+/// Initial weights made fast: a block of 2^20 normal values with each parameter's std repeated
+/// over the tensor (norms 1). The values change no node's time (with top-k = experts every token
+/// reaches every local expert), and a DeepSeek-V3 slice's 4.7e9 values drawn one by one take
+/// minutes.
 engine::InitialWeights quick_weights(const config::ModelConfig& cfg) {
   engine::InitialWeights w;
   w.specs = config::parameter_specs(cfg);
   at::Generator gen = at::detail::createCPUGenerator(1234);
+  const at::Tensor block = at::empty({int64_t{1} << 20}, at::kDouble).normal_(0.0, 1.0, gen);
   for (const auto& spec : w.specs) {
     at::Tensor v = at::empty(spec.shape, at::kDouble);
     if (spec.init_std == 0.0) {
       v.fill_(1.0);
     } else {
-      v.normal_(0.0, spec.init_std, gen);
+      at::Tensor flat = v.view({-1});
+      const int64_t n = flat.numel(), k = block.numel();
+      for (int64_t at0 = 0; at0 < n; at0 += k) {
+        const int64_t len = std::min(k, n - at0);
+        flat.narrow(0, at0, len).copy_(block.narrow(0, 0, len)).mul_(spec.init_std);
+      }
     }
     w.values.push_back(v);
   }
@@ -148,7 +157,7 @@ std::map<CostNode, sim::NodeCost> time_nodes(const config::ModelConfig& cfg,
       g[i] = ms(t0, now());
     }
     reset_grads();
-    auto whole = chunks[0]->program(at::Tensor(), mb, /*split=*/true);
+    auto whole = chunks[0]->program(at::Tensor(), mb, /*split=*/false);  // as plain schedules
     const auto w0 = now();
     whole->forward_all();
     const auto w1 = now();
