@@ -31,6 +31,7 @@
 #include <chrono>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "harness/cli/commands.h"
 #include "harness/common/output_file.h"
@@ -200,6 +201,7 @@ std::map<CostNode, sim::NodeCost> time_nodes(const config::ModelConfig& cfg,
   const double scale_b = sum_b > 0.0 ? overlap * median(whole_bwd) / sum_b : 1.0;
   if (scales != nullptr) *scales = {scale_f, scale_b};
   std::map<CostNode, sim::NodeCost> out;
+  std::map<CostNode, std::set<int>> layers_of;  // a kind's cost is per layer: divide by these
   const int N = static_cast<int>(model.num_layers);
   const CostNode mtp_kind =
       model.mtp_layer_is_moe() ? CostNode::kMtpBlockMoe : CostNode::kMtpBlockDense;
@@ -219,6 +221,13 @@ std::map<CostNode, sim::NodeCost> time_nodes(const config::ModelConfig& cfg,
     }
     out[c].forward_ms += scale_f * median(fwd[i]);
     out[c].backward_ms += scale_b * median(bwd[i]);
+    if (c == CostNode::kDecoderDense || c == CostNode::kDecoderMoe) layers_of[c].insert(layer);
+  }
+  // A dense model's slice has two dense layers (the first H200 calibration summed them into one
+  // decoder_dense, doubling it): the cost of a kind is per layer.
+  for (const auto& [c, layers] : layers_of) {
+    out[c].forward_ms /= static_cast<double>(layers.size());
+    out[c].backward_ms /= static_cast<double>(layers.size());
   }
   return out;
 }
