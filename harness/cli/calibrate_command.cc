@@ -16,11 +16,12 @@
 // small model) was 1.42x the per-microbatch time of BM_PipelineStep's eight back to back (the
 // device idles while the host starts each pass), so last every node is scaled once more, by the
 // per-microbatch time of a burst of kBurst microbatches run back to back (no synchronisation
-// between them, as the executor runs them) over the single microbatch's forward + backward. Nodes map to cost kinds by their kind and layer: pre_process →
-// embedding; layer 0's nodes → decoder_dense; layer 1's → decoder_moe; the MTP depth's layer and
-// its mtp_post → mtp_block_<kind of the last decoder layer>; final_layernorm; post_process
-// without MTP → output_head, and with one depth minus that → mtp_head. The other MTP block kind
-// is derived (block − layer of its kind + layer of the other kind). Medians over --repeats after
+// between them, as the executor runs them) over the single microbatch's forward + backward. Nodes
+// map to cost kinds by their kind and layer: pre_process → embedding; layer 0's nodes →
+// decoder_dense; layer 1's → decoder_moe; the MTP depth's layer and its mtp_post → mtp_block_<kind
+// of the last decoder layer>; final_layernorm; post_process without MTP → output_head, and with one
+// depth minus that → mtp_head. The other MTP block kind is derived (block − layer of its kind +
+// layer of the other kind). Medians over --repeats after
 // --warmup. The MoE layer holds --experts-per-rank routed experts with top-k = min(k,
 // experts): with balanced routing a rank of an expert-parallel group computes its own tokens ×
 // top-k expert MLPs whatever EP is, so the FLOPs are the model's; the all-to-all is not timed.
@@ -307,8 +308,7 @@ int run_calibrate(const CalibrateOptions& opt) {
   t.notes.push_back(fmt::format(
       "node times scaled to the whole chunk's time in a burst of {} microbatches: forward "
       "x{:.3f} / x{:.3f}, backward x{:.3f} / x{:.3f} (with / without MTP)",
-      kBurst,
-      sa.first, sz.first, sa.second, sz.second));
+      kBurst, sa.first, sz.first, sa.second, sz.second));
   write_file_atomically(opt.out, sim::to_json(t).dump(2) + "\n");
   std::cout << fmt::format("# {:<16} {:>12} {:>12}\n", "node", "forward(ms)", "backward(ms)");
   for (const auto& [n, c] : t.nodes) {

@@ -20,14 +20,14 @@ std::pair<const char*, const char*> colours(const StageCost& s) {
 
 std::string timeline_svg(const SimResult& r, const std::vector<StageCost>& stages,
                          const std::string& title) {
-  constexpr double kLeft = 70, kTop = 28, kRow = 26, kWidth = 1100, kAxis = 24;
+  constexpr double kLeft = 70, kTop = 28, kRow = 26, kWidth = 1100, kAxis = 24, kRight = 60;
   const int P = static_cast<int>(r.ranks.size());
   const double scale = r.step_ms > 0.0 ? kWidth / r.step_ms : 1.0;
   const double height = kTop + P * kRow + kAxis + 8;
   pugi::xml_document doc;
   pugi::xml_node svg = doc.append_child("svg");
   svg.append_attribute("xmlns") = "http://www.w3.org/2000/svg";
-  svg.append_attribute("width") = kLeft + kWidth + 20;
+  svg.append_attribute("width") = kLeft + kWidth + kRight;
   svg.append_attribute("height") = height;
   svg.append_attribute("font-family") = "sans-serif";
   svg.append_attribute("font-size") = 11;
