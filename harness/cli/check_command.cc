@@ -30,6 +30,19 @@ void print_failures(const std::vector<report::ExpectationResult>& results, const
     if (r.holds || r.skipped) continue;
     for (const auto& p : r.pairs) {
       if (p.holds || p.undecided) continue;
+      if (r.expectation->judge == scenario::Judge::kFaster) {  // simulated, no records
+        std::cout << fmt::format(
+            "\n## {} FAILED: layout {} vs {}\n# why it should hold: {}\n# {}\n# re-simulate: "
+            "mtp-harness simulate --costs {} --pp {} --microbatches {} --layout '{}' --layout "
+            "'{}'{}\n",
+            r.expectation->name, p.other, p.baseline, r.expectation->why, p.verdict,
+            r.expectation->simulated->costs, r.expectation->simulated->pipeline_size,
+            r.expectation->simulated->num_microbatches, p.baseline, p.other,
+            r.expectation->simulated->preset.empty()
+                ? " --scenario <this scenario>"
+                : " --preset " + r.expectation->simulated->preset);
+        continue;
+      }
       const std::string& a = run.records.at(p.baseline);
       if (r.expectation->oracle()) {
         // A variant against the float64 program: the record names everything to re-check.

@@ -23,6 +23,7 @@
 #include "harness/engine/trainer.h"
 #include "harness/oracle/check/record_check.h"
 #include "harness/record/record.h"
+#include "harness/report/faster.h"
 #include "harness/report/replicas.h"
 
 namespace mtp::cli {
@@ -392,6 +393,8 @@ std::vector<report::ExpectationResult> evaluate_expectations(const scenario::Sce
       results.push_back(oracle::evaluate_oracle_expectation(e, run.records));
     } else if (e.judge == scenario::Judge::kReplicas) {
       results.push_back(report::evaluate_replicas(e, run.records));
+    } else if (e.judge == scenario::Judge::kFaster) {
+      results.push_back(report::evaluate_faster(e, sc.model));
     } else {
       results.push_back(report::evaluate(e, run.records));
     }

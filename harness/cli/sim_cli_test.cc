@@ -46,6 +46,30 @@ TEST(SimCliTest, CalibrateThenSimulateTwoPlacements) {
   EXPECT_THAT(mtp::testing_util::read_text(dir.file("s.html")), HasSubstr("<svg"));
 }
 
+// A faster claim that does not hold fails check (exit 1) with the simulated steps and the command
+// that re-simulates it; nothing is trained for it.
+TEST(SimCliTest, AFasterClaimThatDoesNotHoldFailsCheck) {
+  mtp::testing_util::ScratchDir dir;
+  std::string sc = mtp::testing_util::read_text(mtp::cli_test::tiny_scenario(dir));
+  sc += R"([[expectation]]
+name = "reversed"
+class = "faster:0.9"
+layouts = ["Ettt|(tt|)*29m|L", "Et|(tt|)*30mL"]
+preset = "dsv3"
+pp = 16
+microbatches = 64
+costs = "golden/perf/costs_h200_dsv3.json"
+why = "the co-located layout is not faster: this claim is false on purpose"
+)";
+  std::ofstream(dir.file("f.toml")) << sc;
+  const auto r = run("check " + dir.file("f.toml") + " --variant ref_p1 --out " + dir.file("o"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("SLOWER THAN CLAIMED: simulated step 15337.5 ms = 1.196 x "));
+  EXPECT_THAT(r.out, HasSubstr("## reversed FAILED: layout Et|(tt|)*30mL vs Ettt|(tt|)*29m|L"));
+  EXPECT_THAT(r.out, HasSubstr("# re-simulate: mtp-harness simulate --costs "
+                               "golden/perf/costs_h200_dsv3.json --pp 16"));
+}
+
 TEST(SimCliTest, BadInputExitsTwo) {
   mtp::testing_util::ScratchDir dir;
   const std::string costs = dir.file("costs.json");

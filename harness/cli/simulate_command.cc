@@ -64,22 +64,15 @@ int run_simulate(const SimulateOptions& opt) {
   std::vector<LayoutResult> runs;
   for (const std::string& text : opt.layouts) {
     LayoutResult lr;
-    lr.layout =
-        layout::build_layout(text, opt.pipeline_size, static_cast<int>(model.num_layers),
-                             static_cast<int>(model.mtp_num_layers),
-                             opt.split ? layout::MtpRule::kSplit : layout::MtpRule::kOneStage);
-    lr.schedule.pipeline_size = lr.layout.pipeline_size;
-    lr.schedule.virtual_size = lr.layout.virtual_size;
-    lr.schedule.num_microbatches = opt.num_microbatches;
-    lr.schedule.microbatch_group_size = opt.group_size;
-    lr.schedule.kind = opt.schedule.empty() ? schedule::default_schedule_kind(
-                                                  lr.layout.pipeline_size, lr.layout.virtual_size)
-                                            : schedule::parse_schedule_kind(opt.schedule);
+    sim::SimulationPlan plan;
     try {
-      schedule::validate(lr.schedule);
+      plan = sim::plan_simulation(model, text, opt.pipeline_size, opt.num_microbatches,
+                                  opt.schedule, opt.group_size, opt.split);
     } catch (const InputError& e) {
       throw InputError(fmt::format("--layout {}: {}", text, e.what()));
     }
+    lr.layout = plan.layout;
+    lr.schedule = plan.schedule;
     lr.stages = sim::stage_costs(model, lr.layout, costs, kBf16Bytes);
     lr.result = sim::simulate(lr.layout, lr.stages, lr.schedule, costs.link);
     runs.push_back(std::move(lr));

@@ -95,7 +95,8 @@ TEST(CommandLineTest, BadCommandLinesExitTwoNamingTheSubcommandsHelp) {
   EXPECT_EQ(sub.done, kExitUsage);
   EXPECT_EQ(sub.err,
             "mtp-harness: error: unknown subcommand 'chekc' (subcommands: check, run, "
-            "compare, replay, info, oracle, selftest, golden, equiv, layout, schedule, data, perf; "
+            "compare, replay, info, oracle, selftest, simulate, calibrate, golden, equiv, layout, "
+            "schedule, data, perf; "
             "see "
             "mtp-harness --help)\n");
   EXPECT_THAT(parse({"check", "--max-memory", "-5G"}).err, HasSubstr("a size has no sign"));

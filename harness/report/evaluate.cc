@@ -78,7 +78,9 @@ std::string ExpectationResult::skip_reason() const {
 std::string pair_verdict(const PairResult& p) {
   const compare::CompareResult& r = p.result;
   std::string s;
-  if (!p.nonfinite.empty()) {
+  if (!p.verdict.empty()) {
+    s = p.verdict;
+  } else if (!p.nonfinite.empty()) {
     s = "non-finite value in " + p.nonfinite;
   } else if (!p.undecided_reason.empty()) {
     s = "UNDECIDED: " + p.undecided_reason;

@@ -62,6 +62,9 @@ struct PairResult {
   /// Why the pair is undecided when the comparison itself did not say (an oracle pair whose
   /// record holds only digests); pair_verdict prints it.
   std::string undecided_reason;
+  /// What was measured when the pair is not a record comparison (class faster: the simulated
+  /// steps); pair_verdict prints it instead of the comparison's verdict.
+  std::string verdict;
 };
 
 struct ExpectationResult {

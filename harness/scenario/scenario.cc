@@ -7,6 +7,8 @@
 #include <toml++/toml.h>
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -20,6 +22,9 @@
 #include "harness/data/microbatch.h"
 #include "harness/layout/layout.h"
 #include "harness/schedule/schedule.h"
+#include "harness/sim/costs.h"
+#include "harness/sim/presets.h"
+#include "harness/sim/simulate.h"
 
 namespace mtp::scenario {
 namespace {
@@ -649,6 +654,84 @@ config::VariantSpec resumed_variant(const Ctx& ctx, const toml::table& t,
 
 }  // namespace
 
+namespace {
+
+/// A "faster" claim that can be simulated: its preset exists, each layout holds for the model and
+/// P, the schedule for its P, V and M, and the costs file reads. Fails at the key.
+void check_simulated_claim(const Ctx& ctx, const toml::table& t, const Expectation& e,
+                           const config::ModelConfig& scenario_model) {
+  const SimulatedClaim& c = *e.simulated;
+  const std::string w = fmt::format("expectation \"{}\"", e.name);
+  config::ModelConfig m = scenario_model;
+  if (!c.preset.empty()) {
+    try {
+      m = sim::preset_model(c.preset);
+    } catch (const InputError& err) {
+      ctx.fail(t.get("preset"), fmt::format("{}: {}", w, err.what()));
+    }
+  }
+  for (const std::string& text : c.layouts) {
+    try {
+      sim::plan_simulation(m, text, c.pipeline_size, c.num_microbatches, c.schedule, 0, c.split);
+    } catch (const InputError& err) {
+      ctx.fail(t.get("layouts"), fmt::format("{}: {}", w, err.what()));
+    }
+  }
+  try {
+    sim::read_costs(c.costs);
+  } catch (const InputError& err) {
+    ctx.fail(t.get("costs"), fmt::format("{}: {}", w, err.what()));
+  }
+}
+
+/// The rest of a class "faster:X" expectation (`e` has its name): layouts, pp, microbatches,
+/// schedule, costs, preset, split and why; no variants, records, steps or divergence keys. The
+/// layouts must hold for the model and P, the costs file must be readable.
+Expectation parse_faster(const Ctx& ctx, const toml::table& t, const std::string& w, Expectation e,
+                         const std::string& cls) {
+  for (const char* key : {"variants", "records", "include", "exclude", "steps", "first_divergence",
+                          "first_divergence_step", "allow_nonfinite", "detects"}) {
+    if (t.get(key)) {
+      ctx.fail(t.get(key), fmt::format("{}: class \"faster\" simulates layouts without training; "
+                                       "remove {}",
+                                       w, key));
+    }
+  }
+  SimulatedClaim c;
+  const std::string bound = cls.substr(7);
+  char* end = nullptr;
+  c.at_most = std::strtod(bound.c_str(), &end);
+  if (bound.empty() || *end != '\0' || !std::isfinite(c.at_most) || !(c.at_most > 0.0)) {
+    ctx.fail(t.get("class"), fmt::format("{}: class \"{}\": faster:X needs a finite X > 0 (the "
+                                         "largest ratio of the second layout's simulated step to "
+                                         "the first's)",
+                                         w, cls));
+  }
+  c.layouts = get_strings(ctx, t, "layouts", w, {});
+  if (c.layouts.size() != 2) {
+    ctx.fail(t.get("layouts") ? t.get("layouts") : &t,
+             fmt::format("{}: layouts must name two layouts, the baseline and the candidate", w));
+  }
+  c.pipeline_size = get_int_in(ctx, t, "pp", w, 1, 1, 4096);
+  c.num_microbatches = get_int_in(ctx, t, "microbatches", w, 1, 1, 100000);
+  c.schedule = get_string(ctx, t, "schedule", w, "");
+  c.costs = get_string(ctx, t, "costs", w, "");
+  c.preset = get_string(ctx, t, "preset", w, "");
+  c.split = get_bool(ctx, t, "split", w, false);
+  if (c.costs.empty()) {
+    ctx.fail(t.get("costs") ? t.get("costs") : &t,
+             fmt::format("{}: costs names the node costs (mtp-harness calibrate's JSON)", w));
+  }
+  e.judge = Judge::kFaster;
+  e.simulated = c;
+  e.why = get_string(ctx, t, "why", w, "");
+  if (e.why.empty())
+    ctx.fail(&t, fmt::format("{}: why is required: say why the relation must hold", w));
+  return e;
+}
+
+}  // namespace
+
 Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index,
                               const std::set<std::string>& variant_names, int64_t steps) {
   Expectation e;
@@ -658,7 +741,8 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
   }
   check_keys(ctx, t, w,
              {"name", "variants", "class", "records", "include", "exclude", "steps", "why",
-              "first_divergence", "first_divergence_step", "allow_nonfinite", "detects"});
+              "first_divergence", "first_divergence_step", "allow_nonfinite", "detects", "layouts",
+              "pp", "microbatches", "schedule", "costs", "preset", "split"});
   e.name = get_string(ctx, t, "name", w, "");
   if (!valid_name(e.name)) {
     ctx.fail(t.get("name") ? t.get("name") : &t,
@@ -667,8 +751,15 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
                          w, shown_name(e.name), kMaxNameBytes));
   }
   w = fmt::format("expectation \"{}\"", e.name);
-  e.variants = get_strings(ctx, t, "variants", w, {});
   const std::string cls = get_string(ctx, t, "class", w, "");
+  if (cls.rfind("faster:", 0) == 0) return parse_faster(ctx, t, w, e, cls);
+  for (const char* key :
+       {"layouts", "pp", "microbatches", "schedule", "costs", "preset", "split"}) {
+    if (t.get(key)) {
+      ctx.fail(t.get(key), fmt::format("{}: {} belongs to class \"faster:X\" only", w, key));
+    }
+  }
+  e.variants = get_strings(ctx, t, "variants", w, {});
   e.judge = cls == "oracle"     ? Judge::kOracle
             : cls == "replicas" ? Judge::kReplicas
                                 : Judge::kRecords;
@@ -954,6 +1045,7 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
                                e.name, config::enum_name(*e.detects)));
         }
       }
+      if (e.judge == Judge::kFaster) check_simulated_claim(ctx, *node.as_table(), e, sc.model);
       if (e.judge == Judge::kReplicas && !sc.training.record_copies) {
         const toml::table& et = *node.as_table();
         ctx.fail(et.get("class"), fmt::format("expectation \"{}\": class \"replicas\" reads the "
@@ -974,6 +1066,7 @@ void check_expectation_selections(const Scenario& sc) {
     // The names a record of each of the expectation's variants holds in the selected groups
     // (record/schema.h; an untie_embeddings override adds or drops the head, the λ override
     // changes no name). Sizes and dtypes do not matter here.
+    if (e.judge == Judge::kFaster) continue;  // no records
     std::vector<std::string> names;
     for (const auto& vname : e.variants) {
       const config::ModelConfig m = config::variant_model(sc.model, sc.variant(vname));

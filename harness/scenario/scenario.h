@@ -6,7 +6,10 @@
 // silently fall back to a default).
 #pragma once
 
+#include <fmt/format.h>
+
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -23,6 +26,22 @@ enum class Judge {
   kRecords,   ///< variants[1..] against variants[0] under `cls` (bitwise, ulp, tol, rel_l2, differ)
   kOracle,    ///< class "oracle": each variant against the float64 straight-line program
   kReplicas,  ///< class "replicas": each variant's parameter copies against its recorded ones
+  kFaster,    ///< class "faster:X": a layout's simulated step against another's (no training)
+};
+
+/// Class "faster:X" (issue 23): layouts[1]'s simulated step (harness/sim) is at most X of
+/// layouts[0]'s, for the model of `preset` (or the scenario's [model]) with the node costs of
+/// `costs` (calibrate's JSON, a path from the working directory), P = `pipeline_size`, M
+/// = `num_microbatches`, `schedule` ("" = derived from P and V). Evaluated without training.
+struct SimulatedClaim {
+  std::vector<std::string> layouts;  ///< [baseline, candidate]
+  int pipeline_size = 1;
+  int num_microbatches = 1;
+  std::string schedule;
+  std::string costs;
+  std::string preset;  ///< "" = the scenario's [model]
+  bool split = false;  ///< layouts read as split/ reads them
+  double at_most = 1.0;
 };
 
 /// A claimed relation between variants: each of variants[1..] compared with variants[0].
@@ -40,9 +59,11 @@ struct Expectation {
   /// include/exclude match the parameter's name; `cls` is bitwise
   /// (report/replicas.h).
   Judge judge = Judge::kRecords;
+  std::optional<SimulatedClaim> simulated;  ///< kFaster only
   bool oracle() const { return judge == Judge::kOracle; }
   /// "oracle", "replicas", or cls.to_string(): the class as the scenario wrote it.
   std::string class_text() const {
+    if (judge == Judge::kFaster) return fmt::format("faster:{:g}", simulated->at_most);
     return judge == Judge::kOracle     ? "oracle"
            : judge == Judge::kReplicas ? "replicas"
                                        : cls.to_string();

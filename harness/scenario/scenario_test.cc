@@ -247,6 +247,46 @@ TEST(ScenarioTest, MtpNumLayersUnsetMeansNoMtpAndAVariantMayOverrideIt) {
   EXPECT_THAT(error_of(u), HasSubstr("mtp_num_layers"));
 }
 
+// Class "faster:X": two layouts simulated for a preset (or the scenario's model) with a costs
+// file; no variants, records or steps; every mistake named at its key.
+TEST(ScenarioTest, FasterExpectations) {
+  auto with = [](const std::string& body) {
+    return std::string(kMinimal) + "[[expectation]]\nname = \"f\"\nwhy = \"balance\"\n" + body;
+  };
+  const std::string ok =
+      "class = \"faster:0.9\"\nlayouts = [\"Et|(tt|)*30mL\", \"Ettt|(tt|)*29m|L\"]\n"
+      "preset = \"dsv3\"\npp = 16\nmicrobatches = 64\ncosts = \"" MTP_SOURCE_DIR
+      "/golden/perf/costs_h200_dsv3.json\"\n";
+  const Scenario sc = parse_scenario(with(ok), "test.toml");
+  const Expectation& e = sc.expectations.back();
+  EXPECT_EQ(e.judge, Judge::kFaster);
+  EXPECT_EQ(e.class_text(), "faster:0.9");
+  ASSERT_TRUE(e.simulated.has_value());
+  EXPECT_EQ(e.simulated->pipeline_size, 16);
+  EXPECT_EQ(e.simulated->layouts[1], "Ettt|(tt|)*29m|L");
+  EXPECT_NO_THROW(check_expectation_selections(sc));
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string t = ok;
+    t.replace(t.find(from), from.size(), to);
+    return with(t);
+  };
+  EXPECT_THAT(error_of(replace("faster:0.9", "faster:x")),
+              HasSubstr("faster:X needs a finite X > 0"));
+  EXPECT_THAT(error_of(replace("faster:0.9", "faster:0")),
+              HasSubstr("faster:X needs a finite X > 0"));
+  EXPECT_THAT(error_of(replace("pp = 16", "pp = 8\nvariants = [\"a\"]")),
+              HasSubstr("class \"faster\" simulates layouts without training; remove variants"));
+  EXPECT_THAT(error_of(replace("pp = 16", "pp = 15")), HasSubstr("rule R1"));
+  EXPECT_THAT(error_of(replace("preset = \"dsv3\"", "preset = \"dsv4\"")),
+              HasSubstr("--preset dsv4: accepted"));
+  EXPECT_THAT(error_of(replace("golden/perf/costs_h200_dsv3.json", "no/such.json")),
+              HasSubstr("cannot open the costs file"));
+  EXPECT_THAT(error_of(replace(", \"Ettt|(tt|)*29m|L\"", "")), HasSubstr("layouts must name two"));
+  // Pair keys of other classes are refused.
+  EXPECT_THAT(error_of(with("class = \"bitwise\"\nvariants = [\"a\", \"b\"]\npp = 2\n")),
+              HasSubstr("pp belongs to class \"faster:X\" only"));
+}
+
 // A resumed variant takes its source's settings and continues the source's record; everything
 // that would make the resumed run impossible is an error at the key.
 TEST(ScenarioTest, ResumedVariants) {

@@ -11,6 +11,24 @@
 
 namespace mtp::sim {
 
+SimulationPlan plan_simulation(const config::ModelConfig& model, const std::string& layout_text,
+                               int pipeline_size, int num_microbatches,
+                               const std::string& schedule_name, int group_size, bool split) {
+  SimulationPlan p;
+  p.layout = layout::build_layout(layout_text, pipeline_size, static_cast<int>(model.num_layers),
+                                  static_cast<int>(model.mtp_num_layers),
+                                  split ? layout::MtpRule::kSplit : layout::MtpRule::kOneStage);
+  p.schedule.pipeline_size = p.layout.pipeline_size;
+  p.schedule.virtual_size = p.layout.virtual_size;
+  p.schedule.num_microbatches = num_microbatches;
+  p.schedule.microbatch_group_size = group_size;
+  p.schedule.kind = schedule_name.empty() ? schedule::default_schedule_kind(p.layout.pipeline_size,
+                                                                            p.layout.virtual_size)
+                                          : schedule::parse_schedule_kind(schedule_name);
+  schedule::validate(p.schedule);
+  return p;
+}
+
 std::vector<StageCost> stage_costs(const config::ModelConfig& model,
                                    const layout::PipelineLayout& layout, const CostTable& costs,
                                    uint64_t element_bytes) {

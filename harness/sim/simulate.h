@@ -44,6 +44,19 @@ struct StageCost {
   std::string contents;
 };
 
+/// A layout string made ready to simulate: the layout for the model and P, and its schedule.
+struct SimulationPlan {
+  layout::PipelineLayout layout;
+  schedule::ScheduleConfig schedule;
+};
+
+/// `layout_text` for `model` (its N and D) and P (`split`: R7 as split/ reads it), with the
+/// schedule named `schedule_name` ("" = derived from P and V), M microbatches and group size N
+/// (0 = P). Throws InputError (LayoutError, ScheduleError) naming the rule broken.
+SimulationPlan plan_simulation(const config::ModelConfig& model, const std::string& layout_text,
+                               int pipeline_size, int num_microbatches,
+                               const std::string& schedule_name, int group_size, bool split);
+
 /// The price of every stage of `layout` for `model` with `costs`: the embedding, each decoder layer
 /// (dense or MoE by model.is_moe_layer), each MTP depth (its block, dense or MoE by
 /// model.mtp_layer_is_moe(), plus its head and loss in the loss stage), the final layernorm where

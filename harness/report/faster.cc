@@ -1,0 +1,48 @@
+#include "harness/report/faster.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "harness/sim/presets.h"
+#include "harness/sim/simulate.h"
+
+namespace mtp::report {
+
+ExpectationResult evaluate_faster(const scenario::Expectation& e,
+                                  const config::ModelConfig& scenario_model) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const scenario::SimulatedClaim& c = *e.simulated;
+  const config::ModelConfig m = c.preset.empty() ? scenario_model : sim::preset_model(c.preset);
+  const sim::CostTable costs = sim::read_costs(c.costs);
+  std::vector<double> step;
+  std::vector<std::string> stage;
+  for (const std::string& text : c.layouts) {
+    const sim::SimulationPlan plan =
+        sim::plan_simulation(m, text, c.pipeline_size, c.num_microbatches, c.schedule, 0, c.split);
+    const auto stages = sim::stage_costs(m, plan.layout, costs, 2);
+    const sim::SimResult r = sim::simulate(plan.layout, stages, plan.schedule, costs.link);
+    step.push_back(r.step_ms);
+    stage.push_back(fmt::format("bubble {:.1f} %, imbalance {:.3f}", 100.0 * r.bubble_fraction,
+                                r.rank_imbalance));
+  }
+  ExpectationResult out;
+  out.expectation = &e;
+  PairResult p;
+  p.baseline = c.layouts[0];
+  p.other = c.layouts[1];
+  const double ratio = step[0] > 0.0 ? step[1] / step[0] : 0.0;
+  p.holds = ratio <= c.at_most;
+  p.result.equal = p.holds;
+  p.verdict = fmt::format(
+      "{}simulated step {:.1f} ms = {:.3f} x {:.1f} ms (at most {:g}); {} vs {} (P {}, M {}, costs "
+      "{})",
+      p.holds ? "" : "SLOWER THAN CLAIMED: ", step[1], ratio, step[0], c.at_most, stage[1],
+      stage[0], c.pipeline_size, c.num_microbatches, c.costs);
+  p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.holds = p.holds;
+  out.pairs.push_back(std::move(p));
+  return out;
+}
+
+}  // namespace mtp::report

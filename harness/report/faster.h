@@ -1,0 +1,23 @@
+// File: harness/report/faster.h
+//
+// Expectation class "faster:X" (issue 23): a layout's simulated step (harness/sim) against
+// another's, so that a layout change that breaks the pipeline's balance fails `check` the way a
+// changed bit does. Nothing is trained.
+//
+// Example:
+//   ExpectationResult r = evaluate_faster(e, sc.model);
+//   r.pairs[0].verdict;  // "simulated step 12821.9 ms = 0.836 x 15337.5 ms (at most 0.9) …"
+#pragma once
+
+#include "harness/report/report.h"
+
+namespace mtp::report {
+
+/// One pair: baseline = layouts[0], other = layouts[1]; holds when the candidate's simulated step
+/// is at most at_most × the baseline's. The model is the claim's preset or `scenario_model`.
+/// Throws InputError when a layout, the schedule or the costs file is bad (parse_scenario checked
+/// them, so only a costs file changed since).
+ExpectationResult evaluate_faster(const scenario::Expectation& e,
+                                  const config::ModelConfig& scenario_model);
+
+}  // namespace mtp::report
