@@ -12,6 +12,7 @@
 #include "harness/cli/scenario_runner.h"
 #include "harness/common/output_file.h"
 #include "harness/common/utf8.h"
+#include "harness/report/faster.h"
 #include "harness/report/report.h"
 #include "harness/scenario/scenario.h"
 #include "scenarios/embedded.h"
@@ -23,7 +24,8 @@ namespace {
 
 /// The failing pairs in full: why they should hold, the comparison report, the owner of the
 /// first divergence, the command that re-compares and the commands that re-train both variants.
-void print_failures(const std::vector<report::ExpectationResult>& results, const ScenarioRun& run) {
+void print_failures(const scenario::Scenario& sc,
+                    const std::vector<report::ExpectationResult>& results, const ScenarioRun& run) {
   std::map<std::string, const report::VariantRun*> by_name;
   for (const auto& v : run.runs) by_name[v.name] = &v;
   for (const auto& r : results) {
@@ -32,15 +34,18 @@ void print_failures(const std::vector<report::ExpectationResult>& results, const
       if (p.holds || p.undecided) continue;
       if (r.expectation->judge == scenario::Judge::kFaster) {  // simulated, no records
         std::cout << fmt::format(
-            "\n## {} FAILED: layout {} vs {}\n# why it should hold: {}\n# {}\n# re-simulate: "
-            "mtp-harness simulate --costs {} --pp {} --microbatches {} --layout '{}' --layout "
-            "'{}'{}\n",
+            "\n## {} FAILED: layout {} vs {}\n# why it should hold: {}\n# {}\n# re-simulate: {}\n",
             r.expectation->name, p.other, p.baseline, r.expectation->why, p.verdict,
-            r.expectation->simulated->costs, r.expectation->simulated->pipeline_size,
-            r.expectation->simulated->num_microbatches, p.baseline, p.other,
-            r.expectation->simulated->preset.empty()
-                ? " --scenario <this scenario>"
-                : " --preset " + r.expectation->simulated->preset);
+            report::resimulate_command(*r.expectation, sc.source));
+        continue;
+      }
+      if (r.expectation->judge == scenario::Judge::kReplicas) {  // one record, its copies
+        std::cout << fmt::format(
+            "\n## {} FAILED: {} (copies against the recorded copy)\n# why it "
+            "should hold: {}\n",
+            r.expectation->name, p.baseline, r.expectation->why);
+        if (!p.note.empty()) std::cout << "# " << p.note << "\n";
+        std::cout << compare::format_report(p.result, run.records.at(p.baseline), "recorded copy");
         continue;
       }
       const std::string& a = run.records.at(p.baseline);
@@ -190,7 +195,7 @@ int check(const CheckOptions& opt) {
   const std::vector<report::ExpectationResult> results = evaluate_expectations(sc, run);
 
   std::cout << "\n" << report::format_table(results);
-  print_failures(results, run);
+  print_failures(sc, results, run);
   int failed = 0, skipped = 0, undecided = 0;
   for (const auto& r : results) {
     skipped += r.skipped ? 1 : 0;

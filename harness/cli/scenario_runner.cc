@@ -44,12 +44,17 @@ std::string shell_quote(const std::string& s) {
 
 bool embedded(const scenario::Scenario& sc) { return sc.source.rfind("<", 0) == 0; }
 
-/// The steps of `variant`'s record that an expectation compares under a class needing values
+/// The steps of `variant`'s record that a resumed variant starts from, and that an expectation
+/// compares under a class needing values
 /// (ulp, tol, rel_l2: digests that differ cannot decide them; oracle: steps n − 1 and n of every
 /// step n it checks), so that they are kept in full whatever the record mode and no verdict lacks
 /// its data.
 std::set<int64_t> value_steps(const scenario::Scenario& sc, const std::string& variant) {
   std::set<int64_t> out;
+  // A resumed variant reads its source's weights and Adam state of the resume step in full.
+  for (const auto& v : sc.variants) {
+    if (v.resume_of == variant) out.insert(v.resume_step);
+  }
   for (const auto& e : sc.expectations) {
     // replicas: values name the drifted element and its bits (digests would say only a block)
     if (!e.oracle() && !e.cls.needs_values() && e.judge != scenario::Judge::kReplicas) continue;

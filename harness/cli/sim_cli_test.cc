@@ -8,6 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <fstream>
+
 #include "harness/cli/cli_test_util.h"
 
 namespace {
@@ -66,8 +69,29 @@ why = "the co-located layout is not faster: this claim is false on purpose"
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_THAT(r.out, HasSubstr("SLOWER THAN CLAIMED: simulated step 15337.5 ms = 1.196 x "));
   EXPECT_THAT(r.out, HasSubstr("## reversed FAILED: layout Et|(tt|)*30mL vs Ettt|(tt|)*29m|L"));
-  EXPECT_THAT(r.out, HasSubstr("# re-simulate: mtp-harness simulate --costs "
-                               "golden/perf/costs_h200_dsv3.json --pp 16"));
+  EXPECT_THAT(r.out, HasSubstr("# re-simulate: mtp-harness simulate --preset dsv3 --costs "
+                               "golden/perf/costs_h200_dsv3.json --pp 16 --microbatches 64 "
+                               "--layout 'Ettt|(tt|)*29m|L' --layout 'Et|(tt|)*30mL'"));
+}
+
+// A replicas expectation on a variant without copies (P = 1, DP = 1) fails with a note, never
+// a crash, and the other expectations' report is written.
+TEST(SimCliTest, ReplicasOnAVariantWithoutCopiesFailsCleanly) {
+  mtp::testing_util::ScratchDir dir;
+  std::string sc = mtp::testing_util::read_text(mtp::cli_test::tiny_scenario(dir));
+  sc.replace(sc.find("[training]\n"), 11, "[training]\nrecord_copies = true\n");
+  sc += R"([[expectation]]
+name = "copies"
+variants = ["ref_p1"]
+class = "replicas"
+why = "one rank holds one copy of each parameter: nothing to check, and that is not a pass"
+)";
+  std::ofstream(dir.file("r.toml")) << sc;
+  const auto r = run("check " + dir.file("r.toml") + " --variant ref_p1 --out " + dir.file("o"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("## copies FAILED: ref_p1 (copies against the recorded copy)"));
+  EXPECT_THAT(r.out, HasSubstr("no copies group"));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("o/report.json"))) << r.out;
 }
 
 TEST(SimCliTest, BadInputExitsTwo) {
@@ -88,7 +112,7 @@ TEST(SimCliTest, BadInputExitsTwo) {
   EXPECT_THAT(r.out, HasSubstr("exactly one of --preset and --scenario"));
   r = run("simulate --preset dsv4 --costs " + costs + " --pp 2 --microbatches 6 --layout 'Et|tmL'");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("--preset dsv4: accepted: dsv3, small, tiny"));
+  EXPECT_THAT(r.out, HasSubstr("--preset: preset \"dsv4\": accepted: dsv3, small, tiny"));
   r = run("simulate --preset tiny --costs " + dir.file("none.json") +
           " --pp 2 --microbatches 6 --layout 'Et|tmL'");
   EXPECT_EQ(r.code, 2) << r.out;

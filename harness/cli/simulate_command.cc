@@ -31,7 +31,11 @@ std::pair<config::ModelConfig, std::string> simulated_model(const SimulateOption
   config::ModelConfig m;
   std::string name;
   if (!opt.preset.empty()) {
-    m = sim::preset_model(opt.preset);
+    try {
+      m = sim::preset_model(opt.preset);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--preset: {}", e.what()));
+    }
     name = "preset " + opt.preset;
   } else {
     m = scenario::load_scenario(opt.scenario).model;
@@ -60,7 +64,15 @@ int run_simulate(const SimulateOptions& opt) {
   if (!opt.json_path.empty()) files.output("--json", opt.json_path);
   const auto [model, model_name] = simulated_model(opt);
   sim::CostTable costs = sim::read_costs(opt.costs);
+  sim::check_costs_fit(costs, model);
   if (!opt.link.empty()) costs.link = sim::named_link(opt.link);
+  if (!opt.schedule.empty()) {
+    try {
+      schedule::parse_schedule_kind(opt.schedule);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--schedule: {}", e.what()));
+    }
+  }
   std::vector<LayoutResult> runs;
   for (const std::string& text : opt.layouts) {
     LayoutResult lr;
@@ -73,6 +85,15 @@ int run_simulate(const SimulateOptions& opt) {
     }
     lr.layout = plan.layout;
     lr.schedule = plan.schedule;
+    // One SVG block per op: refuse a page nobody can open before computing it.
+    constexpr int64_t kMaxHtmlOps = 400000;
+    const int64_t ops = int64_t{2} * lr.layout.num_stages() * opt.num_microbatches;
+    if (!opt.html_path.empty() && ops > kMaxHtmlOps) {
+      throw InputError(
+          fmt::format("--html: layout {} with M = {} has {} ops; the timeline draws "
+                      "at most {} (omit --html, or simulate fewer microbatches)",
+                      text, opt.num_microbatches, ops, kMaxHtmlOps));
+    }
     lr.stages = sim::stage_costs(model, lr.layout, costs, kBf16Bytes);
     lr.result = sim::simulate(lr.layout, lr.stages, lr.schedule, costs.link);
     runs.push_back(std::move(lr));
@@ -99,6 +120,14 @@ int run_simulate(const SimulateOptions& opt) {
                {"latency_us", costs.link.latency_us}};
   j["layouts"] = nlohmann::json::array();
   const double first = runs.front().result.step_ms;
+  // A ratio to a step that costs nothing means nothing.
+  auto ratio = [first](double ms) { return first > 0.0 ? ms / first : 0.0; };
+  j["pipeline_size"] = opt.pipeline_size;
+  j["num_microbatches"] = opt.num_microbatches;
+  j["microbatch_group_size"] = opt.group_size;
+  j["schedule"] = opt.schedule.empty() ? "(derived)" : opt.schedule;
+  j["mtp_num_layers"] = model.mtp_num_layers;
+  j["split"] = opt.split;
   for (const auto& r : runs) {
     const sim::SimResult& s = r.result;
     uint64_t peak = 0;
@@ -108,7 +137,7 @@ int run_simulate(const SimulateOptions& opt) {
         "  {:<{}} {:>2} {:<13} {:>11.2f} {:>6.1f}% {:>9.3f} {:>13.2f} {:>9.3f}  {} ({}): {:.2f} "
         "ms\n",
         r.layout.text, w, r.layout.virtual_size, schedule::schedule_kind_name(r.schedule.kind),
-        s.step_ms, 100.0 * s.bubble_fraction, s.rank_imbalance, gib(peak), s.step_ms / first,
+        s.step_ms, 100.0 * s.bubble_fraction, s.rank_imbalance, gib(peak), ratio(s.step_ms),
         s.most_loaded_stage, ml.contents, ml.forward_ms + ml.backward_ms);
     nlohmann::json ranks = nlohmann::json::array();
     for (size_t p = 0; p < s.ranks.size(); ++p) {
@@ -127,7 +156,7 @@ int run_simulate(const SimulateOptions& opt) {
                             {"bubble_fraction", s.bubble_fraction},
                             {"rank_imbalance", s.rank_imbalance},
                             {"most_loaded_stage", s.most_loaded_stage},
-                            {"ratio_to_first", s.step_ms / first},
+                            {"ratio_to_first", ratio(s.step_ms)},
                             {"ranks", ranks}});
   }
   for (const auto& r : runs) {
@@ -158,7 +187,7 @@ int run_simulate(const SimulateOptions& opt) {
           "<td>{:.3f}</td><td>{:.3f}</td></tr>\n",
           report::markup::escape(r.layout.text), schedule::schedule_kind_name(r.schedule.kind),
           r.result.step_ms, 100.0 * r.result.bubble_fraction, r.result.rank_imbalance,
-          r.result.step_ms / first);
+          ratio(r.result.step_ms));
     }
     html += "</table>\n";
     for (const auto& r : runs) {

@@ -533,11 +533,11 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
        "Exit: 0 every fault caught by its detector, 1 one is not (or a clean expectation fails), "
        "2 bad input, 3 failure"},
       {smx,
-       "Examples:\n  mtp-harness simulate --preset dsv3 --costs golden/perf/costs_h200.json "
+       "Examples:\n  mtp-harness simulate --preset dsv3 --costs golden/perf/costs_h200_dsv3.json "
        "--pp 16 --microbatches 64 --layout 'Et|(tt|)*30mL' --layout 'Et|(tt|)*29tt|m|L'\n"
        "Exit: 0 simulated, 2 bad input (a layout rule, a schedule rule, a costs file)"},
       {cbx,
-       "Examples:\n  mtp-harness calibrate --out golden/perf/costs_h200.json\n"
+       "Examples:\n  mtp-harness calibrate --out golden/perf/costs_h200_dsv3.json\n"
        "  mtp-harness calibrate --preset tiny --device cpu --out costs_cpu.json\n"
        "Exit: 0 written, 2 bad input, 3 failure"},
       {orx,

@@ -31,8 +31,19 @@ ExpectationResult evaluate_faster(const scenario::Expectation& e,
   PairResult p;
   p.baseline = c.layouts[0];
   p.other = c.layouts[1];
+  // A baseline that costs nothing makes no ratio: such costs price nothing and prove nothing.
   const double ratio = step[0] > 0.0 ? step[1] / step[0] : 0.0;
-  p.holds = ratio <= c.at_most;
+  p.holds = step[0] > 0.0 && ratio <= c.at_most;
+  if (!(step[0] > 0.0)) {
+    p.result.equal = false;
+    p.verdict = fmt::format(
+        "NO VERDICT: the baseline's simulated step is {} ms (the costs {} price "
+        "nothing)",
+        step[0], c.costs);
+    out.holds = false;
+    out.pairs.push_back(std::move(p));
+    return out;
+  }
   p.result.equal = p.holds;
   p.verdict = fmt::format(
       "{}simulated step {:.1f} ms = {:.3f} x {:.1f} ms (at most {:g}); {} vs {} (P {}, M {}, costs "
@@ -43,6 +54,18 @@ ExpectationResult evaluate_faster(const scenario::Expectation& e,
   out.holds = p.holds;
   out.pairs.push_back(std::move(p));
   return out;
+}
+
+std::string resimulate_command(const scenario::Expectation& e, const std::string& scenario_source) {
+  const scenario::SimulatedClaim& c = *e.simulated;
+  std::string cmd =
+      fmt::format("mtp-harness simulate {} --costs {} --pp {} --microbatches {}",
+                  c.preset.empty() ? "--scenario " + scenario_source : "--preset " + c.preset,
+                  c.costs, c.pipeline_size, c.num_microbatches);
+  if (!c.schedule.empty()) cmd += " --schedule " + c.schedule;
+  if (c.split) cmd += " --split";
+  for (const auto& l : c.layouts) cmd += " --layout '" + l + "'";
+  return cmd;
 }
 
 }  // namespace mtp::report

@@ -20,4 +20,8 @@ namespace mtp::report {
 ExpectationResult evaluate_faster(const scenario::Expectation& e,
                                   const config::ModelConfig& scenario_model);
 
+/// The `mtp-harness simulate` command that reproduces a faster claim's two steps (its preset or
+/// --scenario `scenario_source`, costs, P, M, schedule, --split).
+std::string resimulate_command(const scenario::Expectation& e, const std::string& scenario_source);
+
 }  // namespace mtp::report

@@ -637,7 +637,8 @@ config::VariantSpec resumed_variant(const Ctx& ctx, const toml::table& t,
   }
   if (!sc.training.save_optimizer_state) {
     ctx.fail(at, fmt::format("{}: resuming needs the optimizer state of \"{}\"'s record: set "
-                             "[training] save_optimizer_state = true",
+                             "[training] save_optimizer_state = true in the scenario "
+                             "(--save-optimizer-state applies after the scenario is read)",
                              w, src->name));
   }
   if (sc.training.resume_from) {
@@ -678,7 +679,7 @@ void check_simulated_claim(const Ctx& ctx, const toml::table& t, const Expectati
     }
   }
   try {
-    sim::read_costs(c.costs);
+    sim::check_costs_fit(sim::read_costs(c.costs), m);
   } catch (const InputError& err) {
     ctx.fail(t.get("costs"), fmt::format("{}: {}", w, err.what()));
   }
@@ -785,7 +786,7 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
       e.cls = compare::CompareClass::parse(cls);
     } catch (const InputError& err) {
       ctx.fail(t.get("class") ? t.get("class") : &t,
-               fmt::format("{}: {}, or oracle, or replicas", w, err.what()));
+               fmt::format("{}: {}, or oracle, or replicas, or faster:X", w, err.what()));
     }
   } else if (e.judge == Judge::kReplicas) {
     e.cls = compare::CompareClass::parse("bitwise");
@@ -1048,9 +1049,30 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
       if (e.judge == Judge::kFaster) check_simulated_claim(ctx, *node.as_table(), e, sc.model);
       if (e.judge == Judge::kReplicas && !sc.training.record_copies) {
         const toml::table& et = *node.as_table();
-        ctx.fail(et.get("class"), fmt::format("expectation \"{}\": class \"replicas\" reads the "
-                                              "copies record: set [training] record_copies = true",
-                                              e.name));
+        ctx.fail(et.get("class"),
+                 fmt::format("expectation \"{}\": class \"replicas\" reads the copies record: set "
+                             "[training] record_copies = true in the scenario (--record-copies "
+                             "applies after the scenario is read)",
+                             e.name));
+      }
+      // A resumed variant's record holds steps resume_step .. steps: a comparison with it must
+      // select later steps only, or it fails on structure, not on a resume bug.
+      if (e.judge == Judge::kRecords || e.judge == Judge::kOracle) {
+        for (const auto& vname : e.variants) {
+          const config::VariantSpec& v = sc.variant(vname);
+          if (v.resume_of.empty()) continue;
+          const bool later = !e.selection.steps.empty() &&
+                             *e.selection.steps.begin() > static_cast<int>(v.resume_step);
+          if (!later) {
+            const toml::table& et = *node.as_table();
+            ctx.fail(et.get("steps") ? et.get("steps") : &node,
+                     fmt::format("expectation \"{}\": variant \"{}\" resumes at step {}, so its "
+                                 "record holds steps {}..{}: select steps after {} (e.g. steps = "
+                                 "\"{}-\")",
+                                 e.name, vname, v.resume_step, v.resume_step, sc.training.steps,
+                                 v.resume_step, v.resume_step + 1));
+          }
+        }
       }
       if (!enames.insert(e.name).second)
         ctx.fail(&node, fmt::format("expectation \"{}\" is defined twice", e.name));

@@ -187,9 +187,11 @@ TEST(ScenarioTest, OracleExpectations) {
   EXPECT_THAT(error_of(t.replace(t.find("[\"a\", \"b\"]"), 10, "[\"a\"]")),
               HasSubstr("at least two variants (class \"oracle\" checks one or more"));
   const std::string u = kMinimal;
-  EXPECT_THAT(error_of(std::string(kMinimal).replace(u.find("class = \"bitwise\""), 17,
-                                                     "class = \"oracles\"")),
-              HasSubstr("rel_l2:B (B non-negative and finite), differ, or oracle, or replicas"));
+  EXPECT_THAT(
+      error_of(
+          std::string(kMinimal).replace(u.find("class = \"bitwise\""), 17, "class = \"oracles\"")),
+      HasSubstr(
+          "rel_l2:B (B non-negative and finite), differ, or oracle, or replicas, or faster:X"));
 }
 
 // Class "replicas": one or more variants, the copies record only, and only when the run records
@@ -278,7 +280,7 @@ TEST(ScenarioTest, FasterExpectations) {
               HasSubstr("class \"faster\" simulates layouts without training; remove variants"));
   EXPECT_THAT(error_of(replace("pp = 16", "pp = 15")), HasSubstr("rule R1"));
   EXPECT_THAT(error_of(replace("preset = \"dsv3\"", "preset = \"dsv4\"")),
-              HasSubstr("--preset dsv4: accepted"));
+              HasSubstr("preset \"dsv4\": accepted"));
   EXPECT_THAT(error_of(replace("golden/perf/costs_h200_dsv3.json", "no/such.json")),
               HasSubstr("cannot open the costs file"));
   EXPECT_THAT(error_of(replace(", \"Ettt|(tt|)*29m|L\"", "")), HasSubstr("layouts must name two"));
@@ -319,6 +321,15 @@ TEST(ScenarioTest, ResumedVariants) {
   EXPECT_THAT(error_of(with(opt, "resume = \"b:1\"\npp = 2\n")),
               HasSubstr("a resumed variant runs with the settings of the variant it resumes; "
                         "remove pp"));
+  // A comparison with the resumed variant must select steps after the resume step.
+  std::string compared = with(opt, "resume = \"b:1\"\n");
+  compared +=
+      "[[expectation]]\nname = \"r\"\nvariants = [\"b\", \"b_resumed\"]\nclass = "
+      "\"bitwise\"\nwhy = \"resume\"\n";
+  EXPECT_THAT(error_of(compared),
+              HasSubstr("expectation \"r\": variant \"b_resumed\" resumes at step 1, so its record "
+                        "holds steps 1..3: select steps after 1 (e.g. steps = \"2-\")"));
+  EXPECT_NO_THROW(parse_scenario(compared + "steps = \"2-\"\n", "t.toml"));
   std::string chain = with(opt, "resume = \"b:1\"\n");
   chain.insert(chain.find("[[expectation]]"),
                "[[variant]]\nname = \"again\"\nresume = \"b_resumed:1\"\n");

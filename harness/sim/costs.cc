@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -47,8 +48,8 @@ Link named_link(std::string_view name) {
 const NodeCost& CostTable::at(CostNode n) const {
   const auto it = nodes.find(n);
   if (it == nodes.end()) {
-    throw InputError(fmt::format("the costs have no node \"{}\" (calibrate measures every node)",
-                                 cost_node_name(n)));
+    throw InputError(fmt::format("{}the costs have no node \"{}\" (calibrate measures every node)",
+                                 source.empty() ? "" : source + ": ", cost_node_name(n)));
   }
   return it->second;
 }
@@ -73,13 +74,15 @@ nlohmann::json to_json(const CostTable& t) {
 
 namespace {
 
-double number(const nlohmann::json& j, const std::string& key, const std::string& where) {
+double number(const nlohmann::json& j, const std::string& key, const std::string& where,
+              double max_value) {
   if (!j.contains(key) || !j.at(key).is_number()) {
     throw InputError(fmt::format("{}: {} must be a number", where, key));
   }
   const double v = j.at(key).get<double>();
-  if (!std::isfinite(v) || v < 0.0) {
-    throw InputError(fmt::format("{}: {} = {} must be finite and >= 0", where, key, v));
+  if (!std::isfinite(v) || v < 0.0 || v > max_value) {
+    throw InputError(
+        fmt::format("{}: {} = {} must be finite, >= 0 and <= {:g}", where, key, v, max_value));
   }
   return v;
 }
@@ -90,14 +93,15 @@ CostTable parse_costs(const std::string& text, const std::string& source) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(fmt::format("{}: not JSON: {}", source, e.what()));
+  } catch (const nlohmann::json::exception& e) {  // parse_error, out_of_range (1e999)
+    throw InputError(fmt::format("{}: not JSON that can be read: {}", source, e.what()));
   }
   if (!j.is_object()) throw InputError(fmt::format("{}: the costs must be a JSON object", source));
   if (!j.contains("schema_version") || j["schema_version"] != 1) {
     throw InputError(fmt::format("{}: schema_version must be 1", source));
   }
   CostTable t;
+  t.source = source;
   if (j.contains("gpu") && j["gpu"].is_string()) t.gpu = j["gpu"].get<std::string>();
   if (j.contains("fingerprint")) t.fingerprint = j["fingerprint"];
   if (j.contains("measured_at")) t.measured_at = j["measured_at"];
@@ -122,23 +126,50 @@ CostTable parse_costs(const std::string& text, const std::string& source) {
       throw InputError(fmt::format("{}: not a node kind (accepted: {})", where, names));
     }
     if (!value.is_object()) throw InputError(fmt::format("{}: must be an object", where));
-    t.nodes[*node] = {number(value, "forward_ms", where), number(value, "backward_ms", where)};
+    t.nodes[*node] = {number(value, "forward_ms", where, kMaxNodeMs),
+                      number(value, "backward_ms", where, kMaxNodeMs)};
   }
   if (j.contains("link")) {
     const auto& l = j["link"];
     const std::string where = fmt::format("{}: link", source);
     if (!l.is_object()) throw InputError(fmt::format("{}: must be an object", where));
     if (l.contains("name") && l["name"].is_string()) t.link.name = l["name"].get<std::string>();
-    t.link.bandwidth_gb_per_s = number(l, "bandwidth_gb_per_s", where);
-    t.link.latency_us = number(l, "latency_us", where);
-    if (!(t.link.bandwidth_gb_per_s > 0.0)) {
-      throw InputError(fmt::format("{}: bandwidth_gb_per_s must be > 0", where));
+    t.link.bandwidth_gb_per_s = number(l, "bandwidth_gb_per_s", where, kMaxBandwidthGbPerS);
+    t.link.latency_us = number(l, "latency_us", where, kMaxLatencyUs);
+    if (!(t.link.bandwidth_gb_per_s >= kMinBandwidthGbPerS)) {
+      throw InputError(
+          fmt::format("{}: bandwidth_gb_per_s must be >= {:g}", where, kMinBandwidthGbPerS));
     }
   }
   return t;
 }
 
+void check_costs_fit(const CostTable& costs, const config::ModelConfig& model) {
+  if (!costs.measured_at.is_object()) return;
+  const std::pair<const char*, int64_t> dims[] = {
+      {"hidden_size", model.hidden_size},
+      {"ffn_hidden_size", model.ffn_hidden_size},
+      {"num_attention_heads", model.num_attention_heads},
+      {"vocab_size", model.vocab_size},
+      {"seq_length", model.seq_length},
+      {"micro_batch_size", model.micro_batch_size}};
+  for (const auto& [key, value] : dims) {
+    const auto it = costs.measured_at.find(key);
+    if (it == costs.measured_at.end() || !it->is_number_integer()) continue;
+    if (it->get<int64_t>() != value) {
+      throw InputError(fmt::format(
+          "{}: the costs were measured with {} = {} but the model has {} (node costs hold for "
+          "the dimensions they were timed at: calibrate this model's preset)",
+          costs.source.empty() ? "costs" : costs.source, key, it->get<int64_t>(), value));
+    }
+  }
+}
+
 CostTable read_costs(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw InputError(fmt::format("{}: is a directory, not a costs file", path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open the costs file", path));
   std::stringstream ss;

@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/config/model_config.h"
+
 namespace mtp::sim {
 
 /// The node kinds a stage is priced by. Decoder and MTP layers come in a dense and an MoE kind;
@@ -68,9 +70,22 @@ struct CostTable {
   std::vector<std::string> notes;  ///< what was reduced to fit and why
   std::map<CostNode, NodeCost> nodes;
   Link link;
-  /// The cost of `n`; throws InputError naming the node when the table lacks it.
+  std::string source;  ///< the file it was read from ("" when made here), for errors
+  /// The cost of `n`; throws InputError naming the source and the node when the table lacks it.
   const NodeCost& at(CostNode n) const;
 };
+
+/// Largest node time (ms) and latency (µs) a costs file may hold, and the bandwidth range
+/// (GB/s): beyond them a simulated step overflows or means nothing (a day per node).
+inline constexpr double kMaxNodeMs = 8.64e7;
+inline constexpr double kMaxLatencyUs = 1e9;
+inline constexpr double kMinBandwidthGbPerS = 1e-3, kMaxBandwidthGbPerS = 1e6;
+
+/// Throws InputError unless `costs` were measured for a model of `model`'s dimensions: every
+/// one of hidden_size, ffn_hidden_size, num_attention_heads, vocab_size, seq_length and
+/// micro_batch_size that measured_at records must equal the model's (node costs are per layer
+/// at those dimensions). A table without measured_at is accepted (hand-made costs).
+void check_costs_fit(const CostTable& costs, const config::ModelConfig& model);
 
 /// The JSON form above.
 nlohmann::json to_json(const CostTable& t);

@@ -50,10 +50,51 @@ TEST(CostsTest, MalformedFilesNameTheKey) {
   EXPECT_THAT(
       error_of(
           R"({"schema_version": 1, "nodes": {"embedding": {"forward_ms": -1, "backward_ms": 1}}})"),
-      HasSubstr("forward_ms = -1 must be finite and >= 0"));
+      HasSubstr("forward_ms = -1 must be finite, >= 0 and <= 8.64e+07"));
   EXPECT_THAT(error_of(R"({"schema_version": 1, "nodes": {}, "link": {"bandwidth_gb_per_s": 0,
                "latency_us": 1}})"),
-              HasSubstr("link: bandwidth_gb_per_s must be > 0"));
+              HasSubstr("link: bandwidth_gb_per_s must be >= 0.001"));
+  // Numbers a step cannot be made of: an overflow, a day-long node, an absurd link.
+  EXPECT_THAT(error_of(R"({"schema_version": 1, "nodes": {"embedding": {"forward_ms": 1e999,
+               "backward_ms": 1}}})"),
+              HasSubstr("c.json: not JSON that can be read"));
+  EXPECT_THAT(error_of(R"({"schema_version": 1, "nodes": {"embedding": {"forward_ms": 1e308,
+               "backward_ms": 1}}})"),
+              HasSubstr("forward_ms = 1e+308 must be finite, >= 0 and <= 8.64e+07"));
+  EXPECT_THAT(error_of(R"({"schema_version": 1, "nodes": {}, "link": {"bandwidth_gb_per_s": 1,
+               "latency_us": 1e300}})"),
+              HasSubstr("latency_us = 1e+300 must be finite, >= 0 and <= 1e+09"));
+}
+
+// Node costs hold for the dimensions they were timed at.
+TEST(CostsTest, CostsOfAnotherModelAreRefused) {
+  CostTable t;
+  t.source = "c.json";
+  t.measured_at = {{"hidden_size", 64}, {"seq_length", 32}};
+  config::ModelConfig m;
+  m.hidden_size = 64;
+  m.seq_length = 32;
+  EXPECT_NO_THROW(check_costs_fit(t, m));
+  m.hidden_size = 7168;
+  try {
+    check_costs_fit(t, m);
+    ADD_FAILURE() << "costs of H 64 priced H 7168";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("c.json: the costs were measured with hidden_size = 64 but "
+                                    "the model has 7168"));
+  }
+  t.measured_at = nlohmann::json();  // hand-made costs say nothing: accepted
+  EXPECT_NO_THROW(check_costs_fit(t, m));
+  EXPECT_THAT(
+      [&] {
+        try {
+          read_costs("/tmp");
+        } catch (const InputError& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      }(),
+      HasSubstr("/tmp: is a directory, not a costs file"));
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ config::ModelConfig preset_model(const std::string& name) {
   }
   if (name != "dsv3") {
     throw InputError(
-        fmt::format("--preset {}: accepted: {}", name, fmt::join(preset_names(), ", ")));
+        fmt::format("preset \"{}\": accepted: {}", name, fmt::join(preset_names(), ", ")));
   }
   config::ModelConfig m;
   m.num_layers = 61;

@@ -26,6 +26,16 @@ SimulationPlan plan_simulation(const config::ModelConfig& model, const std::stri
                                                                             p.layout.virtual_size)
                                           : schedule::parse_schedule_kind(schedule_name);
   schedule::validate(p.schedule);
+  const int max_d = schedule::schedule_def(p.schedule.kind).max_mtp_num_layers;
+  if (max_d >= 0 && model.mtp_num_layers > max_d) {
+    throw InputError(fmt::format("{} supports mtp_num_layers <= {}; the model has {}",
+                                 schedule::schedule_kind_name(p.schedule.kind), max_d,
+                                 model.mtp_num_layers));
+  }
+  if (model.mtp_num_layers >= model.seq_length) {
+    throw InputError(fmt::format("mtp_num_layers = {} must be < seq_length = {}",
+                                 model.mtp_num_layers, model.seq_length));
+  }
   return p;
 }
 

@@ -224,6 +224,24 @@ TEST(SimulateTest, StageCostsFollowTheLayoutAndTheTimelineShowsIt) {
   EXPECT_THAT(svg, ::testing::HasSubstr("#d9640b"));  // an MTP backward block
 }
 
+// What the executor refuses, the simulator refuses too: combined 1F1B with D > 1, D >= s.
+TEST(SimulateTest, PlansFollowTheSchedulesRules) {
+  config::ModelConfig m;
+  m.num_layers = 4;
+  m.mtp_num_layers = 2;
+  m.seq_length = 32;
+  EXPECT_NO_THROW(plan_simulation(m, "Et|t|t|tmmL", 2, 4, "", 0, false));
+  try {
+    plan_simulation(m, "Et|t|t|tmmL", 2, 4, "combined_1f1b", 0, false);
+    ADD_FAILURE() << "combined 1F1B with D = 2";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("combined_1f1b supports mtp_num_layers <= 1; the "
+                                               "model has 2"));
+  }
+  m.seq_length = 2;
+  EXPECT_THROW(plan_simulation(m, "Et|t|t|tmmL", 2, 4, "", 0, false), InputError);
+}
+
 TEST(SimulateTest, MismatchedScheduleIsAnError) {
   const auto lay = make_layout("Et|tL", 2, 2);
   EXPECT_THROW(
