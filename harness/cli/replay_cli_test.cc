@@ -125,6 +125,16 @@ TEST_F(ReplayCliTest, AResumedVariantNeedsItsSourcesRecord) {
   r = run("run " + sc + " --variant split_p5_m_m_m_resumed --out " + scratch.file("r.h5"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("give its record, --resume split_p5_m_m_m.h5:1"));
+  // Given, the record must be the source's and the step the scenario's.
+  r = run("run " + sc + " --variant split_p5_m_m_m_resumed --resume " + dir_ + "/full.h5:1 --out " +
+          scratch.file("r2.h5"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("resumes variant \"split_p5_m_m_m\", but --resume " + dir_ +
+                               "/full.h5:1 is a record of variant \"cand_p4v2_tmm\""));
+  r = run("run " + sc + " --variant split_p5_m_m_m_resumed --resume " + dir_ + "/full.h5:2 --out " +
+          scratch.file("r3.h5"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("resumes variant \"split_p5_m_m_m\" at step 1, but --resume"));
   r = run("check " + sc + " --variant split_p5_m_m_m --variant split_p5_m_m_m_resumed --out " +
           scratch.file("o2"));
   EXPECT_EQ(r.code, 0) << r.out;

@@ -11,6 +11,7 @@
 #include "harness/engine/plan.h"
 #include "harness/engine/trainer.h"
 #include "harness/gpu/gpu.h"
+#include "harness/record/record.h"
 #include "harness/scenario/scenario.h"
 #include "harness/transport/transport.h"
 #include "scenarios/embedded.h"
@@ -98,6 +99,24 @@ int run_one(const RunCommandOptions& opt) {
         fmt::format("resumes variant \"{}\" at step {}: give its record, --resume {}.h5:{} "
                     "(made by `run --variant {} --save-optimizer-state`)",
                     v.resume_of, v.resume_step, v.resume_of, v.resume_step, v.resume_of));
+  }
+  if (!v.resume_of.empty()) {  // the record and step the scenario names, not another run's
+    const config::RecordRef& ref = *sc.training.resume_from;
+    if (ref.step != v.resume_step) {
+      throw variant_error(sc, v.name,
+                          fmt::format("resumes variant \"{}\" at step {}, but --resume {} names "
+                                      "step {}",
+                                      v.resume_of, v.resume_step, ref.text(), ref.step));
+    }
+    const record::AttrMap attrs = record::RecordReader(ref.path).attrs();
+    const auto it = attrs.find("variant");
+    if (it != attrs.end() && std::holds_alternative<std::string>(it->second) &&
+        std::get<std::string>(it->second) != v.resume_of) {
+      throw variant_error(sc, v.name,
+                          fmt::format("resumes variant \"{}\", but --resume {} is a record of "
+                                      "variant \"{}\"",
+                                      v.resume_of, ref.text(), std::get<std::string>(it->second)));
+    }
   }
   auto impl = make_implementation(v.implementation);
   engine::RunPlan plan;
