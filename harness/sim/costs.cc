@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "harness/common/error.h"
+#include "harness/common/json_input.h"
 
 namespace mtp::sim {
 
@@ -92,9 +93,12 @@ double number(const nlohmann::json& j, const std::string& key, const std::string
 CostTable parse_costs(const std::string& text, const std::string& source) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {  // parse_error, out_of_range (1e999)
-    throw InputError(fmt::format("{}: not JSON that can be read: {}", source, e.what()));
+    j = parse_json(text, source);  // the tool's one JSON reader (bounds, duplicates, 1e999)
+  } catch (const InputError& e) {
+    // parse_json's message starts with the source; say first what kind of file failed.
+    std::string what = e.what();
+    if (what.rfind(source + ": ", 0) == 0) what = what.substr(source.size() + 2);
+    throw InputError(fmt::format("{}: not JSON that can be read: {}", source, what));
   }
   if (!j.is_object()) throw InputError(fmt::format("{}: the costs must be a JSON object", source));
   if (!j.contains("schema_version") || j["schema_version"] != 1) {
