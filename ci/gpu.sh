@@ -29,6 +29,11 @@
 #              the dsv3 and small presets into OUT_DIR/costs_{dsv3,small}.json, and, to validate
 #              them, BM_PipelineStep of the small model at P = 1 (bf16, flash, harness kernels)
 #              against `simulate` of the same step from the small costs
+#     validate the simulator against measured runs (issue 23 §3): `calibrate --validate` of the
+#              small and tiny presets, P4 V2 with ranks as threads, co-located (reference) and
+#              standalone (candidate) MTP: each rank's measured op sum (CUDA events, computes
+#              one at a time) against the simulated busy time from the costs calibrated in the
+#              same command (exit 1 when a rank is off by more than 10 %)
 #     megatron the Megatron-LM recorder (ci/megatron_recorder/README.md), with a Megatron-LM tree
 #              carried at build-megatron/Megatron-LM (megatron/ and REVISION): Megatron trains
 #              ci/megatron_recorder/source.toml's run for 3 steps both ways (--init harness,
@@ -210,6 +215,14 @@ grep -E "^BM_.*_median" "$log/calibrate_bench.log" >> "$summary"
 step calibrate_simulate $B simulate --preset small --costs $out/costs_small.json --pp 1 \
   --microbatches 8 --layout 'Et*8mL'
 head -4 "$log/calibrate_simulate.log" >> "$summary"
+fi
+if want validate; then
+step validate_small $B calibrate --preset small --out $out/costs_small_validate.json --pp 4 \
+  --validate 'E|t*3|(t|)*5mL' --validate 'E|t*3|(t|)*4tm|L'
+cat "$log/validate_small.log" >> "$summary"
+step validate_tiny $B calibrate --preset tiny --out $out/costs_tiny_validate.json --pp 4 \
+  --validate 'E|t|t|t|t|||mL' --validate 'E|t|t|t|t||m|L'
+cat "$log/validate_tiny.log" >> "$summary"
 fi
 if want diag; then
 # A crash prints "binary(+offset) [address]" frames (harness/common/temp_file.cc); name them.

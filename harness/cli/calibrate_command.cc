@@ -3,21 +3,25 @@
 //
 // Method. A two-layer slice of the preset model (decoder layer 0 dense, layer 1 MoE when the
 // model has experts) is built at P = 1 twice: with one MTP depth ("Et*2mL") and without MTP
-// ("Et*2L"). Each chunk program runs in split mode (combined 1F1B's node boundaries,
-// model/program.h), node by node, with a device synchronisation around every node's forward and
-// backward; the harness's kernels, bf16 and flash attention on CUDA (fp32, unfused on the CPU),
-// deterministic algorithms on. A synchronisation per node exposes the host's launch time that a
-// real step hides behind the device's work (the first H200 run timed the small model's nodes
-// 2.2x slower than its measured step), so every repetition also runs the whole program as the
-// plain schedules do (monolithic: one autograd graph, no node cuts), with one synchronisation
-// after the forward and one after the backward, and each node's median
-// is scaled by median(whole forward) / Σ median(node forwards), likewise for the backward: the
-// per-node split keeps its proportions. Even so one microbatch timed alone (0.032 s for the
-// small model) was 1.42x the per-microbatch time of BM_PipelineStep's eight back to back (the
-// device idles while the host starts each pass), so last every node is scaled once more, by the
-// per-microbatch time of a burst of kBurst microbatches run back to back (no synchronisation
-// between them, as the executor runs them) over the single microbatch's forward + backward. Nodes
-// map to cost kinds by their kind and layer: pre_process → embedding; layer 0's nodes →
+// ("Et*2L"); the harness's kernels, bf16 and flash attention on CUDA (fp32, unfused on the CPU),
+// deterministic algorithms on. Every repetition runs kBurst microbatches back to back node by
+// node (split mode: combined 1F1B's node boundaries, model/program.h), then kBurst back to back
+// through the whole program as the plain schedules run it (monolithic: one autograd graph, no
+// node cuts), as the executor runs microbatches: no synchronisation, only time stamps on the
+// device's queue (Stopwatch, calibrate_support.h: CUDA events) between nodes, read after the
+// burst. Each node's median is scaled by median(whole forward) / Σ median(node forwards),
+// likewise for the backward: the per-node split keeps its proportions, the totals are the
+// monolithic program's. Two earlier methods were off, each shown by a measurement: a
+// synchronisation around every node exposed the host's launch time (2.2x the small model's
+// step); synchronised single microbatches scaled to a burst's total got the total right but
+// split it between forward and backward by the single microbatch's proportions, where the
+// forward waits on the host and the backward does not (`calibrate --validate` measured the
+// small model's pipelined backward ops at 1.2-1.9x their price). Each op of a chunk also pays a
+// fixed cost whatever it holds (chunk_op: the executor's and autograd's host work; the next
+// validation measured a one-layer op at 1.6-1.8x a layer's price and an empty stage's at 0.1 ms
+// forward, 0.25 ms backward), timed apart (time_chunk_op) and taken off the whole program's time
+// before the nodes are scaled to it. Nodes map
+// to cost kinds by their kind and layer: pre_process → embedding; layer 0's nodes →
 // decoder_dense; layer 1's → decoder_moe; the MTP depth's layer and its mtp_post → mtp_block_<kind
 // of the last decoder layer>; final_layernorm; post_process without MTP → output_head, and with one
 // depth minus that → mtp_head. The other MTP block kind is derived (block − layer of its kind +
@@ -29,20 +33,19 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
+#include <array>
 #include <iostream>
 #include <map>
 #include <set>
 
+#include "harness/cli/calibrate_support.h"
+#include "harness/cli/calibrate_validate.h"
 #include "harness/cli/commands.h"
 #include "harness/common/output_file.h"
-#include "harness/config/param_specs.h"
 #include "harness/engine/determinism.h"
-#include "harness/engine/plan.h"
 #include "harness/gpu/gpu.h"
 #include "harness/sim/costs.h"
 #include "harness/sim/presets.h"
-#include "kernels/device_sync.h"
 
 namespace mtp::cli {
 namespace {
@@ -68,138 +71,137 @@ config::ModelConfig slice(const config::ModelConfig& m, int experts, int64_t dep
   return s;
 }
 
-/// Initial weights made fast: a block of 2^20 normal values with each parameter's std repeated
-/// over the tensor (norms 1). The values change no node's time (with top-k = experts every token
-/// reaches every local expert), and a DeepSeek-V3 slice's 4.7e9 values drawn one by one take
-/// minutes.
-engine::InitialWeights quick_weights(const config::ModelConfig& cfg) {
-  engine::InitialWeights w;
-  w.specs = config::parameter_specs(cfg);
-  at::Generator gen = at::detail::createCPUGenerator(1234);
-  const at::Tensor block = at::empty({int64_t{1} << 20}, at::kDouble).normal_(0.0, 1.0, gen);
-  for (const auto& spec : w.specs) {
-    at::Tensor v = at::empty(spec.shape, at::kDouble);
-    if (spec.init_std == 0.0) {
-      v.fill_(1.0);
-    } else {
-      at::Tensor flat = v.view({-1});
-      const int64_t n = flat.numel(), k = block.numel();
-      for (int64_t at0 = 0; at0 < n; at0 += k) {
-        const int64_t len = std::min(k, n - at0);
-        flat.narrow(0, at0, len).copy_(block.narrow(0, 0, len)).mul_(spec.init_std);
+/// The chunk op's fixed cost (sim/costs.h): a dense three-layer slice on "E|t|tt|L" (P = 2,
+/// V = 2) whose one-layer stage 1 and two-layer stage 2 run as a middle pipeline stage does (a
+/// received input with requires_grad, a gradient from the next stage), kBurst microbatches back to
+/// back per repetition; with T1 and T2 their median op times, a layer costs T2 − T1 and an op
+/// 2·T1 − T2 (at least 0), forward and backward each.
+sim::NodeCost time_chunk_op(const config::ModelConfig& m, const CalibrateOptions& opt, bool cuda) {
+  config::ModelConfig cfg = m;
+  cfg.num_layers = 3;
+  cfg.mtp_num_layers = 0;
+  if (cfg.num_moe_experts > 0) {  // dense layers, the MoE fields kept small and valid
+    cfg.num_moe_experts = std::min<int64_t>(cfg.num_moe_experts, opt.experts_per_rank);
+    cfg.moe_router_topk = std::min(cfg.moe_router_topk, cfg.num_moe_experts);
+    cfg.moe_layer_freq = {0, 0, 0};
+    cfg.moe_router_expert_bias.clear();
+  }
+  TimedModel tm = build_timed_model(cfg, "E|t|tt|L", /*pipeline_size=*/2, /*num_microbatches=*/2,
+                                    cuda, config::Implementation::kReference);
+  const engine::MicrobatchTensors& mb = tm.microbatches[0];
+  const at::TensorOptions o =
+      at::TensorOptions().device(tm.device).dtype(cuda ? at::kBFloat16 : at::kFloat);
+  Stopwatch watch(cuda);
+  std::array<std::vector<double>, 2> f, b;  // stage 1, stage 2
+  for (int rep = 0; rep < opt.warmup + opt.repeats; ++rep) {
+    std::vector<std::array<int, 4>> marks;  // stage, before F, after F = before B, after B
+    for (int k = 0; k < kBurst; ++k) {
+      for (int s : {1, 2}) {
+        const auto& chunk = tm.chunks[static_cast<size_t>(s)];
+        const at::Tensor input = at::randn(chunk->input_shape(), o).requires_grad_(true);
+        const at::Tensor grad = at::randn(chunk->output_shape(), o);
+        auto prog = chunk->program(input, mb, /*split=*/false);
+        const int m0 = watch.mark();
+        prog->forward_all();
+        const int m1 = watch.mark();
+        prog->backward_all(grad);
+        marks.push_back({s, m0, m1, watch.mark()});
       }
     }
-    w.values.push_back(v);
+    tm.reset_grads();
+    if (rep >= opt.warmup) {
+      for (const auto& [s, m0, m1, m2] : marks) {
+        f[static_cast<size_t>(s - 1)].push_back(watch.elapsed_ms(m0, m1));
+        b[static_cast<size_t>(s - 1)].push_back(watch.elapsed_ms(m1, m2));
+      }
+    }
+    watch.clear();
   }
-  return w;
+  return {std::max(0.0, 2.0 * median(f[0]) - median(f[1])),
+          std::max(0.0, 2.0 * median(b[0]) - median(b[1]))};
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/// Per node of the program (forward ms, backward ms), medians; keyed by cost kind and summed.
 /// Per cost kind, the (scaled) forward and backward milliseconds of one microbatch through the
-/// P = 1 chunk of `cfg`; `scales` gets the forward and backward scale factors.
+/// P = 1 chunk of `cfg`, the whole program's time less one chunk op `op`; `scales` gets the
+/// forward and backward scale factors.
 std::map<CostNode, sim::NodeCost> time_nodes(const config::ModelConfig& cfg,
                                              const CalibrateOptions& opt, bool cuda,
+                                             const sim::NodeCost& op,
                                              std::pair<double, double>* scales) {
   std::string text = "Et*2";
   for (int64_t k = 0; k < cfg.mtp_num_layers; ++k) text += "m";
   text += "L";
-  config::TrainingConfig training;
-  training.device = cuda ? config::Device::kCuda : config::Device::kCpu;
-  training.dtype = cuda ? config::DType::kBFloat16 : config::DType::kFloat32;
-  config::VariantSpec variant;
-  variant.name = "calibrate";
-  variant.implementation = config::Implementation::kReference;
-  variant.layout = text;
-  config::ModelConfig model = cfg;
-  model.kernels = config::Kernels::kHarness;
-  model.attention_backend =
-      cuda ? config::AttentionBackend::kFlash : config::AttentionBackend::kUnfused;
-  auto impl = make_implementation(variant.implementation);
-  const engine::RunPlan plan = engine::plan_variant(model, training, variant, *impl);
-  const at::Device device = cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
-  const at::ScalarType dtype = cuda ? at::kBFloat16 : at::kFloat;
-  auto chunks =
-      impl->build_chunks(plan.layout, plan.model, quick_weights(plan.model), dtype, device);
-  const int64_t b = model.micro_batch_size, s = model.seq_length;
-  engine::MicrobatchTensors mb;
-  mb.tokens = at::randint(0, model.vocab_size, {b, s}, at::kLong).to(device);
-  mb.labels = at::randint(0, model.vocab_size, {b, s}, at::kLong).to(device);
-  mb.loss_mask = at::ones({b, s}, at::kFloat).to(device);
-  mb.num_microbatches = 1;
-  const at::Tensor flag = at::zeros({1}, at::TensorOptions().device(device));
-  auto now = [&flag] {
-    kernels::device_sync(flag);
-    return std::chrono::steady_clock::now();
-  };
-  auto ms = [](auto a, auto z) { return std::chrono::duration<double, std::milli>(z - a).count(); };
+  TimedModel tm = build_timed_model(cfg, text, /*pipeline_size=*/1, /*num_microbatches=*/1, cuda,
+                                    config::Implementation::kReference);
+  const config::ModelConfig& model = tm.plan.model;
+  const auto& chunks = tm.chunks;
+  const engine::MicrobatchTensors& mb = tm.microbatches[0];
+  Stopwatch watch(cuda);
+  // Per node, every timed microbatch's forward and backward; per microbatch the whole chunk's.
   std::vector<std::vector<double>> fwd, bwd;
-  std::vector<double> whole_fwd, whole_bwd, burst;
+  std::vector<double> whole_fwd, whole_bwd;
   std::vector<std::pair<schedule::NodeKind, int>> nodes;
-  auto reset_grads = [&chunks] {
-    for (const auto& c : chunks) {
-      for (const auto& entry : c->params().entries()) entry.second.mutable_grad().reset();
-    }
-  };
   for (int rep = 0; rep < opt.warmup + opt.repeats; ++rep) {
-    auto prog = chunks[0]->program(at::Tensor(), mb, /*split=*/true);
-    const size_t n = prog->size();
-    if (nodes.empty()) {
-      for (size_t i = 0; i < n; ++i) nodes.emplace_back(prog->node(i).kind, prog->node(i).layer);
-      fwd.assign(n, {});
-      bwd.assign(n, {});
-    }
-    std::vector<double> f(n), g(n);
-    for (size_t i = 0; i < n; ++i) {
-      const auto t0 = now();
-      prog->forward_node(i);
-      f[i] = ms(t0, now());
-    }
-    for (size_t i = n; i-- > 0;) {
-      const auto t0 = now();
-      prog->backward_node(i, at::Tensor());
-      g[i] = ms(t0, now());
-    }
-    reset_grads();
-    auto whole = chunks[0]->program(at::Tensor(), mb, /*split=*/false);  // as plain schedules
-    const auto w0 = now();
-    whole->forward_all();
-    const auto w1 = now();
-    whole->backward_all(at::Tensor());
-    const auto w2 = now();
-    reset_grads();
-    if (rep >= opt.warmup) {
-      for (size_t i = 0; i < n; ++i) {
-        fwd[i].push_back(f[i]);
-        bwd[i].push_back(g[i]);
-      }
-      whole_fwd.push_back(ms(w0, w1));
-      whole_bwd.push_back(ms(w1, w2));
-    }
-    const auto b0 = now();
+    // kBurst microbatches node by node (split mode), then kBurst through the whole program, back
+    // to back: marks only, read at the end.
+    std::vector<std::vector<int>> fmarks, bmarks;  // per microbatch: before node 0, after each
     for (int k = 0; k < kBurst; ++k) {
-      auto p = chunks[0]->program(at::Tensor(), mb, /*split=*/false);
-      p->forward_all();
-      p->backward_all(at::Tensor());
+      auto prog = chunks[0]->program(at::Tensor(), mb, /*split=*/true);
+      const size_t n = prog->size();
+      if (nodes.empty()) {
+        for (size_t i = 0; i < n; ++i) nodes.emplace_back(prog->node(i).kind, prog->node(i).layer);
+        fwd.assign(n, {});
+        bwd.assign(n, {});
+      }
+      std::vector<int> f{watch.mark()}, g;
+      for (size_t i = 0; i < n; ++i) {
+        prog->forward_node(i);
+        f.push_back(watch.mark());
+      }
+      g.push_back(f.back());
+      for (size_t i = n; i-- > 0;) {
+        prog->backward_node(i, at::Tensor());
+        g.push_back(watch.mark());  // g[n - i] ends node i
+      }
+      fmarks.push_back(std::move(f));
+      bmarks.push_back(std::move(g));
     }
-    const auto b1 = now();
-    reset_grads();
-    if (rep >= opt.warmup) burst.push_back(ms(b0, b1) / kBurst);
+    tm.reset_grads();
+    std::vector<std::array<int, 3>> wmarks;
+    for (int k = 0; k < kBurst; ++k) {
+      auto whole = chunks[0]->program(at::Tensor(), mb, /*split=*/false);  // as plain schedules
+      const int w0 = watch.mark();
+      whole->forward_all();
+      const int w1 = watch.mark();
+      whole->backward_all(at::Tensor());
+      wmarks.push_back({w0, w1, watch.mark()});
+    }
+    tm.reset_grads();
+    if (rep >= opt.warmup) {
+      const size_t n = nodes.size();
+      for (int k = 0; k < kBurst; ++k) {
+        const auto& f = fmarks[static_cast<size_t>(k)];
+        const auto& g = bmarks[static_cast<size_t>(k)];
+        for (size_t i = 0; i < n; ++i) {
+          fwd[i].push_back(watch.elapsed_ms(f[i], f[i + 1]));
+          bwd[i].push_back(watch.elapsed_ms(g[n - 1 - i], g[n - i]));
+        }
+        const auto& w = wmarks[static_cast<size_t>(k)];
+        whole_fwd.push_back(watch.elapsed_ms(w[0], w[1]));
+        whole_bwd.push_back(watch.elapsed_ms(w[1], w[2]));
+      }
+    }
+    watch.clear();
   }
   double sum_f = 0.0, sum_b = 0.0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     sum_f += median(fwd[i]);
     sum_b += median(bwd[i]);
   }
-  const double single = median(whole_fwd) + median(whole_bwd);
-  const double overlap = single > 0.0 ? median(burst) / single : 1.0;
-  const double scale_f = sum_f > 0.0 ? overlap * median(whole_fwd) / sum_f : 1.0;
-  const double scale_b = sum_b > 0.0 ? overlap * median(whole_bwd) / sum_b : 1.0;
+  const double scale_f =
+      sum_f > 0.0 ? std::max(0.0, median(whole_fwd) - op.forward_ms) / sum_f : 1.0;
+  const double scale_b =
+      sum_b > 0.0 ? std::max(0.0, median(whole_bwd) - op.backward_ms) / sum_b : 1.0;
   if (scales != nullptr) *scales = {scale_f, scale_b};
   std::map<CostNode, sim::NodeCost> out;
   std::map<CostNode, std::set<int>> layers_of;  // a kind's cost is per layer: divide by these
@@ -236,10 +238,16 @@ std::map<CostNode, sim::NodeCost> time_nodes(const config::ModelConfig& cfg,
 }  // namespace
 
 int run_calibrate(const CalibrateOptions& opt) {
-  FileRoles files;
-  files.output("--out", opt.out);
   const bool cuda = opt.device == "cuda";
   const config::ModelConfig m = sim::preset_model(opt.preset);
+  if (!opt.costs.empty()) {  // validate a costs file, calibrate nothing
+    const sim::CostTable costs = sim::read_costs(opt.costs);
+    sim::check_costs_fit(costs, m);
+    engine::apply_determinism();
+    return validate_costs(m, costs, opt, cuda);
+  }
+  FileRoles files;
+  files.output("--out", opt.out);
   engine::apply_determinism();
   sim::CostTable t;
   t.link = sim::named_link(opt.link);
@@ -256,8 +264,10 @@ int run_calibrate(const CalibrateOptions& opt) {
   const config::ModelConfig with_mtp = slice(m, opt.experts_per_rank, 1);
   const config::ModelConfig without = slice(m, opt.experts_per_rank, 0);
   std::pair<double, double> sa, sz;
-  const auto a = time_nodes(with_mtp, opt, cuda, &sa);
-  const auto z = time_nodes(without, opt, cuda, &sz);
+  const sim::NodeCost op = time_chunk_op(m, opt, cuda);
+  t.nodes[CostNode::kChunkOp] = op;
+  const auto a = time_nodes(with_mtp, opt, cuda, op, &sa);
+  const auto z = time_nodes(without, opt, cuda, op, &sz);
   for (CostNode c : {CostNode::kEmbedding, CostNode::kDecoderDense, CostNode::kDecoderMoe,
                      CostNode::kFinalLayernorm}) {
     if (z.count(c)) t.nodes[c] = z.at(c);
@@ -317,10 +327,14 @@ int run_calibrate(const CalibrateOptions& opt) {
   t.notes.push_back(fmt::format("{} derived: the measured {} minus its layer kind plus the other",
                                 sim::cost_node_name(derived), sim::cost_node_name(measured)));
   t.notes.push_back("mtp_head = post_process with one MTP depth minus post_process without MTP");
-  t.notes.push_back(fmt::format(
-      "node times scaled to the whole chunk's time in a burst of {} microbatches: forward "
-      "x{:.3f} / x{:.3f}, backward x{:.3f} / x{:.3f} (with / without MTP)",
-      kBurst, sa.first, sz.first, sa.second, sz.second));
+  t.notes.push_back(
+      "chunk_op = 2 T1 - T2 of a one-layer and a two-layer middle stage (every stage's op pays "
+      "it once per microbatch, an empty stage only it)");
+  t.notes.push_back(
+      fmt::format("node times (device time stamps, bursts of {} microbatches) scaled to the whole "
+                  "program's less one chunk_op: forward x{:.3f} / x{:.3f}, backward x{:.3f} / "
+                  "x{:.3f} (with / without MTP)",
+                  kBurst, sa.first, sz.first, sa.second, sz.second));
   write_file_atomically(opt.out, sim::to_json(t).dump(2) + "\n");
   std::cout << fmt::format("# {:<16} {:>12} {:>12}\n", "node", "forward(ms)", "backward(ms)");
   for (const auto& [n, c] : t.nodes) {
@@ -328,7 +342,7 @@ int run_calibrate(const CalibrateOptions& opt) {
                              c.backward_ms);
   }
   std::cout << "# written: " << opt.out << "\n";
-  return 0;
+  return opt.validate.empty() ? kExitOk : validate_costs(m, t, opt, cuda);
 }
 
 }  // namespace mtp::cli

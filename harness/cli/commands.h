@@ -85,8 +85,10 @@ int run_selftest(const SelftestOptions& opt);
 int run_simulate(const SimulateOptions& opt);
 
 /// calibrate: times every node kind of the preset's layers on --device (see calibrate_command.cc
-/// for the method) and writes the costs JSON (harness/sim/costs.h). Throws InputError for a bad
-/// preset or output, InfraError when the device fails. Returns kExitOk.
+/// for the method) and writes the costs JSON (harness/sim/costs.h); with --validate, then checks
+/// those costs (or --costs) against a measured run (cli/calibrate_validate.h). Throws InputError
+/// for a bad preset, output, costs file or layout, InfraError when the device fails. Returns
+/// kExitOk, or kExitMismatch when a --validate rank is beyond --tolerance.
 int run_calibrate(const CalibrateOptions& opt);
 
 /// Compares two records. 0 = equal under the class, 1 = different.

@@ -45,10 +45,6 @@ int run_schedule(const ScheduleOptions& opt) {
                     "command prints (P·V·M ≤ 1000000)",
                     ops));
   }
-  if (c.microbatch_group_size != 0 && !def.takes_group_size) {
-    throw InputError(fmt::format("schedule: --group applies to interleaved schedules, not {}",
-                                 schedule::schedule_kind_name(c.kind)));
-  }
   std::cout << fmt::format("# schedule {} P={} V={} M={}", schedule::schedule_kind_name(c.kind),
                            c.pipeline_size, c.virtual_size, c.num_microbatches);
   if (def.takes_group_size && c.pipeline_size > 1) {

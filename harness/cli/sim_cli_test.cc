@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "harness/cli/cli_test_util.h"
 
@@ -67,7 +68,7 @@ why = "the co-located layout is not faster: this claim is false on purpose"
   std::ofstream(dir.file("f.toml")) << sc;
   const auto r = run("check " + dir.file("f.toml") + " --variant ref_p1 --out " + dir.file("o"));
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("SLOWER THAN CLAIMED: simulated step 15337.5 ms = 1.196 x "));
+  EXPECT_THAT(r.out, HasSubstr("SLOWER THAN CLAIMED: simulated step 15179.2 ms = 1.217 x "));
   EXPECT_THAT(r.out, HasSubstr("## reversed FAILED: layout Et|(tt|)*30mL vs Ettt|(tt|)*29m|L"));
   EXPECT_THAT(r.out, HasSubstr("# re-simulate: mtp-harness simulate --preset dsv3 --costs "
                                "golden/perf/costs_h200_dsv3.json --pp 16 --microbatches 64 "
@@ -94,6 +95,59 @@ why = "one rank holds one copy of each parameter: nothing to check, and that is 
   EXPECT_TRUE(std::filesystem::exists(dir.file("o/report.json"))) << r.out;
 }
 
+// calibrate --validate with a costs file: the simulated busy column is the simulator's (the same
+// numbers simulate --json gives for those costs), every rank's op sum is measured (> 0), a
+// co-located layout runs on the reference and a standalone one on the candidate, and the verdict
+// follows --tolerance (0 cannot hold: exit 1 naming the worst rank).
+TEST(SimCliTest, ValidateSetsMeasuredOpSumsBesideTheSimulatedOnes) {
+  mtp::testing_util::ScratchDir dir;
+  const std::string costs = dir.file("costs.json");
+  std::ofstream(costs) << R"({"schema_version": 1, "nodes": {
+    "embedding": {"forward_ms": 0.5, "backward_ms": 0.5},
+    "decoder_dense": {"forward_ms": 1, "backward_ms": 2},
+    "decoder_moe": {"forward_ms": 1.5, "backward_ms": 3},
+    "mtp_block_dense": {"forward_ms": 2, "backward_ms": 4},
+    "mtp_block_moe": {"forward_ms": 2.5, "backward_ms": 5},
+    "final_layernorm": {"forward_ms": 0.25, "backward_ms": 0.25},
+    "output_head": {"forward_ms": 1, "backward_ms": 1},
+    "mtp_head": {"forward_ms": 1, "backward_ms": 1}}})";
+  const std::string layouts = " --layout 'E|t|t|t|t|||mL' --layout 'E|t|t|t|t||m|L'";
+  auto r = run("simulate --preset tiny --costs " + costs + " --pp 4 --microbatches 4" + layouts +
+               " --json " + dir.file("s.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json s = nlohmann::json::parse(mtp::testing_util::read_text(dir.file("s.json")));
+  r = run("calibrate --preset tiny --device cpu --costs " + costs +
+          " --pp 4 --microbatches 4 --repeats 1 --warmup 0 --tolerance 10"
+          " --validate 'E|t|t|t|t|||mL' --validate 'E|t|t|t|t||m|L'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out,
+              HasSubstr("# validate 'E|t|t|t|t|||mL' (reference): P = 4, V = 2, interleaved"));
+  EXPECT_THAT(r.out, HasSubstr("# validate 'E|t|t|t|t||m|L' (candidate)"));
+  std::istringstream lines(r.out);
+  std::string line;
+  int layout = -1, rows = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("# validate", 0) == 0) ++layout;
+    std::istringstream row(line);
+    int rank = -1;
+    double simulated = 0, measured = 0, ratio = 0;
+    std::string extra;
+    if (layout < 0 || !(row >> rank >> simulated >> measured >> ratio) || (row >> extra)) continue;
+    ASSERT_LT(rank, 4) << line;
+    const double want = s["layouts"][layout]["ranks"][rank]["busy_ms"].get<double>();
+    EXPECT_NEAR(simulated, want, 0.0005) << line;
+    EXPECT_GT(measured, 0.0) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 8) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("# PASS: every rank's measured op sum within 1000 %"));
+  r = run("calibrate --preset tiny --device cpu --costs " + costs +
+          " --pp 2 --microbatches 4 --repeats 1 --warmup 0 --tolerance 0 --validate 'Et|t|t|tmL'");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("# FAIL: every rank's measured op sum within 0 % of the simulated "
+                               "busy time? no (worst: rank "));
+}
+
 TEST(SimCliTest, BadInputExitsTwo) {
   mtp::testing_util::ScratchDir dir;
   const std::string costs = dir.file("costs.json");
@@ -116,8 +170,24 @@ TEST(SimCliTest, BadInputExitsTwo) {
   r = run("simulate --preset tiny --costs " + dir.file("none.json") +
           " --pp 2 --microbatches 6 --layout 'Et|tmL'");
   EXPECT_EQ(r.code, 2) << r.out;
+  r = run("simulate --preset tiny --costs " + costs +
+          " --pp 2 --microbatches 6 --layout 'Ett|ttmL' --schedule 1f1b --group 2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("1f1b schedule: a microbatch group size (N=2) applies to the "
+                               "interleaved and combined 1F1B schedules only"));
   r = run("calibrate --preset tiny --device cpu --out /proc/x.json");
   EXPECT_EQ(r.code, 2) << r.out;
+  // --validate needs --pp (and --pp --validate); --costs replaces --out; one of them is needed.
+  for (const std::string& args : std::vector<std::string>{
+           "--out x.json --validate 'Et|tmL'", "--out x.json --pp 2", "--validate 'Et|tmL' --pp 2",
+           "--out x.json --costs " + costs + " --validate 'Et|tmL' --pp 2"}) {
+    r = run("calibrate --preset tiny --device cpu " + args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+  }
+  r = run("calibrate --preset tiny --device cpu --costs " + costs +
+          " --validate 'Et|t|t|tmL' --pp 2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("the costs have no node \"decoder_dense\""));
 }
 
 }  // namespace

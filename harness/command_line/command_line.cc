@@ -315,7 +315,7 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       "time every node kind of a model's layers on this device (forward and backward, harness "
       "kernels, bf16 on CUDA) and write the costs for simulate");
   cbx->add_option("--preset", cal.preset, "the model: dsv3 | small | tiny")->capture_default_str();
-  cbx->add_option("--out", cal.out, "the costs JSON to write")->required()->check(non_empty);
+  auto* cal_out = cbx->add_option("--out", cal.out, "the costs JSON to write")->check(non_empty);
   cbx->add_option("--device", cal.device, "cpu | cuda")
       ->capture_default_str()
       ->check(CLI::IsMember(config::enum_names<config::Device>()));
@@ -332,6 +332,34 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
   cbx->add_option("--link", cal.link, "the link written into the costs: nvlink | ib")
       ->capture_default_str()
       ->check(CLI::IsMember({"nvlink", "ib"}));
+  auto* cal_pp = cbx->add_option("--pp", cal.validate_pipeline_size, "P of the --validate runs")
+                     ->check(CLI::Range(1, 64));
+  auto* cal_validate =
+      cbx->add_option("--validate", cal.validate,
+                      "a layout to run with --pp ranks as threads on this device, every op "
+                      "timed: each rank's op sum against the simulated busy time (repeatable)")
+          ->check(non_empty)
+          ->needs(cal_pp);
+  cal_pp->needs(cal_validate);
+  cbx->add_option("--microbatches", cal.validate_microbatches, "M of the --validate runs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096))
+      ->needs(cal_validate);
+  cbx->add_option("--tolerance", cal.tolerance,
+                  "largest relative difference --validate accepts (exit 1 beyond it)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0))
+      ->needs(cal_validate);
+  auto* cal_costs = cbx->add_option("--costs", cal.costs,
+                                    "validate this costs file instead of calibrating (no --out)")
+                        ->check(non_empty)
+                        ->needs(cal_validate)
+                        ->excludes(cal_out);
+  cbx->callback([cal_out, cal_costs] {
+    if (cal_out->count() == 0 && cal_costs->count() == 0) {
+      throw CLI::RequiredError("--out (or --costs with --validate)");
+    }
+  });
 
   auto* g = app.add_subcommand("golden",
                                "committed per-tensor digests of every CPU scenario "
@@ -539,7 +567,10 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       {cbx,
        "Examples:\n  mtp-harness calibrate --out golden/perf/costs_h200_dsv3.json\n"
        "  mtp-harness calibrate --preset tiny --device cpu --out costs_cpu.json\n"
-       "Exit: 0 written, 2 bad input, 3 failure"},
+       "  mtp-harness calibrate --preset small --out costs.json --pp 4 \\\n"
+       "      --validate 'E|t*3|(t|)*5mL' --validate 'E|t*3|(t|)*4tm|L'\n"
+       "Exit: 0 written (and every --validate rank within --tolerance), 1 a --validate rank "
+       "beyond it, 2 bad input, 3 failure"},
       {orx,
        "Examples:\n  mtp-harness oracle runs/default/latest/cand_p4v2_tmm.h5\n"
        "  mtp-harness oracle r.h5 --step 2 --bound 1e-4 --json oracle.json\nExit: 0 within the "

@@ -131,6 +131,14 @@ struct CalibrateOptions {
   int repeats = 5;              ///< --repeats: timed repetitions (median)
   int warmup = 2;               ///< --warmup: untimed repetitions first
   std::string link = "nvlink";  ///< --link: the link written into the costs
+  /// --validate LAYOUT (repeatable): after calibrating (or with --costs: instead), run the
+  /// preset's model on LAYOUT with P = --pp ranks as threads, time every op and set each rank's
+  /// op sum beside the simulated busy time (cli/calibrate_validate.h).
+  std::vector<std::string> validate;
+  int validate_pipeline_size = 0;  ///< --pp P (with --validate)
+  int validate_microbatches = 8;   ///< --microbatches M (with --validate)
+  double tolerance = 0.10;         ///< --tolerance: relative bound of the validation
+  std::string costs;               ///< --costs F.json: validate these costs, calibrate nothing
 };
 
 struct GoldenOptions {

@@ -63,10 +63,13 @@ class RankExecutor {
         ++j;
       } else if (ops_[j].type == OpType::kForward) {
         auto prog = begin_forward(j);
+        ComputeScope scope(*this, j);
         prog->forward_all();
+        scope.end();
         finish_forward(ops_[j], std::move(prog));
       } else {
         auto s = begin_backward(j);
+        ComputeScope scope(*this, j);
         if (split_) {
           // Node by node, so that main grads are accumulated after each node's backward.
           for (size_t n = s.prog->size(); n-- > 0;) {
@@ -77,10 +80,43 @@ class RankExecutor {
           s.prog->backward_all(s.grad);
           backward_done(ops_[j]);
         }
+        scope.end();
         finish_backward(ops_[j], *s.prog);
       }
     }
   }
+
+  // Brackets the compute of op j (`paired`: with op j + 1 as its combined 1F1B backward) with
+  // ExecutionOptions::before_compute and after_compute: after_compute at end(), or, when the
+  // compute throws, on unwinding (its own exception then swallowed: the compute's is the one to
+  // report), so a hook that serialises ranks never keeps the others waiting.
+  class ComputeScope {
+   public:
+    ComputeScope(const RankExecutor& ex, size_t j, bool paired = false)
+        : after_(ex.options_.after_compute), block_{ex.rank_, ex.ops_[j], std::nullopt} {
+      if (paired) block_.paired_backward = ex.ops_[j + 1];
+      if (ex.options_.before_compute) ex.options_.before_compute(block_);
+    }
+    ComputeScope(const ComputeScope&) = delete;
+    ComputeScope& operator=(const ComputeScope&) = delete;
+    void end() {
+      if (ended_) return;
+      ended_ = true;
+      if (after_) after_(block_);
+    }
+    ~ComputeScope() {
+      if (ended_ || !after_) return;
+      try {
+        after_(block_);
+      } catch (...) {
+      }
+    }
+
+   private:
+    const std::function<void(const ComputeBlock&)>& after_;
+    ComputeBlock block_;
+    bool ended_ = false;
+  };
 
   struct Stored {
     int microbatch;
@@ -255,6 +291,7 @@ class RankExecutor {
       backward_done(ops_[jb]);
     };
     const size_t steps = std::max(fg.size(), bg.size());
+    ComputeScope scope(*this, jf, /*paired=*/true);
     for (size_t t = 0; t < steps; ++t) {
       const std::vector<size_t>* F = t < fg.size() ? &fg[t] : nullptr;
       const std::vector<size_t>* B = t < bg.size() ? &bg[bg.size() - 1 - t] : nullptr;
@@ -289,6 +326,7 @@ class RankExecutor {
         if (!fdone[k]) fwd((*F)[k]);
       }
     }
+    scope.end();
     finish_forward(ops_[jf], std::move(fprog));
     finish_backward(ops_[jb], bp);
   }

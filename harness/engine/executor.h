@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,14 @@ namespace mtp::engine {
 struct StepLosses {
   std::vector<double> lm;                ///< [M]
   std::vector<std::vector<double>> mtp;  ///< [M][D]
+};
+
+/// One pipeline rank's unit of compute between its receives and its sends: one op, or a combined
+/// 1F1B steady pair run as one block (its forward op, then its backward op).
+struct ComputeBlock {
+  int pipeline_rank = 0;
+  schedule::Op op;                              ///< the op (a combined pair's forward)
+  std::optional<schedule::Op> paired_backward;  ///< a combined pair's backward op
 };
 
 /// How the executor runs a schedule's ops.
@@ -45,6 +54,12 @@ struct ExecutionOptions {
   /// accumulation takes each contribution apart here (engine/canonical_grads.h).
   std::function<void(int stage, int microbatch, const model::ChunkProgram& prog)>
       after_microbatch_backward;
+  /// Per-op timing (`mtp-harness calibrate --validate`), unset in training: called on the rank's
+  /// thread when a block's compute begins (its receive done, its program built) and when it ends
+  /// (before its send), never nested on one rank; after_compute also when the compute throws
+  /// (then its own exception is swallowed). Not called for runs through a CUDA graph.
+  std::function<void(const ComputeBlock&)> before_compute;
+  std::function<void(const ComputeBlock&)> after_compute;
 };
 
 /// One pipeline rank's share of a step: where its chunks are and who its neighbours are.

@@ -153,12 +153,6 @@ schedule::ScheduleConfig variant_schedule(const config::VariantSpec& v,
   s.num_microbatches = static_cast<int>(num_microbatches);
   s.microbatch_group_size = v.microbatch_group_size;
   schedule::validate(s);
-  if (v.microbatch_group_size != 0 && !def.takes_group_size) {
-    throw InputError(
-        fmt::format("variant \"{}\": microbatch_group_size applies to interleaved "
-                    "schedules, not {}",
-                    v.name, schedule::schedule_kind_name(s.kind)));
-  }
   if (v.overlap_p2p && !def.overlaps_p2p) {
     throw InputError(
         fmt::format("variant \"{}\": overlap_p2p needs the interleaved or combined_1f1b "

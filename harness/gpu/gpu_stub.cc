@@ -1,6 +1,7 @@
 // The GPU entry points of a build without CUDA LibTorch: each says so.
 #include "harness/common/error.h"
 #include "harness/gpu/cuda_graph.h"
+#include "harness/gpu/device_clock.h"
 #include "harness/gpu/gpu.h"
 
 namespace mtp::gpu {
@@ -30,5 +31,12 @@ void CudaGraph::run_eagerly(const std::function<void()>&) { no_cuda("CUDA graphs
 void CudaGraph::capture(const std::function<void()>&) { no_cuda("CUDA graphs"); }
 void CudaGraph::replay() { no_cuda("CUDA graphs"); }
 bool CudaGraph::captured() const { return false; }
+
+struct DeviceClock::Impl {};
+DeviceClock::DeviceClock(int) { no_cuda("DeviceClock"); }
+DeviceClock::~DeviceClock() = default;
+int DeviceClock::mark() { no_cuda("DeviceClock"); }
+double DeviceClock::elapsed_ms(int, int) { no_cuda("DeviceClock"); }
+void DeviceClock::clear() {}
 
 }  // namespace mtp::gpu

@@ -6,7 +6,7 @@
 //
 // Example:
 //   ExpectationResult r = evaluate_faster(e, sc.model);
-//   r.pairs[0].verdict;  // "simulated step 12821.9 ms = 0.836 x 15337.5 ms (at most 0.9) …"
+//   r.pairs[0].verdict;  // "simulated step 12471.8 ms = 0.822 x 15179.2 ms (at most 0.9) …"
 #pragma once
 
 #include "harness/report/report.h"

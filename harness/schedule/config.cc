@@ -51,6 +51,12 @@ void validate(const ScheduleConfig& config) {
     throw ScheduleError(
         fmt::format("{} schedule: number of microbatches M={} must be >= 1", kind, m));
   }
+  if (config.microbatch_group_size != 0 && !schedule_def(config.kind).takes_group_size) {
+    throw ScheduleError(fmt::format(
+        "{} schedule: a microbatch group size (N={}) applies to the interleaved and combined "
+        "1F1B schedules only",
+        kind, config.microbatch_group_size));
+  }
   schedule_def(config.kind).check(config);
 }
 

@@ -73,7 +73,8 @@ struct ScheduleConfig {
 /// Checks the configuration against Megatron's constraints and throws ScheduleError naming the
 /// broken rule: P, V, M ≥ 1; kNoPipelining needs P = 1 and V = 1; kOneFOneB needs V = 1 and P > 1;
 /// kInterleaved needs P > 1, P ≤ N ≤ M, and M mod N == 0 or M mod N ≥ P (sched.py:1160-1180);
-/// kCombined1F1B needs V = 1 when P = 1, and the interleaved rules when P > 1.
+/// kCombined1F1B needs V = 1 when P = 1, and the interleaved rules when P > 1; a group size N ≠ 0
+/// only for a schedule that takes one (ScheduleDef::takes_group_size).
 void validate(const ScheduleConfig& config);
 
 /// Number of warm-up forward steps of `rank` (spec §4.4 / §4.5 formulas, capped at M·V; 0 for

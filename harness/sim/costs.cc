@@ -28,6 +28,8 @@ const char* cost_node_name(CostNode n) {
       return "final_layernorm";
     case CostNode::kOutputHead:
       return "output_head";
+    case CostNode::kChunkOp:
+      return "chunk_op";
     case CostNode::kMtpHead:
       return "mtp_head";
   }
@@ -46,8 +48,9 @@ Link named_link(std::string_view name) {
   throw InputError(fmt::format("link \"{}\": accepted: nvlink, ib", name));
 }
 
-const NodeCost& CostTable::at(CostNode n) const {
+NodeCost CostTable::at(CostNode n) const {
   const auto it = nodes.find(n);
+  if (it == nodes.end() && n == CostNode::kChunkOp) return {};
   if (it == nodes.end()) {
     throw InputError(fmt::format("{}the costs have no node \"{}\" (calibrate measures every node)",
                                  source.empty() ? "" : source + ": ", cost_node_name(n)));

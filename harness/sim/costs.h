@@ -23,7 +23,10 @@ namespace mtp::sim {
 
 /// The node kinds a stage is priced by. Decoder and MTP layers come in a dense and an MoE kind;
 /// an MTP block is its enorm, hnorm, eh_proj and transformer layer (not its head); a head is the
-/// final norm's output projection to the vocabulary and its cross entropy.
+/// final norm's output projection to the vocabulary and its cross entropy. A chunk op is the fixed
+/// cost of one model chunk's forward or backward for one microbatch whatever the chunk holds (the
+/// executor's and autograd's host work per op; an empty stage costs just this); optional in a
+/// costs file (0 when absent: hand-made tables and files calibrated before it existed).
 enum class CostNode {
   kEmbedding,
   kDecoderDense,
@@ -33,13 +36,14 @@ enum class CostNode {
   kFinalLayernorm,
   kOutputHead,
   kMtpHead,
+  kChunkOp,
 };
-inline constexpr std::array<CostNode, 8> kAllCostNodes{
+inline constexpr std::array<CostNode, 9> kAllCostNodes{
     CostNode::kEmbedding,     CostNode::kDecoderDense, CostNode::kDecoderMoe,
     CostNode::kMtpBlockDense, CostNode::kMtpBlockMoe,  CostNode::kFinalLayernorm,
-    CostNode::kOutputHead,    CostNode::kMtpHead};
+    CostNode::kOutputHead,    CostNode::kMtpHead,      CostNode::kChunkOp};
 /// "embedding", "decoder_dense", "decoder_moe", "mtp_block_dense", "mtp_block_moe",
-/// "final_layernorm", "output_head", "mtp_head": the JSON keys.
+/// "final_layernorm", "output_head", "mtp_head", "chunk_op": the JSON keys.
 const char* cost_node_name(CostNode n);
 
 /// Forward and backward time of one node for one microbatch, milliseconds.
@@ -71,8 +75,9 @@ struct CostTable {
   std::map<CostNode, NodeCost> nodes;
   Link link;
   std::string source;  ///< the file it was read from ("" when made here), for errors
-  /// The cost of `n`; throws InputError naming the source and the node when the table lacks it.
-  const NodeCost& at(CostNode n) const;
+  /// The cost of `n`; throws InputError naming the source and the node when the table lacks it
+  /// (kChunkOp: zero when absent).
+  NodeCost at(CostNode n) const;
 };
 
 /// Largest node time (ms) and latency (µs) a costs file may hold, and the bandwidth range

@@ -53,6 +53,7 @@ std::vector<StageCost> stage_costs(const config::ModelConfig& model,
       c.forward_ms += n.forward_ms;
       c.backward_ms += n.backward_ms;
     };
+    add(costs.at(CostNode::kChunkOp));  // every stage is one op per microbatch, even empty
     std::vector<std::string> items;
     if (st.has_embedding) {
       add(costs.at(CostNode::kEmbedding));

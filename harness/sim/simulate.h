@@ -60,8 +60,9 @@ SimulationPlan plan_simulation(const config::ModelConfig& model, const std::stri
 /// The price of every stage of `layout` for `model` with `costs`: the embedding, each decoder layer
 /// (dense or MoE by model.is_moe_layer), each MTP depth (its block, dense or MoE by
 /// model.mtp_layer_is_moe(), plus its head and loss in the loss stage), the final layernorm where
-/// the layout owns it, and the LM head with `L`. `element_bytes` sizes activations and messages
-/// (2 for bf16). Throws InputError when the costs lack a node the model uses.
+/// the layout owns it, the LM head with `L`, and one chunk op for every stage (even an empty
+/// one). `element_bytes` sizes activations and messages (2 for bf16). Throws InputError when the
+/// costs lack a node the model uses.
 std::vector<StageCost> stage_costs(const config::ModelConfig& model,
                                    const layout::PipelineLayout& layout, const CostTable& costs,
                                    uint64_t element_bytes);

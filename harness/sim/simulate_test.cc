@@ -224,6 +224,33 @@ TEST(SimulateTest, StageCostsFollowTheLayoutAndTheTimelineShowsIt) {
   EXPECT_THAT(svg, ::testing::HasSubstr("#d9640b"));  // an MTP backward block
 }
 
+// A chunk op is paid once per op by every stage, an empty one too; a table without it prices 0.
+TEST(SimulateTest, EveryStageCarriesOneChunkOp) {
+  config::ModelConfig m;
+  m.num_layers = 2;
+  m.mtp_num_layers = 1;
+  m.hidden_size = 8;
+  m.seq_length = 4;
+  m.micro_batch_size = 1;
+  CostTable costs;
+  costs.nodes = {{CostNode::kEmbedding, {0.5, 0.25}},  {CostNode::kDecoderDense, {1, 2}},
+                 {CostNode::kMtpBlockDense, {4, 8}},   {CostNode::kFinalLayernorm, {0.125, 0.25}},
+                 {CostNode::kOutputHead, {2, 3}},      {CostNode::kMtpHead, {2.5, 3.5}},
+                 {CostNode::kChunkOp, {0.0625, 0.375}}};
+  const auto lay = layout::build_layout("Et|t|||m|L", 3, 2, 1, layout::MtpRule::kOneStage);
+  const auto s = stage_costs(m, lay, costs, 2);
+  ASSERT_EQ(s.size(), 6u);
+  EXPECT_DOUBLE_EQ(s[2].forward_ms, 0.0625);  // the empty stage: its op only
+  EXPECT_DOUBLE_EQ(s[2].backward_ms, 0.375);
+  EXPECT_DOUBLE_EQ(s[0].forward_ms, 0.0625 + 0.5 + 1);
+  EXPECT_DOUBLE_EQ(s[3].backward_ms, 0.375);            // the second empty stage
+  EXPECT_DOUBLE_EQ(s[5].backward_ms, 0.375 + 3 + 3.5);  // the LM head and the MTP head
+  costs.nodes.erase(CostNode::kChunkOp);
+  const auto z = stage_costs(m, lay, costs, 2);
+  EXPECT_DOUBLE_EQ(z[2].forward_ms, 0.0);
+  EXPECT_DOUBLE_EQ(z[0].forward_ms, 0.5 + 1);
+}
+
 // What the executor refuses, the simulator refuses too: combined 1F1B with D > 1, D >= s.
 TEST(SimulateTest, PlansFollowTheSchedulesRules) {
   config::ModelConfig m;

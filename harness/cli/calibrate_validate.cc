@@ -1,0 +1,179 @@
+#include "harness/cli/calibrate_validate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "harness/cli/calibrate_support.h"
+#include "harness/common/error.h"
+#include "harness/config/enums.h"
+#include "harness/engine/executor.h"
+#include "harness/sim/simulate.h"
+#include "harness/transport/transport.h"
+
+namespace mtp::cli {
+namespace {
+
+/// One timed compute block of one step.
+struct Timed {
+  engine::ComputeBlock block;
+  int mark_begin = 0, mark_end = 0;  // Stopwatch marks
+  double ms = 0.0;
+};
+
+/// Times the compute blocks of steps, one block at a time on the device.
+class OpTimer {
+ public:
+  OpTimer(int pipeline_size, bool cuda)
+      : watch_(cuda), blocks_(static_cast<size_t>(pipeline_size)) {}
+
+  void attach(engine::ExecutionOptions& exec) {
+    exec.before_compute = [this](const engine::ComputeBlock& b) {
+      serial_.lock();  // released by after_compute (which the executor calls even on a throw)
+      Timed t;
+      t.block = b;
+      t.mark_begin = watch_.mark();
+      blocks_[static_cast<size_t>(b.pipeline_rank)].push_back(t);
+    };
+    exec.after_compute = [this](const engine::ComputeBlock& b) {
+      // Unlock whatever happens: the other ranks wait on this lock.
+      const std::unique_lock<std::mutex> release(serial_, std::adopt_lock);
+      blocks_[static_cast<size_t>(b.pipeline_rank)].back().mark_end = watch_.mark();
+    };
+  }
+
+  /// The step's blocks per pipeline rank with their times (waits for the device); starts over.
+  std::vector<std::vector<Timed>> take() {
+    std::vector<std::vector<Timed>> out = std::move(blocks_);
+    for (auto& rank : out) {
+      for (Timed& t : rank) t.ms = watch_.elapsed_ms(t.mark_begin, t.mark_end);
+    }
+    watch_.clear();
+    blocks_.assign(out.size(), {});
+    return out;
+  }
+
+ private:
+  Stopwatch watch_;
+  std::mutex serial_;
+  std::vector<std::vector<Timed>> blocks_;  // per pipeline rank, in op order
+};
+
+/// Medians over the timed steps: per rank the sum of its blocks, per (stage, forward?) the mean
+/// single op (combined pairs are not split between their two ops).
+struct Measured {
+  std::vector<double> rank_sum_ms;
+  std::map<std::pair<int, bool>, double> stage_op_ms;
+};
+
+Measured measure(TimedModel& tm, int warmup, int repeats, bool cuda) {
+  const layout::PipelineLayout& layout = tm.plan.layout;
+  const int P = layout.pipeline_size;
+  transport::InProcessOptions topt;
+  topt.timeout = std::chrono::milliseconds(600000);
+  auto transport = transport::make_in_process_transport(P, topt);
+  OpTimer timer(P, cuda);
+  engine::ExecutionOptions exec;
+  timer.attach(exec);
+  std::vector<std::vector<double>> rank_sums(static_cast<size_t>(P));
+  std::map<std::pair<int, bool>, std::vector<double>> stage_ops;
+  for (int rep = 0; rep < warmup + repeats; ++rep) {
+    engine::run_pipeline_step(tm.chunks, layout, tm.plan.schedule, tm.microbatches, *transport,
+                              exec);
+    const auto blocks = timer.take();
+    tm.reset_grads();
+    if (rep < warmup) continue;
+    std::map<std::pair<int, bool>, std::pair<double, int>> step_ops;  // sum, count
+    for (int p = 0; p < P; ++p) {
+      double sum = 0.0;
+      for (const Timed& t : blocks[static_cast<size_t>(p)]) {
+        sum += t.ms;
+        if (t.block.paired_backward) continue;
+        const int stage = t.block.op.chunk * P + p;
+        auto& [s, n] = step_ops[{stage, t.block.op.type == schedule::OpType::kForward}];
+        s += t.ms;
+        ++n;
+      }
+      rank_sums[static_cast<size_t>(p)].push_back(sum);
+    }
+    for (const auto& [key, sn] : step_ops) stage_ops[key].push_back(sn.first / sn.second);
+  }
+  Measured m;
+  for (const auto& v : rank_sums) m.rank_sum_ms.push_back(median(v));
+  for (const auto& [key, v] : stage_ops) m.stage_op_ms[key] = median(v);
+  return m;
+}
+
+}  // namespace
+
+int validate_costs(const config::ModelConfig& model, const sim::CostTable& costs,
+                   const CalibrateOptions& opt, bool cuda) {
+  bool all_within = true;
+  for (const std::string& text : opt.validate) {
+    const sim::SimulationPlan sp = sim::plan_simulation(model, text, opt.validate_pipeline_size,
+                                                        opt.validate_microbatches, "", 0, false);
+    const auto stages = sim::stage_costs(model, sp.layout, costs, cuda ? 2 : 4);
+    // MTP with the loss: the reference runs it; MTP in a stage of its own: the candidate.
+    const bool standalone = std::any_of(stages.begin(), stages.end(), [](const sim::StageCost& s) {
+      return s.has_mtp && !s.has_loss;
+    });
+    const config::Implementation impl =
+        standalone ? config::Implementation::kCandidate : config::Implementation::kReference;
+    TimedModel tm = build_timed_model(model, text, opt.validate_pipeline_size,
+                                      opt.validate_microbatches, cuda, impl);
+    MTP_INTERNAL_ASSERT(sp.schedule.kind == tm.plan.schedule.kind &&
+                            sp.schedule.virtual_size == tm.plan.schedule.virtual_size,
+                        "the simulated schedule is not the one the run uses");
+    const sim::SimResult r = sim::simulate(sp.layout, stages, sp.schedule, costs.link);
+    const Measured m = measure(tm, opt.warmup, opt.repeats, cuda);
+    const int P = sp.layout.pipeline_size;
+    std::cout << fmt::format(
+        "# validate '{}' ({}): P = {}, V = {}, {}, M = {} ({} on {}), {} timed steps after {} "
+        "warm-up, ranks as threads, their computes one at a time\n",
+        text, config::enum_name(impl), P, sp.layout.virtual_size,
+        schedule::schedule_kind_name(sp.schedule.kind), opt.validate_microbatches,
+        cuda ? "bf16" : "fp32", costs.gpu, opt.repeats, opt.warmup);
+    std::cout << fmt::format("  {:<5} {:>18} {:>18} {:>10}\n", "rank", "simulated busy(ms)",
+                             "measured sum(ms)", "measured/simulated");
+    double worst = 0.0;
+    int worst_rank = 0;
+    for (int p = 0; p < P; ++p) {
+      const double sim_ms = r.ranks[static_cast<size_t>(p)].busy_ms;
+      const double got = m.rank_sum_ms[static_cast<size_t>(p)];
+      const double ratio = sim_ms > 0.0 ? got / sim_ms : INFINITY;
+      if (std::abs(ratio - 1.0) >= worst) {
+        worst = std::abs(ratio - 1.0);
+        worst_rank = p;
+      }
+      std::cout << fmt::format("  {:<5} {:>18.3f} {:>18.3f} {:>10.3f}\n", p, sim_ms, got, ratio);
+    }
+    std::cout << fmt::format("  {:<5} {:<14} {:>9} {:>9} {:>9} {:>9}   (one microbatch, ms)\n",
+                             "stage", "contents", "sim fwd", "meas fwd", "sim bwd", "meas bwd");
+    for (size_t i = 0; i < stages.size(); ++i) {
+      auto got = [&](bool fwd) {
+        auto it = m.stage_op_ms.find({static_cast<int>(i), fwd});
+        return it == m.stage_op_ms.end() ? std::string("-") : fmt::format("{:.3f}", it->second);
+      };
+      std::cout << fmt::format("  {:<5} {:<14} {:>9.3f} {:>9} {:>9.3f} {:>9}\n", i,
+                               stages[i].contents.empty() ? "(empty)" : stages[i].contents,
+                               stages[i].forward_ms, got(true), stages[i].backward_ms, got(false));
+    }
+    const bool within = worst <= opt.tolerance;
+    all_within = all_within && within;
+    std::cout << fmt::format(
+        "# {}: every rank's measured op sum within {:.0f} % of the simulated busy time? {} "
+        "(worst: rank {}, off by {:.1f} %)\n",
+        within ? "PASS" : "FAIL", 100.0 * opt.tolerance, within ? "yes" : "no", worst_rank,
+        100.0 * worst);
+  }
+  return all_within ? kExitOk : kExitMismatch;
+}
+
+}  // namespace mtp::cli

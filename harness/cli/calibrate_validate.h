@@ -1,0 +1,29 @@
+// File: harness/cli/calibrate_validate.h
+//
+// `mtp-harness calibrate --validate LAYOUT --pp P`: the pipeline cost simulator checked against
+// a measured run (issue 23 §3). The preset's whole model runs LAYOUT on P pipeline ranks as
+// threads on this one device, M microbatches per step; every op's compute (a combined 1F1B pair
+// as one block) is bracketed by ExecutionOptions::before_compute / after_compute and timed: on
+// CUDA by events on the shared stream (gpu::DeviceClock), on the CPU by the host clock. The
+// ranks' computes are serialised by a lock, so an op's time is its own and not the sum of every
+// rank's kernels interleaved on the one device (the sends and receives stay concurrent). Each
+// rank's sum of its op times (median over the timed steps) is set beside the simulator's busy
+// time for that rank from `costs` (the simulator plays the same schedule::rank_ops); per stage
+// the mean forward and backward op time beside the stage's price. The step time is not
+// compared: P ranks sharing one device are not P devices.
+#pragma once
+
+#include "harness/command_line/options.h"
+#include "harness/config/model_config.h"
+#include "harness/sim/costs.h"
+
+namespace mtp::cli {
+
+/// Runs every --validate layout of `opt` for `model` against `costs` and prints the tables.
+/// Returns kExitOk when every rank's measured op sum is within opt.tolerance (relative) of the
+/// simulated busy time, kExitMismatch otherwise (the worst rank named). Throws InputError for a
+/// layout the model or P refuses, InfraError when the device fails.
+int validate_costs(const config::ModelConfig& model, const sim::CostTable& costs,
+                   const CalibrateOptions& opt, bool cuda);
+
+}  // namespace mtp::cli
