@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -25,7 +26,9 @@ namespace {
 struct Timed {
   engine::ComputeBlock block;
   int mark_begin = 0, mark_end = 0;  // Stopwatch marks
-  double ms = 0.0;
+  std::chrono::steady_clock::time_point host_begin, host_end;
+  double ms = 0.0;       // on the device's queue (Stopwatch)
+  double host_ms = 0.0;  // the host's time issuing it: near ms, the op is host-bound
 };
 
 /// Times the compute blocks of steps, one block at a time on the device.
@@ -40,12 +43,15 @@ class OpTimer {
       Timed t;
       t.block = b;
       t.mark_begin = watch_.mark();
+      t.host_begin = std::chrono::steady_clock::now();
       blocks_[static_cast<size_t>(b.pipeline_rank)].push_back(t);
     };
     exec.after_compute = [this](const engine::ComputeBlock& b) {
       // Unlock whatever happens: the other ranks wait on this lock.
       const std::unique_lock<std::mutex> release(serial_, std::adopt_lock);
-      blocks_[static_cast<size_t>(b.pipeline_rank)].back().mark_end = watch_.mark();
+      Timed& t = blocks_[static_cast<size_t>(b.pipeline_rank)].back();
+      t.host_end = std::chrono::steady_clock::now();
+      t.mark_end = watch_.mark();
     };
   }
 
@@ -53,7 +59,10 @@ class OpTimer {
   std::vector<std::vector<Timed>> take() {
     std::vector<std::vector<Timed>> out = std::move(blocks_);
     for (auto& rank : out) {
-      for (Timed& t : rank) t.ms = watch_.elapsed_ms(t.mark_begin, t.mark_end);
+      for (Timed& t : rank) {
+        t.ms = watch_.elapsed_ms(t.mark_begin, t.mark_end);
+        t.host_ms = std::chrono::duration<double, std::milli>(t.host_end - t.host_begin).count();
+      }
     }
     watch_.clear();
     blocks_.assign(out.size(), {});
@@ -71,6 +80,7 @@ class OpTimer {
 struct Measured {
   std::vector<double> rank_sum_ms;
   std::map<std::pair<int, bool>, double> stage_op_ms;
+  std::map<std::pair<int, bool>, double> stage_host_ms;  ///< the host's part of stage_op_ms
 };
 
 Measured measure(TimedModel& tm, int warmup, int repeats, bool cuda) {
@@ -83,31 +93,36 @@ Measured measure(TimedModel& tm, int warmup, int repeats, bool cuda) {
   engine::ExecutionOptions exec;
   timer.attach(exec);
   std::vector<std::vector<double>> rank_sums(static_cast<size_t>(P));
-  std::map<std::pair<int, bool>, std::vector<double>> stage_ops;
+  std::map<std::pair<int, bool>, std::vector<double>> stage_ops, stage_host;
   for (int rep = 0; rep < warmup + repeats; ++rep) {
     engine::run_pipeline_step(tm.chunks, layout, tm.plan.schedule, tm.microbatches, *transport,
                               exec);
     const auto blocks = timer.take();
     tm.reset_grads();
     if (rep < warmup) continue;
-    std::map<std::pair<int, bool>, std::pair<double, int>> step_ops;  // sum, count
+    std::map<std::pair<int, bool>, std::array<double, 3>> step_ops;  // sum, host sum, count
     for (int p = 0; p < P; ++p) {
       double sum = 0.0;
       for (const Timed& t : blocks[static_cast<size_t>(p)]) {
         sum += t.ms;
         if (t.block.paired_backward) continue;
         const int stage = t.block.op.chunk * P + p;
-        auto& [s, n] = step_ops[{stage, t.block.op.type == schedule::OpType::kForward}];
+        auto& [s, h, n] = step_ops[{stage, t.block.op.type == schedule::OpType::kForward}];
         s += t.ms;
-        ++n;
+        h += t.host_ms;
+        n += 1.0;
       }
       rank_sums[static_cast<size_t>(p)].push_back(sum);
     }
-    for (const auto& [key, sn] : step_ops) stage_ops[key].push_back(sn.first / sn.second);
+    for (const auto& [key, shn] : step_ops) {
+      stage_ops[key].push_back(shn[0] / shn[2]);
+      stage_host[key].push_back(shn[1] / shn[2]);
+    }
   }
   Measured m;
   for (const auto& v : rank_sums) m.rank_sum_ms.push_back(median(v));
   for (const auto& [key, v] : stage_ops) m.stage_op_ms[key] = median(v);
+  for (const auto& [key, v] : stage_host) m.stage_host_ms[key] = median(v);
   return m;
 }
 
@@ -154,16 +169,20 @@ int validate_costs(const config::ModelConfig& model, const sim::CostTable& costs
       }
       std::cout << fmt::format("  {:<5} {:>18.3f} {:>18.3f} {:>10.3f}\n", p, sim_ms, got, ratio);
     }
-    std::cout << fmt::format("  {:<5} {:<14} {:>9} {:>9} {:>9} {:>9}   (one microbatch, ms)\n",
-                             "stage", "contents", "sim fwd", "meas fwd", "sim bwd", "meas bwd");
+    std::cout << fmt::format(
+        "  {:<5} {:<14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}   (one microbatch, ms; host: the "
+        "host's time issuing the op)\n",
+        "stage", "contents", "sim fwd", "meas fwd", "host fwd", "sim bwd", "meas bwd", "host bwd");
     for (size_t i = 0; i < stages.size(); ++i) {
-      auto got = [&](bool fwd) {
-        auto it = m.stage_op_ms.find({static_cast<int>(i), fwd});
-        return it == m.stage_op_ms.end() ? std::string("-") : fmt::format("{:.3f}", it->second);
+      auto got = [&](const std::map<std::pair<int, bool>, double>& in, bool fwd) {
+        auto it = in.find({static_cast<int>(i), fwd});
+        return it == in.end() ? std::string("-") : fmt::format("{:.3f}", it->second);
       };
-      std::cout << fmt::format("  {:<5} {:<14} {:>9.3f} {:>9} {:>9.3f} {:>9}\n", i,
+      std::cout << fmt::format("  {:<5} {:<14} {:>9.3f} {:>9} {:>9} {:>9.3f} {:>9} {:>9}\n", i,
                                stages[i].contents.empty() ? "(empty)" : stages[i].contents,
-                               stages[i].forward_ms, got(true), stages[i].backward_ms, got(false));
+                               stages[i].forward_ms, got(m.stage_op_ms, true),
+                               got(m.stage_host_ms, true), stages[i].backward_ms,
+                               got(m.stage_op_ms, false), got(m.stage_host_ms, false));
     }
     const bool within = worst <= opt.tolerance;
     all_within = all_within && within;

@@ -9,7 +9,9 @@
 // rank's kernels interleaved on the one device (the sends and receives stay concurrent). Each
 // rank's sum of its op times (median over the timed steps) is set beside the simulator's busy
 // time for that rank from `costs` (the simulator plays the same schedule::rank_ops); per stage
-// the mean forward and backward op time beside the stage's price. The step time is not
+// the mean forward and backward op time beside the stage's price, with the host's time issuing
+// the op (host clock inside the bracket: near the device time, the op is host-bound). The step
+// time is not
 // compared: P ranks sharing one device are not P devices.
 #pragma once
 
