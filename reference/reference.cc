@@ -18,22 +18,21 @@ class ReferenceChunk final : public engine::ModelChunk {
  public:
   ReferenceChunk(const layout::PipelineLayout& layout, int stage, const config::ModelConfig& cfg,
                  const std::vector<std::string>& param_names, const engine::InitialWeights& init,
-                 at::ScalarType dtype, at::Device device)
+                 at::ScalarType dtype, at::Device device, model::ContextParallel* cp)
       : plan_(layout.stages[stage]),
         cfg_(cfg),
         is_loss_(stage == layout.num_stages() - 1),
-        rope_(
-            model::rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, dtype, device)) {
+        rope_(model::chunk_rope_tables(cfg, dtype, device, cp)) {
     engine::add_initial_params(params_, init, param_names, dtype, device);
   }
 
   const layout::StagePlan& plan() const override { return plan_; }
   const model::ParamTable& params() const override { return params_; }
   std::vector<int64_t> input_shape() const override {
-    return plan_.is_first() ? std::vector<int64_t>{} : engine::hidden_shape(cfg_, 1);
+    return plan_.is_first() ? std::vector<int64_t>{} : engine::hidden_shape(cfg_, 1, rope_.cp);
   }
   std::vector<int64_t> output_shape() const override {
-    return is_loss_ ? std::vector<int64_t>{} : engine::hidden_shape(cfg_, 1);
+    return is_loss_ ? std::vector<int64_t>{} : engine::hidden_shape(cfg_, 1, rope_.cp);
   }
 
   std::unique_ptr<model::ChunkProgram> program(const at::Tensor& input, const MicrobatchTensors& mb,
@@ -63,7 +62,7 @@ class ReferenceChunk final : public engine::ModelChunk {
                           ? params_.get(config::kOutputLayerName)
                           : prog->embedding_use(params_.get(config::kWordEmbeddingName),
                                                 model::ChunkProgram::EmbeddingUse::kHead);
-    engine::add_post_process_node(*prog, head, cfg_, mb, engine::LossHidden::kMtpList);
+    engine::add_post_process_node(*prog, head, cfg_, mb, engine::LossHidden::kMtpList, rope_.cp);
     return prog;
   }
 
@@ -132,11 +131,11 @@ class Reference final : public engine::Implementation {
   std::unique_ptr<engine::ModelChunk> build_chunk(const layout::PipelineLayout& layout, int stage,
                                                   const config::ModelConfig& cfg,
                                                   const engine::InitialWeights& init,
-                                                  at::ScalarType dtype,
-                                                  at::Device device) const override {
+                                                  at::ScalarType dtype, at::Device device,
+                                                  model::ContextParallel* cp) const override {
     check_layout(layout);
     return std::make_unique<ReferenceChunk>(
-        layout, stage, cfg, stage_param_names(layout, stage, cfg), init, dtype, device);
+        layout, stage, cfg, stage_param_names(layout, stage, cfg), init, dtype, device, cp);
   }
 };
 

@@ -200,9 +200,14 @@ TEST(SelftestTest, EveryPlantedBugIsCaughtWhereExpected) {
        at = r.out.find(" CAUGHT\n", at + 1)) {
     ++caught;
   }
-  // 10 faults; mtp_embedding_out_of_group caught by three detectors, standalone_stage_fed_zeros
+  // 11 faults; mtp_embedding_out_of_group caught by three detectors, standalone_stage_fed_zeros
   // by two.
-  EXPECT_EQ(caught, 13u) << r.out;
+  EXPECT_EQ(caught, 14u) << r.out;
+  // Megatron-LM #3943 under CP = 2: the MTP grads halved, seen by the oracle at step 1.
+  EXPECT_NE(r.out.find("mtp_loss_scale_without_cp.oracle" + std::string(14, ' ') +
+                       "1  grad/embedding.word_embeddings.weight"),
+            std::string::npos)
+      << r.out;
   EXPECT_EQ(r.out.find("MISSED"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("embedding_norm_counted_twice.oracle           1  attr/grad_norm"),
             std::string::npos)

@@ -421,6 +421,11 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
   e->add_option("--dp", eq.data_parallel_size, "data-parallel size of both")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  e->add_option("--cp", eq.context_parallel_size,
+                "context-parallel size of both (each rank holds s/cp positions of every "
+                "sequence; cpu, dense, seq_length a multiple of 2·cp)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   e->add_option("--schedule", eq.schedule,
                 "none | 1f1b | interleaved | combined_1f1b (default: "
                 "from P and V)");

@@ -163,10 +163,11 @@ struct EquivOptions {
   int steps = 3;
   std::string model = "default";  ///< scenarios::builtin_model_names()
   int data_parallel_size = 1;
-  std::string schedule;  ///< "" = derived
-  std::string dtype;     ///< "" = the model's scenario
-  std::string device;    ///< "" = cpu
-  std::string keep;      ///< keep the records (and the generated scenario) here
+  int context_parallel_size = 1;  ///< --cp
+  std::string schedule;           ///< "" = derived
+  std::string dtype;              ///< "" = the model's scenario
+  std::string device;             ///< "" = cpu
+  std::string keep;               ///< keep the records (and the generated scenario) here
   std::string json_path;
   bool quiet = false;
 };

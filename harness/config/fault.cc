@@ -36,6 +36,10 @@ constexpr FaultInfo kFaults[] = {
     {Fault::kMtpLocalTokenCount,
      "per-token loss: depth k's MTP sum is rescaled by the data-parallel rank's own counts",
      "Megatron-LM #7452 (process_mtp_loss normalises by local token counts)"},
+    {Fault::kMtpLossScaleWithoutCp,
+     "context parallel: the MTP loss auto-scaler's scale lacks the x CP the main loss gets, so "
+     "the MTP grads are divided by CP",
+     "Megatron-LM #3943 (schedules.py MTPLossAutoScaler.set_loss_scale without cp_group_size)"},
 };
 
 }  // namespace

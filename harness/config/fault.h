@@ -47,6 +47,10 @@ enum class Fault {
   /// data-parallel rank's own counts N_0/N_k (over its microbatches) instead of the global
   /// batch's (Megatron-LM #7452: process_mtp_loss uses local counts).
   kMtpLocalTokenCount,
+  /// model/loss.cc: with context parallelism the MTP auto-scaler's scale lacks the × CP that the
+  /// main loss gets, so after the ÷ DP·CP average the MTP terms' grads are ÷ CP
+  /// (Megatron-LM #3943).
+  kMtpLossScaleWithoutCp,
 };
 
 template <>
@@ -63,7 +67,8 @@ struct EnumTable<Fault> {
       {Fault::kGradsZeroedBetweenMicrobatches, "grads_zeroed_between_microbatches"},
       {Fault::kStandaloneStageFedZeros, "standalone_stage_fed_zeros"},
       {Fault::kAdamBiasCorrectionOff, "adam_bias_correction_off"},
-      {Fault::kMtpLocalTokenCount, "mtp_local_token_count"}};
+      {Fault::kMtpLocalTokenCount, "mtp_local_token_count"},
+      {Fault::kMtpLossScaleWithoutCp, "mtp_loss_scale_without_cp"}};
 };
 
 /// What a fault plants and where the field saw it.

@@ -14,6 +14,7 @@
 #include "harness/config/enums.h"
 #include "harness/config/model_config.h"
 #include "harness/layout/layout.h"
+#include "harness/model/context_parallel.h"
 #include "harness/model/param_table.h"
 #include "harness/model/params.h"
 #include "harness/model/program.h"
@@ -30,6 +31,10 @@ struct MicrobatchTensors {
   /// depth's rolled mask) over the global batch; empty otherwise (model/loss.h LossInputs).
   std::vector<double> token_counts;
   std::vector<double> mtp_ratio_counts;  ///< model/loss.h LossInputs (the #7452 fault only)
+  /// Context parallel: [N_0 .. N_D] of this microbatch over the whole sequence (model/loss.h
+  /// LossInputs::sequence_token_counts); empty with CP = 1. tokens, labels and loss_mask then
+  /// hold this CP rank's s/CP positions of every row (model/context_parallel.h).
+  std::vector<double> sequence_token_counts;
 };
 
 /// What a chunk's forward produced.
@@ -100,11 +105,13 @@ class Implementation {
   virtual std::string describe_stage(const layout::PipelineLayout& layout, int stage,
                                      const config::ModelConfig& cfg) const = 0;
   /// The chunk of stage `stage` (i = v·P + p), parameters copied from `init`, cast to `dtype`,
-  /// on `device`.
+  /// on `device`. `cp`: this rank's context-parallel group (null = CP 1); the chunk then works
+  /// on s/CP tokens per row (activations [s/CP·(1+D), b, H]) and keeps `cp` for its collectives.
   virtual std::unique_ptr<ModelChunk> build_chunk(const layout::PipelineLayout& layout, int stage,
                                                   const config::ModelConfig& cfg,
                                                   const InitialWeights& init, at::ScalarType dtype,
-                                                  at::Device device) const = 0;
+                                                  at::Device device,
+                                                  model::ContextParallel* cp) const = 0;
 
   /// Stage indices holding a copy of the word-embedding table, ascending (Megatron's embedding
   /// group, spec §3.6): derived from stage_param_names.

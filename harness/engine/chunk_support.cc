@@ -78,14 +78,15 @@ void add_pre_process_node(model::ChunkProgram& prog, bool first_stage,
 
 void add_post_process_node(model::ChunkProgram& prog, const at::Tensor& head,
                            const config::ModelConfig& cfg, const MicrobatchTensors& mb,
-                           LossHidden source) {
+                           LossHidden source, model::ContextParallel* cp) {
   const config::ModelConfig* c = &cfg;
-  model::LossInputs in{mb.labels, mb.loss_mask, mb.token_counts, mb.mtp_ratio_counts};
+  model::LossInputs in{mb.labels,           mb.loss_mask, mb.token_counts,
+                       mb.mtp_ratio_counts, cp,           mb.sequence_token_counts};
   const int64_t m = mb.num_microbatches;
   prog.add(model::NodeKind::kPostProcess, -1, [head, c, in, m, source](model::ChunkProgram& p) {
     std::vector<at::Tensor> hidden;
     if (source == LossHidden::kConcatSplit) {
-      hidden = p.hidden.split(c->seq_length, 0);
+      hidden = p.hidden.split(in.labels.size(1), 0);  // this rank's s (CP: s/CP)
     } else {
       hidden = p.mtp_hidden;
       if (hidden.empty()) hidden.push_back(p.hidden);
@@ -97,8 +98,10 @@ void add_post_process_node(model::ChunkProgram& prog, const at::Tensor& head,
   });
 }
 
-std::vector<int64_t> hidden_shape(const config::ModelConfig& cfg, int64_t factor) {
-  return {cfg.seq_length * factor, cfg.micro_batch_size, cfg.hidden_size};
+std::vector<int64_t> hidden_shape(const config::ModelConfig& cfg, int64_t factor,
+                                  const model::ContextParallel* cp) {
+  const int64_t s = cfg.seq_length / (cp != nullptr ? cp->size() : 1);
+  return {s * factor, cfg.micro_batch_size, cfg.hidden_size};
 }
 
 }  // namespace mtp::engine

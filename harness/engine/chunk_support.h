@@ -47,12 +47,13 @@ enum class LossHidden {
 
 /// Appends the post-processing node (model::NodeKind::kPostProcess): every head and loss on one
 /// code path (model::loss_stage_forward); sets prog.result = objective and the lm / mtp losses.
-/// Megatron PostProcessNode.
+/// Megatron PostProcessNode. `cp`: the chunk's context-parallel group (null = CP 1).
 void add_post_process_node(model::ChunkProgram& prog, const at::Tensor& head,
                            const config::ModelConfig& cfg, const MicrobatchTensors& mb,
-                           LossHidden source);
+                           LossHidden source, model::ContextParallel* cp);
 
-/// A [s·factor, b, H] shape.
-std::vector<int64_t> hidden_shape(const config::ModelConfig& cfg, int64_t factor);
+/// A [s·factor, b, H] shape; with context parallelism s is this rank's s/CP.
+std::vector<int64_t> hidden_shape(const config::ModelConfig& cfg, int64_t factor,
+                                  const model::ContextParallel* cp);
 
 }  // namespace mtp::engine

@@ -20,9 +20,11 @@ void finalize_model_grads(LocalModel& model, const ParamPlacement& placement,
   // (1) Data-parallel sync, chunk by chunk and bucket by bucket (DistributedDataParallel.
   // finish_grad_sync → start_grad_sync): scale by 1/DP, then all-reduce, or with the distributed
   // optimizer reduce-scatter into this rank's shard (the rest of the buffer keeps local grads).
-  const int DP = topology.data_parallel_size();
+  // With context parallel the group is every (dp, cp) of the pipeline rank and the scale
+  // 1/(DP·CP) (distributed_data_parallel.py: intra_dp_cp_group).
+  const int DP = topology.grad_group_size();
   if (DP > 1) {
-    const collectives::Group dp = topology.data_parallel_group(me.pipeline_rank);
+    const collectives::Group dp = topology.grad_group(me.pipeline_rank);
     for (auto& buf : model.buffers) {
       // Per-token loss: no average (distributed_data_parallel.py: gradient_scaling_factor 1).
       if (!per_token_count) buf.grad_data.mul_(1.0 / DP);
@@ -35,7 +37,7 @@ void finalize_model_grads(LocalModel& model, const ParamPlacement& placement,
         }
         const auto [s, e] = buf.shards[b];
         const auto [rs, re] =
-            collectives::shard_range(bucket.end - bucket.start, DP, me.data_parallel_rank);
+            collectives::shard_range(bucket.end - bucket.start, DP, topology.grad_group_rank(me));
         MTP_INTERNAL_ASSERT(rs == s - bucket.start && re == e - bucket.start,
                             "bucket shards and collective shards disagree");
         buf.grad_data.slice(0, s, e).copy_(comm.reduce_scatter_sum(dp, data));
@@ -64,7 +66,8 @@ void finalize_model_grads(LocalModel& model, const ParamPlacement& placement,
     if (copy != nullptr && group.size() > 1) {
       const auto [b, e] = model.owned_range(*copy);
       at::Tensor owned = copy->main_grad.view({-1}).slice(0, b, e);
-      comm.all_reduce_sum(topology.stage_group("embedding group", group, me.data_parallel_rank),
+      comm.all_reduce_sum(topology.stage_group("embedding group", group, me.data_parallel_rank,
+                                               me.context_parallel_rank),
                           owned);
     }
   }
@@ -80,8 +83,8 @@ void finalize_model_grads(LocalModel& model, const ParamPlacement& placement,
 void gather_main_grads_to_first_rank(LocalModel& model, const Topology& topology, int rank,
                                      collectives::Communicator& comm) {
   const RankCoord me = topology.coord(rank);
-  if (topology.data_parallel_size() == 1) return;
-  const collectives::Group dp = topology.data_parallel_group(me.pipeline_rank);
+  if (topology.grad_group_size() == 1) return;
+  const collectives::Group dp = topology.grad_group(me.pipeline_rank);
   const int root = dp.ranks.front();
   for (auto& buf : model.buffers) {
     if (!buf.layout.options.distributed_optimizer) continue;

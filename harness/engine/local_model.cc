@@ -12,14 +12,14 @@ namespace mtp::engine {
 LocalModel::LocalModel(const RunPlan& plan, const Implementation& impl, const InitialWeights& init,
                        const ParamPlacement& placement, const Topology& topology, int rank,
                        at::ScalarType dtype, at::ScalarType main_dtype, bool masters_from_init,
-                       at::Device device)
+                       at::Device device, model::ContextParallel* cp)
     : per_backward_(main_dtype != dtype) {
   const layout::PipelineLayout& layout = plan.layout;
   const RankCoord me = topology.coord(rank);
   chunks_by_stage.assign(layout.num_stages(), nullptr);
   for (int v = 0; v < layout.virtual_size; ++v) {
     const int stage = v * layout.pipeline_size + me.pipeline_rank;
-    chunks.push_back(impl.build_chunk(layout, stage, plan.model, init, dtype, device));
+    chunks.push_back(impl.build_chunk(layout, stage, plan.model, init, dtype, device, cp));
     chunks_by_stage[stage] = chunks.back().get();
     MTP_INTERNAL_ASSERT(chunks.back()->plan().stage_index == stage,
                         fmt::format("chunk built for stage {} reports stage {}", stage,
@@ -40,7 +40,7 @@ LocalModel::LocalModel(const RunPlan& plan, const Implementation& impl, const In
                        shared && name == config::kWordEmbeddingName});
     }
     BufferOptions opt;
-    opt.data_parallel_size = topology.data_parallel_size();
+    opt.data_parallel_size = topology.grad_group_size();  // Megatron: the dp-cp group
     opt.distributed_optimizer = plan.variant.optimizer == config::Optimizer::kDistributedAdam;
     // DDP: bucketing only on pipeline rank 0, and not for model chunks after the first.
     opt.bucket_size = (me.pipeline_rank == 0 && v == 0) ? plan.variant.ddp_bucket_size : 0;
@@ -50,7 +50,7 @@ LocalModel::LocalModel(const RunPlan& plan, const Implementation& impl, const In
     buf.grad_data =
         at::zeros({buf.layout.numel}, at::TensorOptions().dtype(main_dtype).device(device));
     for (int b = 0; b < static_cast<int>(buf.layout.buckets.size()); ++b) {
-      buf.shards.push_back(buf.layout.shard(b, me.data_parallel_rank));
+      buf.shards.push_back(buf.layout.shard(b, topology.grad_group_rank(me)));
     }
     buffers.push_back(std::move(buf));
   }

@@ -59,11 +59,13 @@ class LocalModel {
   /// `dtype` is the parameters', `main_dtype` the main grads' and master weights' (fp32 for bf16
   /// parameters, else `dtype`). Masters are the parameters cast to `main_dtype` (Megatron makes
   /// its fp32 main params from the bf16 params), or with `masters_from_init` (a resumed run, whose
-  /// `init` holds the recorded masters) `init` cast to `main_dtype`.
+  /// `init` holds the recorded masters) `init` cast to `main_dtype`. `cp`: the rank's
+  /// context-parallel group (null = CP 1; engine/chunk.h build_chunk); with CP the buffers are
+  /// sharded over the gradient group (DP·CP, Megatron's intra_dp_cp_group).
   LocalModel(const RunPlan& plan, const Implementation& impl, const InitialWeights& init,
              const ParamPlacement& placement, const Topology& topology, int rank,
              at::ScalarType dtype, at::ScalarType main_dtype, bool masters_from_init,
-             at::Device device);
+             at::Device device, model::ContextParallel* cp = nullptr);
 
   std::vector<std::unique_ptr<ModelChunk>> chunks;  ///< by virtual stage
   std::vector<const ModelChunk*> chunks_by_stage;   ///< every stage index; null where not local

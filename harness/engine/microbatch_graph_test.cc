@@ -17,6 +17,7 @@
 #include "harness/config/testing/tiny_model.h"
 #include "harness/engine/executor.h"
 #include "harness/engine/plan.h"
+#include "harness/engine/testing/plan_refusal.h"
 #include "harness/engine/trainer.h"
 #include "harness/gpu/gpu.h"
 #include "harness/record/record.h"
@@ -42,15 +43,7 @@ class CudaGraphsPlanTest : public ::testing::Test {
     variant_.kernels = config::Kernels::kHarness;
     variant_.cuda_graphs = true;
   }
-  /// The InputError text of planning the variant ("" when it plans).
-  std::string refusal() const {
-    try {
-      plan_variant(model_, training_, variant_, *impl_);
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    return "";
-  }
+  std::string refusal() const { return testing::plan_refusal(model_, training_, variant_, *impl_); }
   config::ModelConfig model_;
   config::TrainingConfig training_;
   config::VariantSpec variant_;

@@ -251,9 +251,9 @@ std::unique_ptr<Optimizer> make_optimizer(const RunPlan& plan, LocalModel& model
   if (plan.variant.optimizer == config::Optimizer::kAdam) {
     return std::make_unique<Adam>(model, hyper, std::move(updates));
   }
-  return std::make_unique<DistributedAdam>(
-      model, hyper, std::move(updates),
-      topology.data_parallel_group(topology.coord(rank).pipeline_rank), comm);
+  return std::make_unique<DistributedAdam>(model, hyper, std::move(updates),
+                                           topology.grad_group(topology.coord(rank).pipeline_rank),
+                                           comm);
 }
 
 void broadcast_embedding_copies(LocalModel& model, const ParamPlacement& placement,
@@ -263,9 +263,10 @@ void broadcast_embedding_copies(LocalModel& model, const ParamPlacement& placeme
   const size_t index = placement.index_of(config::kWordEmbeddingName);
   const RankCoord me = topology.coord(rank);
   const collectives::Group group =
-      topology.stage_group("embedding group", placement.embedding_group, me.data_parallel_rank);
+      topology.stage_group("embedding group", placement.embedding_group, me.data_parallel_rank,
+                           me.context_parallel_rank);
   const int root = topology.rank(placement.embedding_group.front() % topology.pipeline_size(),
-                                 me.data_parallel_rank);
+                                 me.data_parallel_rank, me.context_parallel_rank);
   for (int stage : placement.embedding_group) {
     if (LocalParam* p = model.find(index, stage)) {
       c10::NoGradGuard no_grad;

@@ -64,12 +64,53 @@ void check_fault_applies(const RunPlan& plan) {
         refuse("needs dp >= 2 (at dp = 1 the rank's counts are the global batch's)");
       }
       return;
+    case Fault::kMtpLossScaleWithoutCp:
+      if (plan.context_parallel_size() < 2) refuse("needs cp >= 2 (the missing factor is CP)");
+      if (D == 0) refuse("needs mtp_num_layers >= 1");
+      if (plan.model.calculate_per_token_loss) {
+        refuse("needs calculate_per_token_loss = false (the per-token loss has no CP factor)");
+      }
+      return;
     case Fault::kStandaloneStageFedZeros:
       if (!plan.layout.mtp_standalone) {
         refuse(
             fmt::format("needs a standalone MTP stage (layout \"{}\" has none)", plan.layout.text));
       }
       return;
+  }
+}
+
+/// cp > 1: the preconditions of context parallelism as built (model/context_parallel.h), the
+/// first one broken named with this run's value and the reason.
+void check_context_parallel(const RunPlan& plan) {
+  const config::VariantSpec& v = plan.variant;
+  const int cp = v.context_parallel_size;
+  auto refuse = [&v, cp](const std::string& rule) {
+    throw InputError(fmt::format("variant \"{}\": cp = {} {}", v.name, cp, rule));
+  };
+  if (plan.model.seq_length % (2 * cp) != 0) {
+    refuse(
+        fmt::format("needs seq_length to be a multiple of 2 · cp = {} (this model: {}): each "
+                    "CP rank holds two of 2 · cp equal chunks",
+                    2 * cp, plan.model.seq_length));
+  }
+  if (plan.training.device != config::Device::kCpu) {
+    refuse(fmt::format(
+        "needs device = \"cpu\" (this run: {}): the K/V reduce-scatter runs inside autograd's "
+        "backward, which for CUDA tensors runs on one device thread shared by the rank threads",
+        config::enum_name(plan.training.device)));
+  }
+  if (plan.model.attention_backend == config::AttentionBackend::kFlash) {
+    refuse("needs attention_backend = \"unfused\" (the flash kernel takes no global positions)");
+  }
+  if (plan.model.accumulation == config::Accumulation::kCanonical) {
+    refuse("needs accumulation = \"megatron\" (canonical holders are data-parallel replicas)");
+  }
+  if (plan.model.num_moe_experts > 0) {
+    refuse(
+        fmt::format("needs a dense model (this one has {} experts): the router's "
+                    "load-balancing statistics are not reduced over the CP group",
+                    plan.model.num_moe_experts));
   }
 }
 
@@ -211,6 +252,7 @@ RunPlan plan_variant(const config::ModelConfig& model, const config::TrainingCon
   impl.check_layout(plan.layout);
   plan.schedule = variant_schedule(variant, plan.layout, plan.num_microbatches);
   if (variant.cuda_graphs) check_cuda_graphs(plan);
+  if (variant.context_parallel_size > 1) check_context_parallel(plan);
   if (plan.model.calculate_per_token_loss &&
       plan.model.accumulation == config::Accumulation::kCanonical) {
     throw InputError(fmt::format(

@@ -33,8 +33,11 @@ struct RunPlan {
 
   int pipeline_size() const { return layout.pipeline_size; }
   int data_parallel_size() const { return variant.data_parallel_size; }
+  int context_parallel_size() const { return variant.context_parallel_size; }
   /// P · DP ranks.
-  int world_size() const { return layout.pipeline_size * variant.data_parallel_size; }
+  int world_size() const {
+    return layout.pipeline_size * variant.data_parallel_size * variant.context_parallel_size;
+  }
   /// N as Megatron uses it (interleaved and combined schedules: N, default P); 0 otherwise.
   int microbatch_group_size() const;
 };

@@ -42,6 +42,12 @@ std::string compare_replicas(int64_t step, const std::vector<at::Tensor>& digest
   }
   auto where = [&](const Copy& c) {
     const RankCoord rc = topo.coord(c.rank);
+    if (topo.context_parallel_size() > 1) {
+      return fmt::format(
+          "data-parallel rank {}, context-parallel rank {}, pipeline rank {} "
+          "(stage {})",
+          rc.data_parallel_rank, rc.context_parallel_rank, rc.pipeline_rank, c.stage);
+    }
     return fmt::format("data-parallel rank {}, pipeline rank {} (stage {})", rc.data_parallel_rank,
                        rc.pipeline_rank, c.stage);
   };
@@ -49,7 +55,11 @@ std::string compare_replicas(int64_t step, const std::vector<at::Tensor>& digest
     const PlacedParam& p = placement.params[i];
     const Copy* ref = nullptr;
     for (const auto& c : by_param[i]) {
-      if (c.stage == p.stages.front() && topo.coord(c.rank).data_parallel_rank == 0) ref = &c;
+      const RankCoord rc = topo.coord(c.rank);
+      if (c.stage == p.stages.front() && rc.data_parallel_rank == 0 &&
+          rc.context_parallel_rank == 0) {
+        ref = &c;
+      }
     }
     MTP_INTERNAL_ASSERT(ref != nullptr, fmt::format("no recorded copy of {}", p.name));
     for (const auto& c : by_param[i]) {

@@ -17,24 +17,24 @@ class StandaloneChunk final : public ModelChunk {
  public:
   StandaloneChunk(const layout::PipelineLayout& layout, int stage, const config::ModelConfig& cfg,
                   const std::vector<std::string>& param_names, const InitialWeights& init,
-                  at::ScalarType dtype, at::Device device, int64_t in_factor, int64_t out_factor)
+                  at::ScalarType dtype, at::Device device, int64_t in_factor, int64_t out_factor,
+                  model::ContextParallel* cp)
       : plan_(layout.stages[stage]),
         cfg_(cfg),
         is_loss_(stage == layout.num_stages() - 1),
         in_factor_(in_factor),
         out_factor_(out_factor),
-        rope_(
-            model::rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, dtype, device)) {
+        rope_(model::chunk_rope_tables(cfg, dtype, device, cp)) {
     add_initial_params(params_, init, param_names, dtype, device);
   }
 
   const layout::StagePlan& plan() const override { return plan_; }
   const model::ParamTable& params() const override { return params_; }
   std::vector<int64_t> input_shape() const override {
-    return in_factor_ == 0 ? std::vector<int64_t>{} : hidden_shape(cfg_, in_factor_);
+    return in_factor_ == 0 ? std::vector<int64_t>{} : hidden_shape(cfg_, in_factor_, rope_.cp);
   }
   std::vector<int64_t> output_shape() const override {
-    return is_loss_ ? std::vector<int64_t>{} : hidden_shape(cfg_, out_factor_);
+    return is_loss_ ? std::vector<int64_t>{} : hidden_shape(cfg_, out_factor_, rope_.cp);
   }
 
   std::unique_ptr<model::ChunkProgram> program(const at::Tensor& input, const MicrobatchTensors& mb,
@@ -71,7 +71,7 @@ class StandaloneChunk final : public ModelChunk {
                           ? params_.get(config::kOutputLayerName)
                           : prog->embedding_use(params_.get(config::kWordEmbeddingName),
                                                 model::ChunkProgram::EmbeddingUse::kHead);
-    add_post_process_node(*prog, head, cfg_, mb, LossHidden::kConcatSplit);
+    add_post_process_node(*prog, head, cfg_, mb, LossHidden::kConcatSplit, rope_.cp);
     return prog;
   }
 
@@ -110,10 +110,11 @@ class StandaloneImplementation final : public Implementation {
   std::unique_ptr<ModelChunk> build_chunk(const layout::PipelineLayout& layout, int stage,
                                           const config::ModelConfig& cfg,
                                           const InitialWeights& init, at::ScalarType dtype,
-                                          at::Device device) const override {
+                                          at::Device device,
+                                          model::ContextParallel* cp) const override {
     return make_standalone_chunk(layout, stage, cfg, stage_param_names(layout, stage, cfg), init,
                                  dtype, device, stage == 0 ? 0 : out_factor(layout, stage - 1),
-                                 out_factor(layout, stage));
+                                 out_factor(layout, stage), cp);
   }
 
  private:
@@ -131,9 +132,9 @@ std::unique_ptr<ModelChunk> make_standalone_chunk(const layout::PipelineLayout& 
                                                   const std::vector<std::string>& param_names,
                                                   const InitialWeights& init, at::ScalarType dtype,
                                                   at::Device device, int64_t in_factor,
-                                                  int64_t out_factor) {
+                                                  int64_t out_factor, model::ContextParallel* cp) {
   return std::make_unique<StandaloneChunk>(layout, stage, cfg, param_names, init, dtype, device,
-                                           in_factor, out_factor);
+                                           in_factor, out_factor, cp);
 }
 
 std::vector<int> standalone_embedding_stages(const layout::PipelineLayout& layout,
@@ -181,7 +182,8 @@ std::string describe_standalone_stage(const layout::PipelineLayout& layout, int 
   if (is_loss) parts.push_back("L");
   if (parts.empty()) parts.push_back("(pass-through)");
   std::string out = fmt::format("{}", fmt::join(parts, " "));
-  if (!is_loss) out += fmt::format(" -> [{}]", fmt::join(hidden_shape(cfg, out_factor), ", "));
+  if (!is_loss)
+    out += fmt::format(" -> [{}]", fmt::join(hidden_shape(cfg, out_factor, nullptr), ", "));
   return out;
 }
 

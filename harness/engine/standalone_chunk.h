@@ -27,7 +27,7 @@ std::unique_ptr<ModelChunk> make_standalone_chunk(const layout::PipelineLayout& 
                                                   const std::vector<std::string>& param_names,
                                                   const InitialWeights& init, at::ScalarType dtype,
                                                   at::Device device, int64_t in_factor,
-                                                  int64_t out_factor);
+                                                  int64_t out_factor, model::ContextParallel* cp);
 
 /// The word-embedding holders of the standalone family: stage 0, every stage holding an MTP
 /// depth, and the loss stage when the output layer is tied (ascending, unique).

@@ -60,6 +60,10 @@ void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
                plan.num_microbatches * cfg.micro_batch_size * plan.data_parallel_size());
   rec.set_attr("data_parallel_size", int64_t{plan.data_parallel_size()});
   rec.set_attr("world_size", int64_t{plan.world_size()});
+  // Only when on, so that the records of runs without CP keep their attributes.
+  if (plan.context_parallel_size() > 1) {
+    rec.set_attr("context_parallel_size", int64_t{plan.context_parallel_size()});
+  }
   rec.set_attr("optimizer", config::enum_name(plan.variant.optimizer));
   rec.set_attr("use_distributed_optimizer",
                int64_t{plan.variant.optimizer == config::Optimizer::kDistributedAdam ? 1 : 0});

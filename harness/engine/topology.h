@@ -1,12 +1,17 @@
 // File: harness/engine/topology.h
 //
-// Where every rank sits: P pipeline ranks × DP data-parallel ranks (tensor, context and expert
-// parallel sizes are 1). Transport rank r ↔ (pipeline rank, data-parallel rank) follows
-// Megatron-LM's default rank order "tp-cp-ep-dp-pp" (megatron/core/parallel_state.py,
-// initialize_model_parallel: tp varies fastest, pp slowest), which with TP = CP = EP = 1 is
-//   r = dp + DP · pp.
-// Example, P = 2, DP = 2: ranks 0, 1 are pipeline rank 0 (data-parallel ranks 0, 1); ranks 2, 3
-// are pipeline rank 1. Data-parallel groups {0, 1}, {2, 3}; pipeline groups {0, 2}, {1, 3}.
+// Where every rank sits: P pipeline ranks × DP data-parallel ranks × CP context-parallel ranks
+// (tensor and expert parallel sizes are 1). Transport rank r ↔ (pipeline rank, data-parallel
+// rank, context-parallel rank) follows Megatron-LM's default rank order "tp-cp-ep-dp-pp"
+// (megatron/core/parallel_state.py, initialize_model_parallel: tp varies fastest, pp slowest),
+// which with TP = EP = 1 is
+//   r = cp + CP · (dp + DP · pp).
+// Example, P = 2, DP = 2, CP = 1: ranks 0, 1 are pipeline rank 0 (data-parallel ranks 0, 1);
+// ranks 2, 3 are pipeline rank 1. Data-parallel groups {0, 1}, {2, 3}; pipeline groups {0, 2},
+// {1, 3}. With CP = 2 (P = 2, DP = 1): context-parallel groups {0, 1}, {2, 3}; pipeline groups
+// {0, 2}, {1, 3}; the gradient group of a pipeline rank (Megatron's data-parallel group "with
+// context parallel", over which main grads are averaged and the distributed optimizer shards)
+// is every (dp, cp) of it: {0, 1}, {2, 3}.
 #pragma once
 
 #include <string>
@@ -18,39 +23,50 @@ namespace mtp::engine {
 
 /// A rank's coordinates.
 struct RankCoord {
-  int pipeline_rank = 0;       ///< pp ∈ [0, P)
-  int data_parallel_rank = 0;  ///< dp ∈ [0, DP)
+  int pipeline_rank = 0;          ///< pp ∈ [0, P)
+  int data_parallel_rank = 0;     ///< dp ∈ [0, DP)
+  int context_parallel_rank = 0;  ///< cp ∈ [0, CP)
 };
 
 class Topology {
  public:
-  /// Throws InternalError unless P ≥ 1 and DP ≥ 1.
-  Topology(int pipeline_size, int data_parallel_size);
+  /// Throws InternalError unless P ≥ 1, DP ≥ 1 and CP ≥ 1.
+  Topology(int pipeline_size, int data_parallel_size, int context_parallel_size = 1);
 
   int pipeline_size() const { return pipeline_size_; }
   int data_parallel_size() const { return data_parallel_size_; }
-  int world_size() const { return pipeline_size_ * data_parallel_size_; }
+  int context_parallel_size() const { return context_parallel_size_; }
+  /// DP · CP: the size of a gradient group.
+  int grad_group_size() const { return data_parallel_size_ * context_parallel_size_; }
+  int world_size() const { return pipeline_size_ * grad_group_size(); }
 
-  /// Transport rank of (pp, dp): dp + DP·pp.
-  int rank(int pipeline_rank, int data_parallel_rank) const;
+  /// Transport rank of (pp, dp, cp): cp + CP·(dp + DP·pp).
+  int rank(int pipeline_rank, int data_parallel_rank, int context_parallel_rank = 0) const;
   RankCoord coord(int rank) const;
+  /// A rank's index in its gradient group: cp + CP·dp.
+  int grad_group_rank(const RankCoord& c) const {
+    return c.context_parallel_rank + context_parallel_size_ * c.data_parallel_rank;
+  }
 
-  /// The ranks of pipeline rank `pipeline_rank`'s data-parallel group, dp ascending (the order
-  /// main grads are summed in).
-  collectives::Group data_parallel_group(int pipeline_rank) const;
-  /// The pipeline ranks of data-parallel replica `data_parallel_rank`, pp ascending; element p is
-  /// the transport rank of pipeline rank p.
-  std::vector<int> pipeline_ranks(int data_parallel_rank) const;
+  /// The ranks of pipeline rank `pipeline_rank`'s gradient group (Megatron's data-parallel group
+  /// with context parallel): every (dp, cp) of it in grad_group_rank order, the order main grads
+  /// are summed in. With CP = 1 this is the data-parallel group.
+  collectives::Group grad_group(int pipeline_rank) const;
+  /// The context-parallel group of (pp, dp): cp ascending.
+  collectives::Group context_parallel_group(int pipeline_rank, int data_parallel_rank) const;
+  /// The pipeline ranks of replica (dp, cp), pp ascending; element p is the transport rank of
+  /// pipeline rank p.
+  std::vector<int> pipeline_ranks(int data_parallel_rank, int context_parallel_rank = 0) const;
   /// The group of the pipeline ranks that hold `stages` (string-order stage indices, ascending)
-  /// in replica `data_parallel_rank`, in stage order: Megatron's embedding group for the stages
-  /// holding a copy of the word embedding (spec §3.6). Stages of one pipeline rank count once.
+  /// in replica (dp, cp), in stage order: Megatron's embedding group for the stages holding a
+  /// copy of the word embedding (spec §3.6). Stages of one pipeline rank count once.
   collectives::Group stage_group(const std::string& name, const std::vector<int>& stages,
-                                 int data_parallel_rank) const;
+                                 int data_parallel_rank, int context_parallel_rank = 0) const;
   /// Every rank, ascending.
   collectives::Group world() const;
 
  private:
-  int pipeline_size_, data_parallel_size_;
+  int pipeline_size_, data_parallel_size_, context_parallel_size_;
 };
 
 }  // namespace mtp::engine

@@ -87,8 +87,13 @@ class RankWorker {
         rank_(rank),
         me_(topo_.coord(rank)),
         comm_(tr, rank),
+        cp_(topo_.context_parallel_size() > 1
+                ? std::make_unique<model::ContextParallel>(
+                      comm_,
+                      topo_.context_parallel_group(me_.pipeline_rank, me_.data_parallel_rank))
+                : nullptr),
         model_(plan_, ctx.impl, ctx.start.weights, placement_, topo_, rank, ctx.dtype,
-               ctx.main_dtype, ctx.start.resumed, ctx.device),
+               ctx.main_dtype, ctx.start.resumed, ctx.device, cp_.get()),
         optimizer_(make_optimizer(plan_, model_, topo_, rank, comm_)) {}
 
   void run(RunResult& result) {
@@ -129,7 +134,7 @@ class RankWorker {
         exec.graph = graph_.get();
       }
       RankStep rs{me_.pipeline_rank, model_.chunks_by_stage,
-                  topo_.pipeline_ranks(me_.data_parallel_rank)};
+                  topo_.pipeline_ranks(me_.data_parallel_rank, me_.context_parallel_rank)};
       const StepLosses losses =
           run_rank_step(rs, plan_.layout, plan_.schedule, mbs, comm_.transport(), exec);
       gather_losses(step, losses, result);
@@ -170,6 +175,11 @@ class RankWorker {
       }
       if (record_copies()) {
         write_copies(step);  // the evidence; the replicas expectation judges it
+        // The record holds CP rank 0's copies; the other CP ranks' are checked here.
+        if (topo_.context_parallel_size() > 1) {
+          check_replicas(step, model_, placement_, topo_, plan_.layout.pipeline_size, comm_,
+                         ctx_.device);
+        }
       } else {
         check_replicas(step, model_, placement_, topo_, plan_.layout.pipeline_size, comm_,
                        ctx_.device);
@@ -272,6 +282,21 @@ class RankWorker {
     }
     for (int64_t mb = 0; mb < M; ++mb) {
       const HostMicrobatch h = host_microbatch(ctx_, step, mb, me_.data_parallel_rank);
+      if (cp_) {
+        // This CP rank's s/CP positions of every row, and the whole sequence's counts.
+        const int64_t D = plan_.model.mtp_num_layers, s = plan_.model.seq_length;
+        const at::Tensor mask = h.loss_mask.to(at::kLong);
+        std::vector<double> seq(static_cast<size_t>(1 + D), 0.0);
+        for (int64_t k = 0; k <= D && k < s; ++k) {
+          seq[static_cast<size_t>(k)] =
+              static_cast<double>(mask.slice(1, k, s).sum().item<int64_t>());
+        }
+        mbs.push_back({cp_->shard(h.tokens, 1).to(at::kLong).to(ctx_.device),
+                       cp_->shard(h.labels, 1).to(at::kLong).to(ctx_.device),
+                       cp_->shard(h.loss_mask, 1).to(ctx_.main_dtype).to(ctx_.device), M, counts,
+                       ratio_counts, seq});
+        continue;
+      }
       mbs.push_back({h.tokens.to(at::kLong).to(ctx_.device), h.labels.to(at::kLong).to(ctx_.device),
                      h.loss_mask.to(ctx_.main_dtype).to(ctx_.device), M, counts, ratio_counts});
     }
@@ -321,12 +346,13 @@ class RankWorker {
   }
 
   // Each replica's loss rank sends [M, 1 + D] float64 to the recording rank, which averages
-  // them over the global batch in global microbatch order.
+  // them over the global batch in global microbatch order. With context parallel the losses
+  // are the whole sequence's on every CP rank (model/loss.h); CP rank 0 sends them.
   void gather_losses(int64_t step, const StepLosses& losses, RunResult& result) {
     const int64_t M = plan_.num_microbatches;
     const int D = static_cast<int>(plan_.model.mtp_num_layers);
     const int DP = topo_.data_parallel_size();
-    if (me_.pipeline_rank == loss_pipeline_rank() && rank_ != 0) {
+    if (me_.pipeline_rank == loss_pipeline_rank() && rank_ != 0 && me_.context_parallel_rank == 0) {
       auto t = at::empty({M, 1 + D}, at::kDouble);
       auto acc = t.accessor<double, 2>();
       for (int64_t mb = 0; mb < M; ++mb) {
@@ -422,6 +448,7 @@ class RankWorker {
   const int rank_;
   const RankCoord me_;
   collectives::Communicator comm_;
+  std::unique_ptr<model::ContextParallel> cp_;  ///< CP > 1 only
   LocalModel model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<StepRecorder> recorder_;
@@ -434,20 +461,21 @@ RunResult run_variant(const RunPlan& plan, const Implementation& impl, const dat
                       const RunOptions& options) {
   apply_determinism();
   const auto t0 = std::chrono::steady_clock::now();
-  RunContext ctx{plan,
-                 impl,
-                 options,
-                 Topology(plan.pipeline_size(), plan.data_parallel_size()),
-                 place_params(impl, plan.layout, plan.model),
-                 load_start_state(plan),
-                 options.batches ? nullptr : data::open_token_source(data),
-                 options.batches,
-                 {},
-                 scalar_type(plan.training.dtype),
-                 main_type(plan.training.dtype),
-                 make_device(plan.training.device, options.device_index),
-                 options.local_ranks.empty(),
-                 t0};
+  RunContext ctx{
+      plan,
+      impl,
+      options,
+      Topology(plan.pipeline_size(), plan.data_parallel_size(), plan.context_parallel_size()),
+      place_params(impl, plan.layout, plan.model),
+      load_start_state(plan),
+      options.batches ? nullptr : data::open_token_source(data),
+      options.batches,
+      {},
+      scalar_type(plan.training.dtype),
+      main_type(plan.training.dtype),
+      make_device(plan.training.device, options.device_index),
+      options.local_ranks.empty(),
+      t0};
   if (!ctx.batches) {
     ctx.batches =
         std::make_shared<data::MicrobatchBuilder>(*ctx.source, data, plan.model.micro_batch_size,

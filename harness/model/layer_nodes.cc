@@ -97,11 +97,11 @@ void append_depths(ChunkProgram& prog, const at::Tensor& tokens, const at::Tenso
   const int first = depths.front();
   if (first > 1) {
     // split/: the stage receives cat(h0, …, h_{first−1}); depth `first` continues from the last.
-    const config::ModelConfig* c = &cfg;
-    prog.add(NodeKind::kPreProcess, -1, [ids, first, c](ChunkProgram& prog_) {
-      prog_.mtp_hidden = prog_.hidden.split(c->seq_length, 0);
+    ContextParallel* cp = rope.cp;
+    prog.add(NodeKind::kPreProcess, -1, [ids, first, cp](ChunkProgram& prog_) {
+      prog_.mtp_hidden = prog_.hidden.split(ids->size(1), 0);  // this rank's s (CP: s/CP)
       prog_.hidden = prog_.mtp_hidden.back();
-      for (int r = 1; r < first; ++r) *ids = roll_left(*ids);
+      for (int r = 1; r < first; ++r) *ids = roll_sequence_left(*ids, cp);
     });
   }
   for (int depth : depths) {
@@ -112,9 +112,10 @@ void append_depths(ChunkProgram& prog, const at::Tensor& tokens, const at::Tenso
     at::Tensor eh_proj = params.get(names.eh_proj);
     at::Tensor final_norm = params.get(names.final_layernorm);
     const config::ModelConfig* c = &cfg;
-    auto pre = [ids, table, enorm, hnorm, eh_proj, c](ChunkProgram& prog_) {
+    ContextParallel* cp = rope.cp;
+    auto pre = [ids, table, enorm, hnorm, eh_proj, c, cp](ChunkProgram& prog_) {
       if (prog_.mtp_hidden.empty()) prog_.mtp_hidden.push_back(prog_.hidden);  // h0
-      *ids = roll_left(*ids);
+      *ids = roll_sequence_left(*ids, cp);
       at::Tensor e = embed(*ids, table, *c);
       at::Tensor z = at::cat({norm(e, enorm, *c), norm(prog_.hidden, hnorm, *c)}, -1);
       return linear_no_bias(z, eh_proj);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "harness/common/error.h"
 #include "kernels/ops.h"
 
 namespace mtp::model {
@@ -42,6 +43,18 @@ RopeTables rope_tables(int64_t seq_length, int64_t kv_channels, double base, at:
   auto emb = at::cat({freqs, freqs}, -1);       // [s, hn]
   // Computed on the CPU (the same bits everywhere), then moved.
   return {emb.cos().to(device), emb.sin().to(device)};
+}
+
+RopeTables chunk_rope_tables(const config::ModelConfig& cfg, at::ScalarType dtype,
+                             at::Device device, ContextParallel* cp) {
+  RopeTables t = rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, dtype, device);
+  if (cp != nullptr && cp->size() > 1) {
+    const at::Tensor rows = cp->positions(cfg.seq_length).to(device);
+    t.cos = t.cos.index_select(0, rows);
+    t.sin = t.sin.index_select(0, rows);
+  }
+  t.cp = cp;
+  return t;
 }
 
 at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
@@ -89,6 +102,12 @@ at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w,
     q = apply_rope(q, rope);
     k = apply_rope(k, rope);
   }
+  ContextParallel* cp = rope.cp != nullptr && rope.cp->size() > 1 ? rope.cp : nullptr;
+  if (cp != nullptr) {
+    k = cp->all_gather_sequence(k);  // [S, b, ng, hn], global order
+    v = cp->all_gather_sequence(v);
+  }
+  const int64_t keys = k.size(0);
   if (q_per_group > 1) {
     k = k.repeat_interleave(q_per_group, /*dim=*/2);
     v = v.repeat_interleave(q_per_group, /*dim=*/2);
@@ -99,6 +118,7 @@ at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w,
   auto vb = v.permute({1, 2, 0, 3});
   const double scale = 1.0 / std::sqrt(static_cast<double>(hn));
   if (cfg.attention_backend == config::AttentionBackend::kFlash) {
+    MTP_INTERNAL_ASSERT(cp == nullptr, "flash attention with context parallelism");
     auto context = kernels::flash_causal_attention(qb.contiguous(), kb.contiguous(),
                                                    vb.contiguous(), scale);  // [b, nh, s, hn]
     context = context.permute({2, 0, 1, 3}).reshape({s, b, nh * hn});
@@ -107,7 +127,16 @@ at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w,
   // bf16: scale, mask and softmax in fp32, probabilities cast back (Megatron
   // FusedScaleMaskSoftmax with attention_softmax_in_fp32).
   auto scores = loss_precision(at::matmul(qb, kb.transpose(-2, -1))) * scale;
-  auto future = at::ones({s, s}, at::TensorOptions().dtype(at::kBool).device(x.device())).triu(1);
+  at::Tensor future;
+  if (cp == nullptr) {
+    future = at::ones({s, s}, at::TensorOptions().dtype(at::kBool).device(x.device())).triu(1);
+  } else {
+    // Query at global position p (this rank's) against key j (global order): future when j > p.
+    const at::Tensor query_pos = cp->positions(keys).to(x.device()).unsqueeze(1);  // [s, 1]
+    future = at::arange(keys, at::TensorOptions().dtype(at::kLong).device(x.device()))
+                 .unsqueeze(0)
+                 .gt(query_pos);  // [s, S]
+  }
   scores = scores.masked_fill(future, -10000.0);
   auto probs = at::softmax(scores, -1).to(qb.scalar_type());
   auto context = at::matmul(probs, vb);                              // [b, nh, s, hn]

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "harness/config/model_config.h"
+#include "harness/model/context_parallel.h"
 #include "harness/model/moe.h"
 #include "harness/model/param_table.h"
 
@@ -37,12 +38,20 @@ at::Tensor linear_no_bias(const at::Tensor& x, const at::Tensor& weight);
 /// 1/base^(arange(0,hn,2)/hn), freqs = outer(arange(s), inv_freq), emb = cat(freqs, freqs); returns
 /// cos and sin, each [s, hn], computed in `dtype` (fp32 in runs, as Megatron); for bf16 computed in
 /// fp32 and cast (Megatron: cos(freqs).to(t.dtype)).
+/// With context parallelism the tables hold the rows of this rank's positions only, and `cp`
+/// says which (the sequence-dependent ops read it: attention, the MTP roll).
 struct RopeTables {
-  at::Tensor cos;  ///< [s, hn]
-  at::Tensor sin;  ///< [s, hn]
+  at::Tensor cos;                 ///< [s, hn] (CP > 1: [s/CP, hn], the rows of cp->positions())
+  at::Tensor sin;                 ///< [s, hn] (CP > 1: [s/CP, hn])
+  ContextParallel* cp = nullptr;  ///< null (or size 1): this rank holds the whole sequence
 };
 RopeTables rope_tables(int64_t seq_length, int64_t kv_channels, double base, at::ScalarType dtype,
                        at::Device device = at::Device(at::kCPU));
+
+/// The tables of a chunk: rope_tables over the whole sequence, then (cp of size > 1) only the
+/// rows of this rank's positions (copies of the same bits), with `cp` attached.
+RopeTables chunk_rope_tables(const config::ModelConfig& cfg, at::ScalarType dtype,
+                             at::Device device, ContextParallel* cp);
 
 /// Rotate-half RoPE on x [s, b, heads, hn]: x·cos + rotate_half(x)·sin, rotate_half(x) =
 /// cat(−x[hn/2:], x[:hn/2]). Megatron apply_rotary_pos_emb_bshd, non-interleaved.
@@ -67,6 +76,9 @@ struct LayerWeights {
 /// Causal self-attention with RoPE and GQA. x [s, b, H] (already normalised) → [s, b, H].
 /// Scores · 1/√hn, masked (future) scores set to −10000, softmax over keys, query head h reads
 /// KV group h / (nh/ng). Megatron SelfAttention + DotProductAttention (local spec).
+/// Context parallel (rope.cp of size > 1): x holds this rank's s/CP tokens; K and V (after RoPE)
+/// are all-gathered into global order (context_parallel.h), each query attends to the keys at
+/// global positions ≤ its own, so every score row is the one the whole sequence gives.
 at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w,
                           const config::ModelConfig& cfg, const RopeTables& rope);
 

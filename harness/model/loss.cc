@@ -32,6 +32,15 @@ struct MtpLossAutoScaler : public torch::autograd::Function<MtpLossAutoScaler> {
   }
 };
 
+/// The whole sequence's copy of a per-token tensor x [b, s/CP] (CP rank shards), laid out in
+/// memory as x is (x may be the transpose of a contiguous [s, b]), so that a reduction over it
+/// visits the elements in the order the same tensor of a CP = 1 run would.
+at::Tensor whole_sequence(const at::Tensor& x, ContextParallel& cp) {
+  at::Tensor full = cp.gather_sequence(x, 1);  // [b, s], contiguous
+  if (x.dim() == 2 && x.stride(1) != 1) full = full.t().contiguous().t();
+  return full;
+}
+
 }  // namespace
 
 at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& labels) {
@@ -59,24 +68,43 @@ LossOutput loss_stage_forward(const std::vector<at::Tensor>& hidden, const at::T
   at::Tensor mask = mb.loss_mask;
   // Planted bugs (config/fault.h) test cfg.inject where the bug would live; off by default.
   using config::Fault;
+  ContextParallel* cp = mb.cp != nullptr && mb.cp->size() > 1 ? mb.cp : nullptr;
+  const double cp_size = cp != nullptr ? static_cast<double>(cp->size()) : 1.0;
+  MTP_INTERNAL_ASSERT(
+      cp == nullptr || static_cast<int64_t>(mb.sequence_token_counts.size()) == 1 + D,
+      "a context-parallel loss stage needs 1 + D whole-sequence token counts");
+  // Σ over the whole sequence of a masked per-token loss [b, s/CP] (gathered with CP).
+  auto sequence_sum = [cp](const at::Tensor& masked) {
+    return cp != nullptr ? whole_sequence(masked, *cp).sum() : masked.sum();
+  };
+  // The whole sequence's count of depth k's mask (≥ 1), a 0-dim tensor like mask.sum().
+  auto count = [&](const at::Tensor& m, int64_t k) {
+    if (cp == nullptr) return m.sum().clamp_min(1.0);
+    return at::scalar_tensor(mb.sequence_token_counts[static_cast<size_t>(k)], m.options())
+        .clamp_min(1.0);
+  };
   const bool per_token = !mb.token_counts.empty();
   MTP_INTERNAL_ASSERT(!per_token || static_cast<int64_t>(mb.token_counts.size()) == 1 + D,
                       "the per-token loss needs 1 + D token counts");
   // Per-token: the auto-scaler's scale is 1 (schedules.py: set_loss_scale(loss_scale)).
-  const float s_mtp = cfg.inject == Fault::kMtpScaleWithoutOneOverM || per_token
-                          ? 1.0f
-                          : 1.0f / static_cast<float>(num_microbatches);
+  float s_mtp = cfg.inject == Fault::kMtpScaleWithoutOneOverM || per_token
+                    ? 1.0f
+                    : 1.0f / static_cast<float>(num_microbatches);
+  // CP > 1: × CP, which the engine's ÷ DP·CP cancels (planted #3943: not multiplied).
+  if (!per_token && cfg.inject != Fault::kMtpLossScaleWithoutCp) {
+    s_mtp *= static_cast<float>(cp_size);
+  }
   const double lambda_over_d = cfg.inject == Fault::kMtpScaleWithoutOneOverD
                                    ? cfg.mtp_loss_scaling_factor
                                    : cfg.mtp_loss_scaling_factor / static_cast<double>(D);
   if (cfg.inject == Fault::kMtpLabelsRolledOnceMore) {
-    labels = roll_left(labels);
-    mask = roll_left(mask);
+    labels = roll_sequence_left(labels, cp);
+    mask = roll_sequence_left(mask, cp);
   }
   for (int64_t k = 1; k <= D; ++k) {
     auto logits = loss_precision(linear_no_bias(hidden[k], head_weight));  // Megatron: .float()
-    labels = roll_left(labels);
-    mask = roll_left(mask);
+    labels = roll_sequence_left(labels, cp);
+    mask = roll_sequence_left(mask, cp);
     auto ce = (cfg.kernels == config::Kernels::kHarness ? kernels::cross_entropy(logits, labels)
                                                         : cross_entropy(logits, labels)) *
               mask;
@@ -86,30 +114,32 @@ LossOutput loss_stage_forward(const std::vector<at::Tensor>& hidden, const at::T
       const std::vector<double>& ratio =
           mb.mtp_ratio_counts.empty() ? mb.token_counts : mb.mtp_ratio_counts;
       const double nk = std::max(mb.token_counts[static_cast<size_t>(k)], 1.0);
-      out.mtp.push_back(ce.sum() / nk);
+      out.mtp.push_back(sequence_sum(ce) / nk);
       const double scale = ratio[0] / std::max(ratio[static_cast<size_t>(k)], 1.0);
       main = mtp_loss_auto_scale(main, lambda_over_d * ce * scale, static_cast<double>(s_mtp));
       continue;
     }
     auto num_tokens =
-        (cfg.inject == Fault::kMtpLossMainMaskCount ? mb.loss_mask : mask).sum().clamp_min(1.0);
-    out.mtp.push_back(ce.sum() / num_tokens);
+        cfg.inject == Fault::kMtpLossMainMaskCount ? count(mb.loss_mask, 0) : count(mask, k);
+    out.mtp.push_back(sequence_sum(ce) / num_tokens);
     auto term = lambda_over_d * ce / num_tokens;
     main = mtp_loss_auto_scale(main, term, static_cast<double>(s_mtp));
   }
   auto logits = loss_precision(linear_no_bias(main, head_weight));
   auto ce = cfg.kernels == config::Kernels::kHarness ? kernels::cross_entropy(logits, mb.labels)
                                                      : cross_entropy(logits, mb.labels);
-  auto loss_sum = (ce * mb.loss_mask).sum();
+  const at::Tensor masked = ce * mb.loss_mask;
+  auto loss_sum = masked.sum();
   if (per_token) {
     // pretrain_gpt.py loss_func: the masked sum; finalize_model_grads divides by N_0.
-    out.lm = loss_sum / std::max(mb.token_counts[0], 1.0);
+    out.lm = sequence_sum(masked) / std::max(mb.token_counts[0], 1.0);
     out.objective = loss_sum;
     return out;
   }
-  auto num_tokens = mb.loss_mask.sum().clamp_min(1.0);
-  out.lm = loss_sum / num_tokens;
+  auto num_tokens = count(mb.loss_mask, 0);
+  out.lm = (cp != nullptr ? sequence_sum(masked) : loss_sum) / num_tokens;
   out.objective = loss_sum / num_tokens / static_cast<double>(num_microbatches);
+  if (cp != nullptr) out.objective = out.objective * cp_size;  // schedules.py: *= cp_group_size
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/config/model_config.h"
+#include "harness/model/context_parallel.h"
 
 namespace mtp::model {
 
@@ -36,6 +37,12 @@ struct LossInputs {
   /// The counts depth k's N_0/N_k rescale reads; empty = token_counts. Only the planted #7452
   /// bug (config::Fault::kMtpLocalTokenCount) sets it: the data-parallel rank's own counts.
   std::vector<double> mtp_ratio_counts;
+  /// Context parallel (size > 1): this rank holds s/CP tokens of every row (context_parallel.h);
+  /// null otherwise.
+  ContextParallel* cp = nullptr;
+  /// With cp: this microbatch's counts [N_0, N_1 .. N_D] of the main mask and of each depth's
+  /// rolled mask over the whole sequence (every CP rank's tokens), which normalise the loss.
+  std::vector<double> sequence_token_counts;
 };
 
 /// Result of the loss stage for one microbatch.
@@ -62,6 +69,16 @@ struct LossOutput {
 /// (schedules.py forward_step_calc_loss), and the engine divides the main grads by max(N_0, 1)
 /// after the data-parallel sum (finalize_model_grads.py). `lm` and `mtp` are then this
 /// microbatch's share of the global token mean (Σ mask·ce / max(N_0, 1)), summed over the batch.
+///
+/// Context parallel (mb.cp of size CP > 1; Megatron's legacy loss path, schedules.py
+/// forward_step_calc_loss with loss_func returning 2 values): each rank's objective is its own
+/// tokens' Σ mask·ce over the whole sequence's max(N_0, 1), × CP / M, and each MTP auto-scaler's
+/// scale is CP / M, because the engine averages main grads over the data- and context-parallel
+/// ranks (÷ DP·CP), so the CP factors cancel and the grads are those of the whole sequence. The
+/// planted #3943 (config::Fault::kMtpLossScaleWithoutCp) leaves the MTP scale at 1/M, so the MTP
+/// terms' grads come out ÷ CP. Per-token mode needs no factor (the grads are summed, then ÷ N_0).
+/// `lm` and `mtp` are the whole sequence's: the per-token losses are gathered over the CP group
+/// and summed in one reduction, as with CP = 1.
 LossOutput loss_stage_forward(const std::vector<at::Tensor>& hidden, const at::Tensor& head_weight,
                               const LossInputs& mb, const config::ModelConfig& cfg,
                               int64_t num_microbatches);

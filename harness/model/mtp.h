@@ -20,6 +20,10 @@ namespace mtp::model {
 /// e.g. [10,20,30,40,50] → [20,30,40,50,0].
 at::Tensor roll_left(const at::Tensor& t);
 
+/// roll_left of the whole sequence when this rank may hold only a shard of it: cp->roll_left
+/// with context parallelism (cp non-null, size > 1), else roll_left(t).
+at::Tensor roll_sequence_left(const at::Tensor& t, ContextParallel* cp);
+
 /// Runs MTP depths k = 1..D on the trunk output h0 [s, b, H] (after the decoder final norm).
 /// For each k: ids_k = roll_left(ids_{k−1}); e = embedding(ids_k);
 /// z = eh_proj(cat(enorm(e), hnorm(h_{k−1}))) (embedding first); one transformer layer (MoE when

@@ -246,8 +246,16 @@ StepResult straight_line_step(const StepInputs& in) {
   }
   r.total = r.lm;
   for (double m : r.mtp) r.total += c.mtp_loss_scaling_factor / static_cast<double>(D) * m;
+  // Per-token loss: Megatron multiplies the summed grads by 1.0 / num_tokens computed as a
+  // float32 tensor (finalize_model_grads.py), i.e. ∂J/∂w times N_0 · fl32(1/N_0).
+  double grad_factor = 1.0;
+  if (c.calculate_per_token_loss) {
+    const double n0 = std::max(global[0], 1.0);
+    grad_factor = static_cast<double>(1.0f / static_cast<float>(n0)) * n0;
+  }
   for (const auto& [name, leaf] : params.all()) {
-    r.grads[name] = leaf.grad().defined() ? leaf.grad() : at::zeros_like(leaf);
+    Tensor g = leaf.grad().defined() ? leaf.grad() : at::zeros_like(leaf);
+    r.grads[name] = grad_factor == 1.0 ? g : g * grad_factor;
   }
   return r;
 }

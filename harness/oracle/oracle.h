@@ -27,7 +27,10 @@
 //                 sums every use of a shared table, so the whole gradient of the one table).
 //                 With calculate_per_token_loss (finalize_model_grads.py:697-713) every loss is
 //                 the global batch's token mean instead: lm = Σ mask·ce / max(N_0, 1) over all
-//                 K microbatches, mtp_k likewise with depth k's rolled masks
+//                 K microbatches, mtp_k likewise with depth k's rolled masks; the main grads
+//                 are the summed grads times Megatron's scaling factor 1.0 / num_tokens, a
+//                 float32 tensor (an int tensor's true division), so ∂J/∂w · N_0 · fl32(1/N_0):
+//                 a factor within 2^-24 of 1 that a float64 run's grads carry too
 // Everything is float64 on the CPU with LibTorch's autograd. MoE selection is made on the
 // float64 scores (stable order: a tie goes to the lower expert id).
 #pragma once

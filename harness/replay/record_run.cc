@@ -481,6 +481,9 @@ config::VariantSpec read_variant(const Attrs& a, const config::ModelConfig& mode
   v.data_parallel_size =
       static_cast<int>(a.int_in("data_parallel_size", 1, kMaxDataParallelSize).value_or(1));
   if (!a.has("data_parallel_size")) notes.push_back("data_parallel_size: 1 (not in the record)");
+  // Written only when > 1 (engine/step_recorder.cc): absent means 1.
+  v.context_parallel_size =
+      static_cast<int>(a.int_in("context_parallel_size", 1, kMaxDataParallelSize).value_or(1));
   if (auto o = a.string_of("optimizer")) {
     try {
       v.optimizer = config::parse_enum<config::Optimizer>(*o);

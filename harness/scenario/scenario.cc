@@ -427,6 +427,7 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
               "pp",
               "vpp",
               "dp",
+              "cp",
               "schedule",
               "microbatch_group_size",
               "clip_grad",
@@ -495,9 +496,11 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   v.pipeline_size = get_int_in(ctx, t, "pp", w, 1, 1, 64);
   v.virtual_size = get_int_in(ctx, t, "vpp", w, 1, 1, 4096);
   v.data_parallel_size = get_int_in(ctx, t, "dp", w, 1, 1, 64);
-  if (v.pipeline_size * v.data_parallel_size > 256) {
-    ctx.fail(t.get("dp"), fmt::format("{}: pp · dp = {} ranks; at most 256", w,
-                                      v.pipeline_size * v.data_parallel_size));
+  v.context_parallel_size = get_int_in(ctx, t, "cp", w, 1, 1, 64);
+  if (v.pipeline_size * v.data_parallel_size * v.context_parallel_size > 256) {
+    ctx.fail(t.get("cp") ? t.get("cp") : t.get("dp"),
+             fmt::format("{}: pp · dp · cp = {} ranks; at most 256", w,
+                         v.pipeline_size * v.data_parallel_size * v.context_parallel_size));
   }
   if (v.virtual_size > 64) ctx.fail(t.get("vpp"), fmt::format("{}: vpp must be <= 64", w));
   if (!v.layout.empty() && t.get("vpp")) {
