@@ -34,6 +34,10 @@
 #              standalone (candidate) MTP: each rank's measured op sum (CUDA events, computes
 #              one at a time) against the simulated busy time from the costs calibrated in the
 #              same command (exit 1 when a rank is off by more than 10 %)
+#     cp       context parallelism (issue 24): scenarios/cp_ep.toml with every rank as a thread on
+#              the one GPU (float64), twice (the runs must be identical), and each variant's GPU
+#              record against its CPU-thread record (rel_l2:1e-9: cuBLAS and OpenBLAS round
+#              float64 differently; the measured worst is printed)
 #     megatron the Megatron-LM recorder (ci/megatron_recorder/README.md), with a Megatron-LM tree
 #              carried at build-megatron/Megatron-LM (megatron/ and REVISION): Megatron trains
 #              ci/megatron_recorder/source.toml's run for 3 steps both ways (--init harness,
@@ -128,6 +132,20 @@ step default_cpu $B check scenarios/default.toml --device cpu --out $R/default_c
 for v in ref_p4v2 cand_p4v2_tmm ref_p1; do
   step "gpu_vs_cpu_$v" $B compare $R/default_a/$v.h5 $R/default_cpu/$v.h5 --class tol:1e-3,1e-5 --records loss,grad,weight
   grep -E "EQUAL|DIFFERENT|observed|first divergence" "$log/gpu_vs_cpu_$v.log" | sed "s/^/  $v: /" | tee -a "$summary"
+done
+fi
+if want cp; then
+# 2f. Context parallelism on the GPU, ranks as threads: expectations, a rerun, GPU vs CPU.
+step cp_ep_cuda $B check scenarios/cp_ep.toml --device cuda --out $R/cp_ep
+grep -E "PASS|FAIL|expectation\(s\)" "$log/cp_ep_cuda.log" | grep -v "vs oracle" | tee -a "$summary"
+step cp_ep_cuda_b $B check scenarios/cp_ep.toml --device cuda --out $R/cp_ep_b
+step cp_ep_cpu $B check scenarios/cp_ep.toml --device cpu --out $R/cp_ep_cpu
+for f in $R/cp_ep/*.h5; do
+  v=$(basename $f .h5)
+  step "cp_rerun_$v" $B compare $f $R/cp_ep_b/$v.h5 --records batch,loss,grad,weight
+  grep -E "^EQUAL|^DIFFERENT" "$log/cp_rerun_$v.log" | sed "s/^/  $v rerun: /" | tee -a "$summary"
+  step "cp_gpu_vs_cpu_$v" $B compare $f $R/cp_ep_cpu/$v.h5 --class rel_l2:1e-9 --records loss,grad,weight
+  grep -E "^EQUAL|^DIFFERENT|^verdict|worst relative" "$log/cp_gpu_vs_cpu_$v.log" | head -2 | sed "s/^/  $v gpu vs cpu: /" | tee -a "$summary"
 done
 fi
 if want p2; then

@@ -355,6 +355,7 @@ ScenarioRun train_variants(const scenario::Scenario& sc, const std::vector<engin
     run.pipeline_size = plan.layout.pipeline_size;
     run.virtual_size = plan.layout.virtual_size;
     run.data_parallel_size = plan.data_parallel_size();
+    run.context_parallel_size = plan.context_parallel_size();
     run.optimizer = config::enum_name(v.optimizer);
     run.mtp_standalone = plan.layout.mtp_standalone;
     run.wall_seconds = rr.wall_seconds;

@@ -209,7 +209,7 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       ->capture_default_str();
   rp->add_option("--variant-like", rep.variant_like,
                  "run with this scenario variant's "
-                 "implementation, layout, schedule, DP and "
+                 "implementation, layout, schedule, DP, CP and "
                  "optimizer")
       ->check(non_empty);
   rp->add_option("--scenario", rep.scenario,
@@ -423,7 +423,7 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       ->check(CLI::Range(1, 64));
   e->add_option("--cp", eq.context_parallel_size,
                 "context-parallel size of both (each rank holds s/cp positions of every "
-                "sequence; cpu, dense, seq_length a multiple of 2·cp)")
+                "sequence; dense, seq_length a multiple of 2·cp)")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   e->add_option("--schedule", eq.schedule,

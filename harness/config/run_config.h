@@ -76,8 +76,8 @@ struct VariantSpec {
   /// global batch (DP·M microbatches per step).
   int data_parallel_size = 1;
   /// CP: context-parallel ranks of each replica; each holds s/CP positions of every sequence
-  /// (model/context_parallel.h). CP > 1: device cpu, seq_length a multiple of 2·CP, dense,
-  /// attention "unfused", accumulation "megatron" (engine/plan.cc check_context_parallel).
+  /// (model/context_parallel.h). CP > 1: seq_length a multiple of 2·CP, dense, attention
+  /// "unfused", accumulation "megatron" (engine/plan.cc check_context_parallel).
   int context_parallel_size = 1;
   /// Explicit schedule; empty = derived (P = 1: none, V = 1: 1f1b, else interleaved).
   std::optional<schedule::ScheduleKind> schedule;

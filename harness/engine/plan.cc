@@ -94,12 +94,6 @@ void check_context_parallel(const RunPlan& plan) {
                     "CP rank holds two of 2 · cp equal chunks",
                     2 * cp, plan.model.seq_length));
   }
-  if (plan.training.device != config::Device::kCpu) {
-    refuse(fmt::format(
-        "needs device = \"cpu\" (this run: {}): the K/V reduce-scatter runs inside autograd's "
-        "backward, which for CUDA tensors runs on one device thread shared by the rank threads",
-        config::enum_name(plan.training.device)));
-  }
   if (plan.model.attention_backend == config::AttentionBackend::kFlash) {
     refuse("needs attention_backend = \"unfused\" (the flash kernel takes no global positions)");
   }

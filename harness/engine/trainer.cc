@@ -76,6 +76,18 @@ HostMicrobatch host_microbatch(const RunContext& ctx, int64_t step, int64_t mb, 
   return h;
 }
 
+/// [N_0 .. N_D] of one microbatch's mask [b, s] (0/1): the valid tokens of the main mask and of
+/// each depth k's mask rolled left k times (zero fill: the positions >= k of each row).
+std::vector<double> depth_token_counts(const at::Tensor& loss_mask, int64_t D) {
+  const at::Tensor mask = loss_mask.to(at::kLong);
+  const int64_t s = mask.size(1);
+  std::vector<double> n(static_cast<size_t>(1 + D), 0.0);
+  for (int64_t k = 0; k <= D && k < s; ++k) {
+    n[static_cast<size_t>(k)] = static_cast<double>(mask.slice(1, k, s).sum().item<int64_t>());
+  }
+  return n;
+}
+
 /// The step loop of one rank (SPMD: every rank runs it, the recording rank also writes).
 class RankWorker {
  public:
@@ -284,17 +296,10 @@ class RankWorker {
       const HostMicrobatch h = host_microbatch(ctx_, step, mb, me_.data_parallel_rank);
       if (cp_) {
         // This CP rank's s/CP positions of every row, and the whole sequence's counts.
-        const int64_t D = plan_.model.mtp_num_layers, s = plan_.model.seq_length;
-        const at::Tensor mask = h.loss_mask.to(at::kLong);
-        std::vector<double> seq(static_cast<size_t>(1 + D), 0.0);
-        for (int64_t k = 0; k <= D && k < s; ++k) {
-          seq[static_cast<size_t>(k)] =
-              static_cast<double>(mask.slice(1, k, s).sum().item<int64_t>());
-        }
         mbs.push_back({cp_->shard(h.tokens, 1).to(at::kLong).to(ctx_.device),
                        cp_->shard(h.labels, 1).to(at::kLong).to(ctx_.device),
                        cp_->shard(h.loss_mask, 1).to(ctx_.main_dtype).to(ctx_.device), M, counts,
-                       ratio_counts, seq});
+                       ratio_counts, depth_token_counts(h.loss_mask, plan_.model.mtp_num_layers)});
         continue;
       }
       mbs.push_back({h.tokens.to(at::kLong).to(ctx_.device), h.labels.to(at::kLong).to(ctx_.device),
@@ -308,16 +313,14 @@ class RankWorker {
   // every microbatch of data-parallel rank `dp`, or of every rank when dp < 0 (the global batch,
   // which every rank reads, so the count needs no collective; Megatron would all-reduce it).
   std::vector<double> step_token_counts(int64_t step, int dp) const {
-    const int64_t D = plan_.model.mtp_num_layers, s = plan_.model.seq_length;
+    const int64_t D = plan_.model.mtp_num_layers;
     std::vector<double> n(static_cast<size_t>(1 + D), 0.0);
     const int first = dp < 0 ? 0 : dp, last = dp < 0 ? topo_.data_parallel_size() - 1 : dp;
     for (int64_t mb = 0; mb < plan_.num_microbatches; ++mb) {
       for (int r = first; r <= last; ++r) {
-        const at::Tensor mask = host_microbatch(ctx_, step, mb, r).loss_mask.to(at::kLong);
-        for (int64_t k = 0; k <= D && k < s; ++k) {
-          n[static_cast<size_t>(k)] +=
-              static_cast<double>(mask.slice(1, k, s).sum().item<int64_t>());
-        }
+        const std::vector<double> m =
+            depth_token_counts(host_microbatch(ctx_, step, mb, r).loss_mask, D);
+        for (size_t k = 0; k < n.size(); ++k) n[k] += m[k];
       }
     }
     return n;

@@ -42,17 +42,32 @@ at::Tensor to_member_order(const at::Tensor& global, int n) {
   return at::cat(out, 0);
 }
 
+/// The autograd node of all_gather_sequence. Its input and output live on `device` when that is
+/// the CPU; for a CUDA `device` they are CPU copies and the collectives run on `device`
+/// (all_gather_sequence): autograd runs a node on the thread of its inputs' device, so the
+/// backward's reduce-scatter, which waits for the other CP ranks, runs on this rank's own thread
+/// (as a CPU node) and never on the one autograd thread that every rank thread shares for a
+/// CUDA device (where rank A's wait would block rank B's backward: a deadlock).
 struct AllGatherSequence : public torch::autograd::Function<AllGatherSequence> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& local, int64_t self) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& local, int64_t self,
+                            int64_t device_type, int64_t device_index) {
     auto* cp = reinterpret_cast<ContextParallel*>(self);  // NOLINT: the rank's own object
+    const at::Device device(static_cast<at::DeviceType>(device_type),
+                            static_cast<at::DeviceIndex>(device_index));
     ctx->saved_data["self"] = self;
     ctx->saved_data["local_sizes"] = local.sizes().vec();
-    return cp->gather_sequence(local, 0);
+    ctx->saved_data["device_type"] = device_type;
+    ctx->saved_data["device_index"] = device_index;
+    return cp->gather_sequence(local.to(device), 0).to(local.device());
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     auto* cp = reinterpret_cast<ContextParallel*>(ctx->saved_data["self"].toInt());  // NOLINT
     const auto sizes = ctx->saved_data["local_sizes"].toIntVector();
-    return {cp->reduce_scatter_sequence(grad_outputs[0]).view(sizes), at::Tensor()};
+    const at::Device device(static_cast<at::DeviceType>(ctx->saved_data["device_type"].toInt()),
+                            static_cast<at::DeviceIndex>(ctx->saved_data["device_index"].toInt()));
+    const at::Tensor g = grad_outputs[0];
+    return {cp->reduce_scatter_sequence(g.to(device)).view(sizes).to(g.device()), at::Tensor(),
+            at::Tensor(), at::Tensor()};
   }
 };
 
@@ -100,7 +115,14 @@ at::Tensor ContextParallel::reduce_scatter_sequence(const at::Tensor& global) {
 
 at::Tensor ContextParallel::all_gather_sequence(const at::Tensor& local) {
   if (size() == 1) return local;
-  return AllGatherSequence::apply(local, reinterpret_cast<int64_t>(this));  // NOLINT
+  const auto self = reinterpret_cast<int64_t>(this);  // NOLINT
+  const at::Device device = local.device();
+  // CUDA: the node works on CPU copies (see AllGatherSequence); copies change no bits.
+  const at::Tensor input = device.is_cpu() ? local : local.cpu();
+  const at::Tensor out =
+      AllGatherSequence::apply(input, self, static_cast<int64_t>(device.type()),
+                               static_cast<int64_t>(device.has_index() ? device.index() : 0));
+  return device.is_cpu() ? out : out.to(device);
 }
 
 at::Tensor ContextParallel::roll_left(const at::Tensor& t) {

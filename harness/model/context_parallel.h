@@ -52,7 +52,9 @@ class ContextParallel {
   /// gather_sequence of local [s/size, ...] along dim 0 inside autograd: its backward
   /// reduce-scatters the incoming gradient [s, ...] so that each member receives Σ over members
   /// (ascending CP rank) of the gradient of its own tokens. Used for K and V (Megatron
-  /// cp_comm_type "all_gather": AllGatherComm, backward reduce_scatter).
+  /// cp_comm_type "all_gather": AllGatherComm, backward reduce_scatter). With CUDA tensors the
+  /// autograd node holds CPU copies, so that its backward (which waits for the other members)
+  /// runs on this rank's thread, not on the autograd device thread all rank threads share.
   at::Tensor all_gather_sequence(const at::Tensor& local);
   /// The adjoint of gather_sequence along dim 0: global [s, ...] (a gradient in global order)
   /// → [s/size, ...], each member's tokens summed over the members in ascending CP rank

@@ -104,15 +104,16 @@ TEST(ContextParallelTest, AllGatherBackwardSumsEveryMembersGradient) {
   }
 }
 
-class ContextParallelLayerTest : public ::testing::TestWithParam<at::ScalarType> {};
-
-TEST_P(ContextParallelLayerTest, TransformerLayerOnShardsMatchesTheWholeSequence) {
-  const at::ScalarType dtype = GetParam();
+/// A transformer layer on s/CP = 16 tokens per rank (CP = 2) against the same layer on the
+/// whole sequence, forward and backward, on `device`. Bitwise forward where `bitwise` (float64
+/// on the CPU); else to rounding, since a GEMM's rows may round differently with 32 rows than
+/// with 64 (LibTorch's float32 CPU GEMM, cuBLAS). The split, gather, mask and roll are exact.
+void check_layer_on_shards(at::ScalarType dtype, at::Device device, bool bitwise) {
   const double tol = dtype == at::kDouble ? 1e-12 : 1e-5;
   config::ModelConfig cfg;
   // The scenarios' sizes: every product in attention is at least 400 multiply-adds per matrix,
-  // so LibTorch's bmm takes BLAS at CP = 1 and at CP = 2 (below that it switches to a loop of
-  // its own, whose sums round differently: the rows would not be the same bits).
+  // so LibTorch's CPU bmm takes BLAS at CP = 1 and at CP = 2 (below that it switches to a loop
+  // of its own, whose sums round differently: the rows would not be the same bits).
   cfg.hidden_size = 64;
   cfg.num_attention_heads = 4;
   cfg.num_query_groups = 2;
@@ -121,10 +122,10 @@ TEST_P(ContextParallelLayerTest, TransformerLayerOnShardsMatchesTheWholeSequence
   ParamTable params;
   for (const auto& spec : config::parameter_specs(cfg)) {
     if (spec.name.rfind("decoder.layers.0.", 0) == 0) {
-      params.add(spec.name, initial_value(spec, 11).to(dtype));
+      params.add(spec.name, initial_value(spec, 11).to(dtype).to(device));
     }
   }
-  const at::Tensor x = at::randn({32, 2, 64}, at::TensorOptions().dtype(dtype));
+  const at::Tensor x = at::randn({32, 2, 64}, at::TensorOptions().dtype(dtype)).to(device);
   // The whole sequence on one rank, forward and backward.
   ParamTable whole_params;
   for (const auto& [name, t] : params.entries()) {
@@ -133,7 +134,7 @@ TEST_P(ContextParallelLayerTest, TransformerLayerOnShardsMatchesTheWholeSequence
   const at::Tensor xw = x.clone().set_requires_grad(true);
   const at::Tensor yw =
       transformer_layer(xw, LayerWeights::from(whole_params, "decoder.layers.0.", cfg, false), cfg,
-                        chunk_rope_tables(cfg, dtype, at::Device(at::kCPU), nullptr));
+                        chunk_rope_tables(cfg, dtype, device, nullptr));
   const at::Tensor dy = at::randn(yw.sizes(), yw.options());
   (yw * dy).sum().backward();
   const int n = 2;
@@ -145,15 +146,14 @@ TEST_P(ContextParallelLayerTest, TransformerLayerOnShardsMatchesTheWholeSequence
     const at::Tensor xl = cp.shard(x, 0).set_requires_grad(true);
     const at::Tensor yl =
         transformer_layer(xl, LayerWeights::from(mine, "decoder.layers.0.", cfg, false), cfg,
-                          chunk_rope_tables(cfg, dtype, at::Device(at::kCPU), &cp));
-    // Forward: in float64 every row is the whole sequence's, bit for bit. In float32 LibTorch's
-    // CPU GEMM is not batch-invariant (a row of x·Wᵀ may round differently with 32 rows than
-    // with 64), so only to rounding; the split, gather, mask and roll are exact either way.
-    if (dtype == at::kDouble) {
+                          chunk_rope_tables(cfg, dtype, device, &cp));
+    if (bitwise) {
       EXPECT_TRUE(at::equal(yl, cp.shard(yw, 0))) << "rank " << cp.rank();
     } else {
-      EXPECT_TRUE(at::allclose(yl, cp.shard(yw, 0), 1e-5, 1e-6)) << "rank " << cp.rank();
+      EXPECT_TRUE(at::allclose(yl, cp.shard(yw, 0), tol, tol)) << "rank " << cp.rank();
     }
+    // Every CP rank's backward at once: on CUDA the K/V reduce-scatter must not wait on the
+    // autograd thread the rank threads share (context_parallel.h).
     (yl * cp.shard(dy, 0)).sum().backward();
     // Input grads: this rank's rows of the whole sequence's (K/V grads summed over members).
     EXPECT_TRUE(at::allclose(xl.grad(), cp.shard(xw.grad(), 0), tol, tol));
@@ -165,6 +165,18 @@ TEST_P(ContextParallelLayerTest, TransformerLayerOnShardsMatchesTheWholeSequence
       whole_params.get("decoder.layers.0.self_attention.linear_qkv.weight").grad();
   EXPECT_TRUE(at::allclose(qkv_grads[0] + qkv_grads[1], want, tol, tol));
   EXPECT_FALSE(at::allclose(qkv_grads[0], want, 1e-3, 1e-3));  // each member holds a part only
+}
+
+class ContextParallelLayerTest : public ::testing::TestWithParam<at::ScalarType> {};
+
+TEST_P(ContextParallelLayerTest, TransformerLayerOnShardsMatchesTheWholeSequence) {
+  check_layer_on_shards(GetParam(), at::Device(at::kCPU), GetParam() == at::kDouble);
+}
+
+TEST(ContextParallelCudaTest, TransformerLayerOnShardsWithRankThreadsOnOneGpu_CUDA) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "needs a CUDA build and a GPU";
+  check_layer_on_shards(at::kDouble, at::Device(at::kCUDA, 0), false);
+  check_layer_on_shards(at::kFloat, at::Device(at::kCUDA, 0), false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, ContextParallelLayerTest,

@@ -226,6 +226,14 @@ StepResult straight_line_step(const StepInputs& in) {
       }
     }
   }
+  // The float32 rounding of the MTP auto-scaler's scale (StepInputs::num_microbatches).
+  double mtp_scale_rounding = 1.0;
+  if (!c.calculate_per_token_loss && in.num_microbatches > 0) {
+    const float scale = 1.0f / static_cast<float>(in.num_microbatches) *
+                        static_cast<float>(in.context_parallel_size);
+    mtp_scale_rounding = static_cast<double>(scale) * static_cast<double>(in.num_microbatches) /
+                         static_cast<double>(in.context_parallel_size);
+  }
   for (int64_t mb = 0; mb < K; ++mb) {
     const Step::Sums s = step.microbatch(in.tokens[mb].to(at::kLong), in.labels[mb].to(at::kLong),
                                          in.loss_mask[mb].to(at::kDouble));
@@ -238,7 +246,9 @@ StepResult straight_line_step(const StepInputs& in) {
     }
     Tensor objective = losses[0];
     for (int64_t k = 1; k <= D; ++k) {
-      objective = objective + (c.mtp_loss_scaling_factor / static_cast<double>(D)) * losses[k];
+      objective =
+          objective +
+          (c.mtp_loss_scaling_factor / static_cast<double>(D) * mtp_scale_rounding) * losses[k];
     }
     objective.backward();
     r.lm += losses[0].item<double>();

@@ -52,6 +52,14 @@ struct StepInputs {
   config::ModelConfig model;
   std::map<std::string, at::Tensor> weights;
   at::Tensor tokens, labels, loss_mask;
+  /// Without the per-token loss: the run's microbatches per data-parallel rank (M) and its
+  /// context-parallel size (CP). Megatron sets each MTP auto-scaler's scale to loss_scale / M
+  /// (× CP with context parallel) in float32 (schedules.py: a float32 tensor), so the MTP terms
+  /// of a run's grads carry fl32(fl32(1/M)·CP) / (CP/M), within 2^-23 of 1 (exactly 1 when M and
+  /// CP are powers of two), which a float64 run's grads show; the oracle applies the same
+  /// factor. 0 = unknown: the exact 1/M (a record without the attributes).
+  int64_t num_microbatches = 0;
+  int64_t context_parallel_size = 1;
 };
 
 /// What the step computes: the losses averaged over the K microbatches (lm, mtp_1..mtp_D, total

@@ -29,13 +29,15 @@ struct Case {
   const char* layout;  // "" = P 1
   int pipeline_size;
   int data_parallel_size;
+  int64_t num_microbatches = 4;  ///< M per data-parallel rank
+  int context_parallel_size = 1;
 };
 
 /// Runs `c` for one step in float64 and returns its record's path.
 std::string train(const Case& c) {
   config::TrainingConfig t;
   t.steps = 1;
-  t.num_microbatches = 4;
+  t.num_microbatches = c.num_microbatches;
   t.dtype = config::DType::kFloat64;
   config::VariantSpec v;
   v.name = c.name;
@@ -43,6 +45,7 @@ std::string train(const Case& c) {
   v.layout = c.layout;
   v.pipeline_size = c.pipeline_size;
   v.data_parallel_size = c.data_parallel_size;
+  v.context_parallel_size = c.context_parallel_size;
   const auto impl = c.impl == config::Implementation::kCandidate ? candidate::make_candidate()
                                                                  : reference::make_reference();
   engine::RunOptions ro;
@@ -57,9 +60,12 @@ at::Tensor tensor(const record::RecordReader& r, int step, record::Group g, cons
   return engine::tensor_from_record(r.read(step, g, n)).to(at::kDouble);
 }
 
-StepInputs inputs(const record::RecordReader& r, const config::ModelConfig& m) {
+StepInputs inputs(const record::RecordReader& r, const Case& c) {
+  const config::ModelConfig& m = c.model;
   StepInputs in;
   in.model = m;
+  in.num_microbatches = c.num_microbatches;
+  in.context_parallel_size = c.context_parallel_size;
   for (const auto& spec : config::parameter_specs(m)) {
     in.weights[spec.name] = tensor(r, 0, record::Group::kWeight, spec.name);
   }
@@ -76,7 +82,7 @@ StepInputs inputs(const record::RecordReader& r, const config::ModelConfig& m) {
 void expect_oracle_agrees(const Case& c) {
   SCOPED_TRACE(c.name);
   const record::RecordReader r(train(c));
-  const StepResult o = straight_line_step(inputs(r, c.model));
+  const StepResult o = straight_line_step(inputs(r, c));
   auto loss = [&](const std::string& n) {
     return tensor(r, 1, record::Group::kLoss, n).item<double>();
   };
@@ -112,6 +118,28 @@ TEST(OracleTest, AgreesWithAPipelinedDataParallelCandidate) {
       {"cand_p4v2_dp2", m, config::Implementation::kCandidate, "E|t*3|(t|)*4tmm|L", 4, 2});
 }
 
+// M = 3 and CP = 2: Megatron's MTP auto-scaler scale fl32(1/3)·2 is not 2/3, and a float64
+// run's MTP grads carry that rounding (3e-8 relative), 250 times the float64 bound; the oracle
+// applies it (StepInputs::num_microbatches), and without it would disagree.
+TEST(OracleTest, AgreesWithThreeMicrobatchesUnderContextParallel) {
+  const Case c{"ref_m3_cp2",
+               config::testing::tiny_model(),
+               config::Implementation::kReference,
+               "",
+               1,
+               1,
+               3,
+               2};
+  expect_oracle_agrees(c);
+  const record::RecordReader r(train(c));
+  StepInputs exact = inputs(r, c);
+  exact.num_microbatches = 0;  // the exact 1/M
+  const StepResult o = straight_line_step(exact);
+  EXPECT_GT(relative_l2(o.grads.at("embedding.word_embeddings.weight"),
+                        tensor(r, 1, record::Group::kGrad, "embedding.word_embeddings.weight")),
+            1e-9);
+}
+
 TEST(OracleTest, AgreesWithATiedReference) {
   config::ModelConfig m = config::testing::tiny_model();
   m.untie_embeddings = false;
@@ -134,10 +162,10 @@ TEST(OracleTest, AgreesWithAMixtureOfExpertsModel) {
 }
 
 TEST(OracleTest, SeesAChangedWeightAndRefusesAMissingOne) {
-  const config::ModelConfig m = config::testing::tiny_model();
-  const record::RecordReader r(
-      train({"ref_plain", m, config::Implementation::kReference, "", 1, 1}));
-  StepInputs in = inputs(r, m);
+  const Case c{
+      "ref_plain", config::testing::tiny_model(), config::Implementation::kReference, "", 1, 1};
+  const record::RecordReader r(train(c));
+  StepInputs in = inputs(r, c);
   const StepResult before = straight_line_step(in);
   in.weights["decoder.layers.3.pre_mlp_layernorm.weight"] =
       in.weights["decoder.layers.3.pre_mlp_layernorm.weight"] * 1.001;

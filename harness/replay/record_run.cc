@@ -599,6 +599,12 @@ void apply_variant_like(RecordRun& run, const config::VariantSpec& like) {
                     like.name, like.data_parallel_size, K));
   }
   config::VariantSpec v = like;
+  if (run.variant.context_parallel_size != like.context_parallel_size) {
+    run.notes.push_back(fmt::format(
+        "--variant-like {}: cp = {} (the record: cp = {}); each rank then sums its own tokens' "
+        "gradient terms, so expect the grads to differ in their last bits",
+        like.name, like.context_parallel_size, run.variant.context_parallel_size));
+  }
   if (run.variant.inject != like.inject) {
     run.notes.push_back(fmt::format(
         "--variant-like {}: planted bug {} (the record: {}), so the replay cannot be equal where "

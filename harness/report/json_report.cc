@@ -51,6 +51,7 @@ nlohmann::json to_json(const scenario::Scenario& sc, const std::vector<VariantRu
                              {"pp", v.pipeline_size},
                              {"vpp", v.virtual_size},
                              {"dp", v.data_parallel_size},
+                             {"cp", v.context_parallel_size},
                              {"optimizer", v.optimizer},
                              {"schedule", v.schedule},
                              {"mtp_standalone", v.mtp_standalone},

@@ -121,6 +121,7 @@ std::vector<StepLoss> read_losses(const record::RecordReader& r);
 struct VariantRun {
   std::string name, implementation, layout, schedule, record_path;
   int pipeline_size = 1, virtual_size = 1, data_parallel_size = 1;
+  int context_parallel_size = 1;  ///< CP (model/context_parallel.h)
   std::string optimizer;
   bool mtp_standalone = false;
   double wall_seconds = 0.0;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <variant>
 
 #include "harness/common/glob.h"
 #include "harness/common/utf8.h"
@@ -26,6 +27,16 @@ namespace {
 
 using record::Group;
 using record::kGradNormAttr;
+
+/// The record's integer attribute `key`, or `absent` when it has none (or not an integer, or
+/// outside [1, 2^20]: then the oracle takes the exact scale).
+int64_t int_attr_or(const record::RecordReader& rec, const char* key, int64_t absent) {
+  const record::AttrMap attrs = rec.attrs();
+  const auto it = attrs.find(key);
+  if (it == attrs.end() || !std::holds_alternative<int64_t>(it->second)) return absent;
+  const int64_t v = std::get<int64_t>(it->second);
+  return v >= 1 && v <= (int64_t{1} << 20) ? v : absent;
+}
 
 /// Batch tensor `index` (tokens, labels, loss_mask) of `step`: integers of shape [K, b, s], each
 /// in [0, limit) (token ids and labels below the vocabulary, the mask 0 or 1); RecordError
@@ -304,6 +315,8 @@ RecordCheck check_record(const record::RecordReader& rec, const CheckRequest& re
     in.tokens = read_batch(rec, step, 0, model, model.vocab_size);
     in.labels = read_batch(rec, step, 1, model, model.vocab_size);
     in.loss_mask = read_batch(rec, step, 2, model, 2);
+    in.num_microbatches = int_attr_or(rec, "M", 0);
+    in.context_parallel_size = int_attr_or(rec, "context_parallel_size", 1);
     check_loss_names(rec, step, model);
     std::map<std::string, at::Tensor> grads;
     for (const auto& t : record::read_named_tensors(rec, step, Group::kGrad, expected)) {
