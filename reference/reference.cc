@@ -18,11 +18,11 @@ class ReferenceChunk final : public engine::ModelChunk {
  public:
   ReferenceChunk(const layout::PipelineLayout& layout, int stage, const config::ModelConfig& cfg,
                  const std::vector<std::string>& param_names, const engine::InitialWeights& init,
-                 at::ScalarType dtype, at::Device device, model::ContextParallel* cp)
+                 at::ScalarType dtype, at::Device device, const model::ParallelGroups& groups)
       : plan_(layout.stages[stage]),
         cfg_(cfg),
         is_loss_(stage == layout.num_stages() - 1),
-        rope_(model::chunk_rope_tables(cfg, dtype, device, cp)) {
+        rope_(model::chunk_rope_tables(cfg, dtype, device, groups)) {
     engine::add_initial_params(params_, init, param_names, dtype, device);
   }
 
@@ -128,14 +128,14 @@ class Reference final : public engine::Implementation {
     return fmt::format("{}", fmt::join(parts, " "));
   }
 
-  std::unique_ptr<engine::ModelChunk> build_chunk(const layout::PipelineLayout& layout, int stage,
-                                                  const config::ModelConfig& cfg,
-                                                  const engine::InitialWeights& init,
-                                                  at::ScalarType dtype, at::Device device,
-                                                  model::ContextParallel* cp) const override {
+  std::unique_ptr<engine::ModelChunk> build_chunk(
+      const layout::PipelineLayout& layout, int stage, const config::ModelConfig& cfg,
+      const engine::InitialWeights& init, at::ScalarType dtype, at::Device device,
+      const model::ParallelGroups& groups) const override {
     check_layout(layout);
     return std::make_unique<ReferenceChunk>(
-        layout, stage, cfg, stage_param_names(layout, stage, cfg), init, dtype, device, cp);
+        layout, stage, cfg, engine::held_param_names(stage_param_names(layout, stage, cfg), groups),
+        init, dtype, device, groups);
   }
 };
 

@@ -88,6 +88,7 @@ std::string equiv_scenario_text(const EquivOptions& opt, const char* model_text,
                   {"pp", pp},
                   {"dp", opt.data_parallel_size}};
     if (opt.context_parallel_size > 1) v.insert("cp", opt.context_parallel_size);
+    if (opt.expert_parallel_size > 1) v.insert("ep", opt.expert_parallel_size);
     if (!opt.schedule.empty()) v.insert("schedule", opt.schedule);
     variants.push_back(std::move(v));
   }
@@ -193,13 +194,12 @@ int run_equiv(const EquivOptions& opt) {
   s.print_rows = false;
   for (size_t i = 0; i < plans.size(); ++i) {
     const engine::RunPlan& p = plans[i];
-    std::cout << fmt::format(
-        "# {}: {} {} (P {}, V {}, DP {}{}, {}) — model {}, {} steps, {}\n", p.variant.name,
-        config::enum_name(p.variant.implementation), p.layout.text, p.layout.pipeline_size,
-        p.layout.virtual_size, p.data_parallel_size(),
-        p.context_parallel_size() > 1 ? fmt::format(", CP {}", p.context_parallel_size()) : "",
-        schedule::schedule_kind_name(p.schedule.kind), opt.model, p.training.steps,
-        config::enum_name(p.training.dtype));
+    std::cout << fmt::format("# {}: {} {} (P {}, V {}, DP {}{}, {}) — model {}, {} steps, {}\n",
+                             p.variant.name, config::enum_name(p.variant.implementation),
+                             p.layout.text, p.layout.pipeline_size, p.layout.virtual_size,
+                             p.data_parallel_size(), p.extra_parallel_sizes(),
+                             schedule::schedule_kind_name(p.schedule.kind), opt.model,
+                             p.training.steps, config::enum_name(p.training.dtype));
   }
   ScenarioRun run;
   try {

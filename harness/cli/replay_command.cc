@@ -202,10 +202,10 @@ int run_replay(const ReplayOptions& opt) {
   std::cout << fmt::format(
       "# ran {} {} (P {}, V {}, DP {}{}, M {}, {}, {}) in {} on {}: {:.2f} s\n", impl->name(),
       plan.layout.text, plan.pipeline_size(), plan.layout.virtual_size, plan.data_parallel_size(),
-      plan.context_parallel_size() > 1 ? fmt::format(", CP {}", plan.context_parallel_size()) : "",
-      plan.num_microbatches, schedule::schedule_kind_name(plan.schedule.kind),
-      config::enum_name(plan.variant.optimizer), config::enum_name(plan.training.dtype),
-      config::enum_name(plan.training.device), rr.wall_seconds);
+      plan.extra_parallel_sizes(), plan.num_microbatches,
+      schedule::schedule_kind_name(plan.schedule.kind), config::enum_name(plan.variant.optimizer),
+      config::enum_name(plan.training.dtype), config::enum_name(plan.training.device),
+      rr.wall_seconds);
 
   const record::RecordReader replayed(ro.record_path);
   const std::vector<std::string> env =

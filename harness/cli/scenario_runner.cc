@@ -309,9 +309,10 @@ ScenarioRun train_variants(const scenario::Scenario& sc, const std::vector<engin
   }
   if (s.print_rows) {
     std::cout << fmt::format(
-        "# {:<{}} {:<10} {:<{}} {:>2} {:>2} {:>2} {:<13} {:<10} {:<6} {:>8} {:>14} {:>10}\n",
-        "variant", wname, "impl", "layout", wlayout, "P", "V", "DP", "schedule", "standalone",
-        "record", "wall(s)", "final loss", "record(B)");
+        "# {:<{}} {:<10} {:<{}} {:>2} {:>2} {:>2} {:>2} {:>2} {:<13} {:<10} {:<6} {:>8} {:>14} "
+        "{:>10}\n",
+        "variant", wname, "impl", "layout", wlayout, "P", "V", "DP", "CP", "EP", "schedule",
+        "standalone", "record", "wall(s)", "final loss", "record(B)");
   }
   ScenarioRun out;
   for (size_t i = 0; i < plans.size(); ++i) {
@@ -356,6 +357,7 @@ ScenarioRun train_variants(const scenario::Scenario& sc, const std::vector<engin
     run.virtual_size = plan.layout.virtual_size;
     run.data_parallel_size = plan.data_parallel_size();
     run.context_parallel_size = plan.context_parallel_size();
+    run.expert_parallel_size = plan.expert_parallel_size();
     run.optimizer = config::enum_name(v.optimizer);
     run.mtp_standalone = plan.layout.mtp_standalone;
     run.wall_seconds = rr.wall_seconds;
@@ -368,10 +370,11 @@ ScenarioRun train_variants(const scenario::Scenario& sc, const std::vector<engin
                                           s.retrain_flags + resume_flag);
     if (s.print_rows) {
       std::cout << fmt::format(
-          "  {:<{}} {:<10} {:<{}} {:>2} {:>2} {:>2} {:<13} {:<10} {:<6} {:>8.2f} {:>14.9g} "
-          "{:>10}\n",
+          "  {:<{}} {:<10} {:<{}} {:>2} {:>2} {:>2} {:>2} {:>2} {:<13} {:<10} {:<6} {:>8.2f} "
+          "{:>14.9g} {:>10}\n",
           run.name, wname, run.implementation, run.layout, wlayout, run.pipeline_size,
-          run.virtual_size, run.data_parallel_size, run.schedule, run.mtp_standalone ? "yes" : "no",
+          run.virtual_size, run.data_parallel_size, run.context_parallel_size,
+          run.expert_parallel_size, run.schedule, run.mtp_standalone ? "yes" : "no",
           run.record_mode, run.wall_seconds, run.final_total_loss, run.record_bytes);
       if (s.verbose) {
         std::cout << "      estimate: " << estimates[v.name] << "\n";

@@ -31,6 +31,10 @@ uint64_t Group::id() const {
       h *= 0x100000001b3ull;  // FNV prime
     }
   }
+  for (int byte = 0; channel != 0 && byte < 8; ++byte) {
+    h ^= (channel >> (8 * byte)) & 0xffu;
+    h *= 0x100000001b3ull;
+  }
   return h;
 }
 
@@ -179,6 +183,35 @@ std::vector<at::Tensor> Communicator::gather(const Group& group, int root, const
     out.push_back(tr_.recv(rank_, group.ranks[i],
                            MessageTag::collective(CollectiveOp::kGather, group.id(), seq, i),
                            shapes.empty() ? t.sizes().vec() : shapes[i]));
+  }
+  return out;
+}
+
+std::vector<at::Tensor> Communicator::all_to_all(
+    const Group& group, const std::vector<at::Tensor>& parts,
+    const std::vector<std::vector<int64_t>>& recv_shapes) {
+  const int64_t seq = next_sequence(group);
+  const int n = group.size();
+  const int me = group.index_of(rank_);
+  MTP_INTERNAL_ASSERT(
+      static_cast<int>(parts.size()) == n && static_cast<int>(recv_shapes.size()) == n,
+      fmt::format("all_to_all in {}: {} parts and {} receive shapes for {} members", group.name,
+                  parts.size(), recv_shapes.size(), n));
+  note(group, "all_to_all");
+  for (int j = 0; j < n; ++j) {
+    if (j == me) continue;
+    tr_.send(rank_, group.ranks[j],
+             MessageTag::collective(CollectiveOp::kAllToAll, group.id(), seq, me),
+             parts[j].contiguous());
+  }
+  std::vector<at::Tensor> out;
+  out.reserve(parts.size());
+  for (int i = 0; i < n; ++i) {
+    out.push_back(
+        i == me ? parts[i]
+                : tr_.recv(rank_, group.ranks[i],
+                           MessageTag::collective(CollectiveOp::kAllToAll, group.id(), seq, i),
+                           recv_shapes[i]));
   }
   return out;
 }

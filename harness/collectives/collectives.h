@@ -1,7 +1,8 @@
 // File: harness/collectives/collectives.h
 //
 // Collectives with a fixed reduction order, built from the transport's point-to-point messages:
-// all-reduce, reduce-scatter, all-gather, broadcast and gather within a group of ranks, plus
+// all-reduce, reduce-scatter, all-gather, broadcast, gather and all-to-all within a group of
+// ranks, plus
 // ordered point-to-point send/recv. Every reduction adds the members' tensors in ascending member
 // index, element by element, with one IEEE add per member: element e of a sum over members
 // x_0 … x_{n−1} is ((x_0[e] + x_1[e]) + x_2[e]) + … on every member, for every group size, on the
@@ -41,12 +42,17 @@ namespace mtp::collectives {
 struct Group {
   std::string name;        ///< names the group in errors and timeout reports
   std::vector<int> ranks;  ///< distinct transport ranks in canonical (reduction) order
+  /// 0, or a tag that keeps this group's messages apart from another group's over the same
+  /// ranks driven by another Communicator of the same rank (the expert-parallel group's, whose
+  /// all-to-alls run on the combined 1F1B side thread): mixed into id() when non-zero.
+  uint64_t channel = 0;
 
   int size() const { return static_cast<int>(ranks.size()); }
   bool contains(int rank) const;
   /// The member index of `rank`. Throws InternalError when `rank` is not a member.
   int index_of(int rank) const;
-  /// A stable 64-bit id of `ranks` (FNV-1a over the rank list), carried in message tags.
+  /// A stable 64-bit id of `ranks` (FNV-1a over the rank list, then `channel` when non-zero),
+  /// carried in message tags.
   uint64_t id() const;
 };
 
@@ -88,6 +94,13 @@ class Communicator {
   /// root, per member) says so; empty = every member's is t's.
   std::vector<at::Tensor> gather(const Group& group, int root, const at::Tensor& t,
                                  const std::vector<std::vector<int64_t>>& shapes = {});
+  /// All-to-all: `parts[j]` goes to member j (this member's own part is returned as given);
+  /// returns the parts every member i addressed to this member, in member order. Shapes may
+  /// differ per pair (an expert-parallel token dispatch): `recv_shapes[i]` is the shape of
+  /// member i's part for this member (a part may have 0 rows). Pure data movement, no
+  /// arithmetic: the bits are those sent. One part per member, or InternalError.
+  std::vector<at::Tensor> all_to_all(const Group& group, const std::vector<at::Tensor>& parts,
+                                     const std::vector<std::vector<int64_t>>& recv_shapes);
 
  private:
   int64_t next_sequence(const Group& group);

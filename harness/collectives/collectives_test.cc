@@ -4,6 +4,8 @@
 // point-to-point order, and concurrent collectives of different groups.
 #include "harness/collectives/collectives.h"
 
+#include "harness/collectives/testing/rank_threads.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,24 +16,11 @@
 namespace mtp::collectives {
 namespace {
 
-/// Runs body(rank, communicator) on `world` threads over one in-process transport.
+using testing::run_rank_threads;
+
+/// body(rank, communicator) on `world` rank threads.
 void run_ranks(int world, const std::function<void(int, Communicator&)>& body) {
-  auto tr = transport::make_in_process_transport(world, {});
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(world);
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        Communicator comm(*tr, r);
-        body(r, comm);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-        tr->abort(e.what());
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  run_rank_threads(world, body);
 }
 
 /// Member i's input: pseudo-random values of both signs with magnitudes from 1e-4 to 1e4, so
@@ -177,6 +166,31 @@ TEST(CollectivesTest, BroadcastAndGatherUseTheNamedRootForGroupSizes1To5) {
           }
         } else {
           EXPECT_TRUE(got.empty());
+        }
+      }
+    });
+  }
+}
+
+TEST(CollectivesTest, AllToAllDeliversEveryPairsPartIncludingEmptyOnesForGroupSizes1To4) {
+  // Member i sends member j (i + 2·j) mod 3 rows of width 4 (some pairs send 0 rows), values
+  // tagged by (i, j); each member must receive, in member order, exactly what was addressed to it.
+  auto rows = [](int i, int j) { return static_cast<int64_t>((i + 2 * j) % 3); };
+  auto part = [&](int i, int j) { return input(10 * i + j, rows(i, j) * 4).view({rows(i, j), 4}); };
+  for (int n = 1; n <= 4; ++n) {
+    run_ranks(n, [&](int r, Communicator& comm) {
+      Group g{"world", ascending(n)};
+      std::vector<at::Tensor> parts;
+      std::vector<std::vector<int64_t>> shapes;
+      for (int j = 0; j < n; ++j) {
+        parts.push_back(part(r, j));
+        shapes.push_back({rows(j, r), 4});
+      }
+      for (int round = 0; round < 2; ++round) {  // a second call must not take the first's parts
+        auto got = comm.all_to_all(g, parts, shapes);
+        ASSERT_EQ(got.size(), static_cast<size_t>(n));
+        for (int i = 0; i < n; ++i) {
+          EXPECT_TRUE(at::equal(got[i], part(i, r))) << "n " << n << " from " << i << " to " << r;
         }
       }
     });

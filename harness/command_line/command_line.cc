@@ -426,6 +426,11 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
                 "sequence; dense, seq_length a multiple of 2·cp)")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  e->add_option("--ep", eq.expert_parallel_size,
+                "expert-parallel size of both (each MoE layer's experts split over ep of the dp "
+                "ranks; an MoE model, ep dividing dp and the expert count)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   e->add_option("--schedule", eq.schedule,
                 "none | 1f1b | interleaved | combined_1f1b (default: "
                 "from P and V)");

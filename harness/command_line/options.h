@@ -164,6 +164,7 @@ struct EquivOptions {
   std::string model = "default";  ///< scenarios::builtin_model_names()
   int data_parallel_size = 1;
   int context_parallel_size = 1;  ///< --cp
+  int expert_parallel_size = 1;   ///< --ep
   std::string schedule;           ///< "" = derived
   std::string dtype;              ///< "" = the model's scenario
   std::string device;             ///< "" = cpu

@@ -31,8 +31,7 @@ std::vector<ParamSpec> layer_param_specs(const std::string& prefix, const ModelC
   const int64_t E = cfg.num_moe_experts;
   out.push_back({prefix + "mlp.router.weight", {E, H}, std_in});
   for (int64_t e = 0; e < E; ++e) {
-    swiglu(fmt::format("{}mlp.experts.local_experts.{}.", prefix, e),
-           cfg.moe_expert_ffn_hidden_size());
+    swiglu(fmt::format("{}{}{}.", prefix, kRoutedExpertInfix, e), cfg.moe_expert_ffn_hidden_size());
   }
   if (cfg.moe_shared_expert_intermediate_size > 0) {
     swiglu(prefix + "mlp.shared_experts.", cfg.moe_shared_expert_intermediate_size);
@@ -75,6 +74,18 @@ std::vector<ParamSpec> parameter_specs(const ModelConfig& cfg) {
   }
   if (cfg.untie_embeddings) specs.push_back({kOutputLayerName, {cfg.vocab_size, H}, std_in});
   return specs;
+}
+
+int64_t routed_expert_index(const std::string& name) {
+  const size_t at = name.find(kRoutedExpertInfix);
+  if (at == std::string::npos) return -1;
+  size_t pos = at + std::string(kRoutedExpertInfix).size();
+  int64_t e = 0;
+  bool digits = false;
+  for (; pos < name.size() && name[pos] >= '0' && name[pos] <= '9'; ++pos, digits = true) {
+    e = e * 10 + (name[pos] - '0');
+  }
+  return digits && pos < name.size() && name[pos] == '.' ? e : -1;
 }
 
 }  // namespace mtp::config

@@ -61,4 +61,11 @@ inline const char* kWordEmbeddingName = "embedding.word_embeddings.weight";
 inline const char* kOutputLayerName = "output_layer.weight";
 inline const char* kFinalLayernormName = "decoder.final_layernorm.weight";
 
+/// Routed expert e of a layer lives under <layer prefix> + kRoutedExpertInfix + "<e>." (Megatron
+/// SequentialMLP local_experts; the harness keeps the global expert index in the name at every
+/// expert-parallel size, as Megatron's distributed checkpoints do).
+inline const char* kRoutedExpertInfix = "mlp.experts.local_experts.";
+/// The global expert index of a routed expert's parameter name, or −1 for any other name.
+int64_t routed_expert_index(const std::string& name);
+
 }  // namespace mtp::config

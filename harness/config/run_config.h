@@ -79,6 +79,11 @@ struct VariantSpec {
   /// (model/context_parallel.h). CP > 1: seq_length a multiple of 2·CP, dense, attention
   /// "unfused", accumulation "megatron" (engine/plan.cc check_context_parallel).
   int context_parallel_size = 1;
+  /// EP: expert-parallel ranks; no ranks are added: each MoE layer's routed experts are split
+  /// over EP members of the gradient group (engine/topology.h, model/expert_parallel.h).
+  /// EP > 1: an MoE model, EP dividing num_moe_experts and dp · cp, optimizer "adam",
+  /// accumulation "megatron" (engine/plan.cc check_expert_parallel).
+  int expert_parallel_size = 1;
   /// Explicit schedule; empty = derived (P = 1: none, V = 1: 1f1b, else interleaved).
   std::optional<schedule::ScheduleKind> schedule;
   int microbatch_group_size = 0;                  ///< N for interleaved; 0 = P

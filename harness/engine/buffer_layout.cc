@@ -41,6 +41,13 @@ const BufferParamRange& BufferLayout::range(const std::string& name) const {
   throw InternalError(fmt::format("parameter {} is not in the buffer", name));
 }
 
+bool BufferLayout::contains(const std::string& name) const {
+  for (const auto& p : params) {
+    if (p.name == name) return true;
+  }
+  return false;
+}
+
 BufferLayout megatron_buffer_layout(const std::vector<BufferParamSpec>& params,
                                     const BufferOptions& options) {
   MTP_INTERNAL_ASSERT(options.data_parallel_size >= 1 && options.bucket_size >= 0,

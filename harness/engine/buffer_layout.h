@@ -76,6 +76,8 @@ struct BufferLayout {
   std::pair<int64_t, int64_t> shard(int bucket, int dp) const;
   /// The range of `name`. Throws InternalError when absent.
   const BufferParamRange& range(const std::string& name) const;
+  /// Whether `name` is in this buffer.
+  bool contains(const std::string& name) const;
 };
 
 /// The layout Megatron's _ParamAndGradBuffer builds for `params` (registration order).

@@ -35,7 +35,7 @@ std::vector<std::unique_ptr<ModelChunk>> Implementation::build_chunks(
     const InitialWeights& init, at::ScalarType dtype, at::Device device) const {
   std::vector<std::unique_ptr<ModelChunk>> chunks;
   for (int i = 0; i < layout.num_stages(); ++i) {
-    chunks.push_back(build_chunk(layout, i, cfg, init, dtype, device, nullptr));
+    chunks.push_back(build_chunk(layout, i, cfg, init, dtype, device, {}));
   }
   return chunks;
 }

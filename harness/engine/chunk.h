@@ -15,6 +15,7 @@
 #include "harness/config/model_config.h"
 #include "harness/layout/layout.h"
 #include "harness/model/context_parallel.h"
+#include "harness/model/layers.h"
 #include "harness/model/param_table.h"
 #include "harness/model/params.h"
 #include "harness/model/program.h"
@@ -105,13 +106,15 @@ class Implementation {
   virtual std::string describe_stage(const layout::PipelineLayout& layout, int stage,
                                      const config::ModelConfig& cfg) const = 0;
   /// The chunk of stage `stage` (i = v·P + p), parameters copied from `init`, cast to `dtype`,
-  /// on `device`. `cp`: this rank's context-parallel group (null = CP 1); the chunk then works
-  /// on s/CP tokens per row (activations [s/CP·(1+D), b, H]) and keeps `cp` for its collectives.
+  /// on `device`. groups.cp: this rank's context-parallel group (null = CP 1); the chunk then
+  /// works on s/CP tokens per row (activations [s/CP·(1+D), b, H]) and keeps it for its
+  /// collectives. groups.ep: this rank's expert-parallel group (null = EP 1); the chunk then
+  /// holds only this EP rank's routed experts (held_param_names) and dispatches over it.
   virtual std::unique_ptr<ModelChunk> build_chunk(const layout::PipelineLayout& layout, int stage,
                                                   const config::ModelConfig& cfg,
                                                   const InitialWeights& init, at::ScalarType dtype,
                                                   at::Device device,
-                                                  model::ContextParallel* cp) const = 0;
+                                                  const model::ParallelGroups& groups) const = 0;
 
   /// Stage indices holding a copy of the word-embedding table, ascending (Megatron's embedding
   /// group, spec §3.6): derived from stage_param_names.

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "harness/config/param_specs.h"
 #include "harness/model/layers.h"
 #include "harness/model/loss.h"
 
@@ -102,6 +105,19 @@ std::vector<int64_t> hidden_shape(const config::ModelConfig& cfg, int64_t factor
                                   const model::ContextParallel* cp) {
   const int64_t s = cfg.seq_length / (cp != nullptr ? cp->size() : 1);
   return {s * factor, cfg.micro_batch_size, cfg.hidden_size};
+}
+
+std::vector<std::string> held_param_names(std::vector<std::string> names,
+                                          const model::ParallelGroups& groups) {
+  const model::ExpertParallel* ep = groups.ep;
+  if (ep == nullptr || ep->size() == 1) return names;
+  names.erase(std::remove_if(names.begin(), names.end(),
+                             [ep](const std::string& n) {
+                               const int64_t e = config::routed_expert_index(n);
+                               return e >= 0 && !ep->holds(e);
+                             }),
+              names.end());
+  return names;
 }
 
 }  // namespace mtp::engine

@@ -29,6 +29,11 @@ std::vector<std::string> mtp_param_names(const config::ModelConfig& cfg);
 std::vector<std::string> mtp_param_names(const config::ModelConfig& cfg,
                                          const std::vector<int>& depths);
 
+/// The names of `names` a rank holds: all of them, or with expert parallelism (groups.ep of
+/// size > 1) all but the routed experts of other EP ranks (config::routed_expert_index).
+std::vector<std::string> held_param_names(std::vector<std::string> names,
+                                          const model::ParallelGroups& groups);
+
 /// "t0-2" for {0,1,2}, "t3 t5" for {3,5}, "" for none.
 std::string format_layer_ranges(const std::vector<int>& layers, const char* prefix);
 

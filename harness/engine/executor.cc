@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <ATen/ThreadLocalState.h>
+
 #include <deque>
 #include <exception>
+#include <future>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "harness/common/error.h"
@@ -273,8 +277,12 @@ class RankExecutor {
   }
 
   // One combined 1F1B step: F = ops_[jf] (forward), B = ops_[jb] (backward), different
-  // microbatches. F's groups run forward first to last while B's run backward last to first, in
-  // lockstep; inside a pair of layers the nodes interleave in Megatron's sub-step order.
+  // microbatches. F's groups run forward first to last while B's run backward last to first;
+  // the k-th layer group of each side (F: layer k of its chunk, B: its k-th layer from the end)
+  // run as a pair, their nodes interleaved in Megatron's sub-step order, and every group outside
+  // a layer (pre-processing, the reference's final layernorm, post-processing) runs alone when
+  // its side reaches it, B's before F's (Megatron TransformerModelChunkSchedulePlan.run: F's
+  // pre-process and B's post-process first, then the layers paired, then the rest).
   void combined(size_t jf, size_t jb) {
     auto fprog = begin_forward(jf);
     Backward b = begin_backward(jb);
@@ -285,40 +293,117 @@ class RankExecutor {
     model::ChunkProgram& bp = *b.prog;
     const auto fg = groups(f);
     const auto bg = groups(bp);
-    auto fwd = [&](size_t i) { f.forward_node(i); };
-    auto bwd = [&](size_t i) {
-      bp.backward_node(i, b.grad);
-      backward_done(ops_[jb]);
+    auto trace = [&](OpType side, const model::ChunkProgram& p, size_t i) {
+      if (options_.after_combined_node) {
+        options_.after_combined_node(side, p.node(i).kind, p.node(i).layer);
+      }
     };
-    const size_t steps = std::max(fg.size(), bg.size());
+    auto fwd_only = [&](size_t i) { f.forward_node(i); };
+    auto bwd_only = [&](size_t i) { bp.backward_node(i, b.grad); };
+    auto fwd = [&](size_t i) {
+      fwd_only(i);
+      trace(OpType::kForward, f, i);
+    };
+    auto bwd = [&](size_t i) {
+      bwd_only(i);
+      backward_done(ops_[jb]);
+      trace(OpType::kBackward, bp, i);
+    };
     ComputeScope scope(*this, jf, /*paired=*/true);
-    for (size_t t = 0; t < steps; ++t) {
-      const std::vector<size_t>* F = t < fg.size() ? &fg[t] : nullptr;
-      const std::vector<size_t>* B = t < bg.size() ? &bg[bg.size() - 1 - t] : nullptr;
+    // fi: F's next group; bi: B's next group counted from its last.
+    size_t fi = 0, bi = 0;
+    auto is_layer = [](const model::ChunkProgram& p, const std::vector<size_t>& g) {
+      return p.node(g.front()).layer >= 0;
+    };
+    while (fi < fg.size() || bi < bg.size()) {
+      const std::vector<size_t>* F = fi < fg.size() ? &fg[fi] : nullptr;
+      const std::vector<size_t>* B = bi < bg.size() ? &bg[bg.size() - 1 - bi] : nullptr;
+      // A group outside a layer runs alone (B's first); two layer groups run as a pair.
+      if (B != nullptr && (!is_layer(bp, *B) || F == nullptr)) {
+        F = nullptr;
+      } else if (F != nullptr && (!is_layer(f, *F) || B == nullptr)) {
+        B = nullptr;
+      }
+      fi += F != nullptr ? 1 : 0;
+      bi += B != nullptr ? 1 : 0;
       std::vector<bool> fdone(F ? F->size() : 0, false), bdone(B ? B->size() : 0, false);
-      // Runs the next node of `side`'s group when it is of kind `kind`.
-      auto run_kind = [&](OpType side, model::NodeKind kind) {
-        const bool fwd_side = side == OpType::kForward;
+      // The position in `side`'s group of its next node when that node is of kind `kind`.
+      auto next_of = [&](const schedule::SubStep& s) -> std::optional<size_t> {
+        const bool fwd_side = s.side == OpType::kForward;
         const auto* g = fwd_side ? F : B;
-        if (g == nullptr) return;
-        auto& done = fwd_side ? fdone : bdone;
+        if (g == nullptr) return std::nullopt;
+        const auto& done = fwd_side ? fdone : bdone;
         const auto& prog = fwd_side ? f : bp;
         // Forward takes its nodes in order, backward in reverse: only the next one may run.
         const size_t n = g->size();
         for (size_t k = 0; k < n; ++k) {
           const size_t idx = fwd_side ? k : n - 1 - k;
           if (done[idx]) continue;
-          if (prog.node((*g)[idx]).kind == kind) {
-            fwd_side ? fwd((*g)[idx]) : bwd((*g)[idx]);
-            done[idx] = true;
-          }
-          return;
+          if (prog.node((*g)[idx]).kind == s.node) return idx;
+          return std::nullopt;
+        }
+        return std::nullopt;
+      };
+      // Runs node `idx` of `side`'s group; `finish`: also the backward's main-grad hook.
+      auto run_at = [&](OpType side, size_t idx, bool finish) {
+        if (side == OpType::kForward) {
+          finish ? fwd((*F)[idx]) : fwd_only((*F)[idx]);
+          fdone[idx] = true;
+        } else {
+          finish ? bwd((*B)[idx]) : bwd_only((*B)[idx]);
+          bdone[idx] = true;
         }
       };
-      if (F && B && f.node((*F)[0]).layer >= 0 && bp.node((*B)[0]).layer >= 0) {
-        for (const schedule::SubStep& s : def_.combined_order) run_kind(s.side, s.node);
+      auto is_comm = [](model::NodeKind k) {
+        return k == model::NodeKind::kDispatch || k == model::NodeKind::kCombine;
+      };
+      if (F && B) {
+        const auto& order = def_.combined_order;
+        for (size_t s = 0; s < order.size(); ++s) {
+          const std::optional<size_t> a = next_of(order[s]);
+          if (!a) continue;
+          const std::optional<size_t> b2 =
+              options_.overlap_expert_comm && s + 1 < order.size() &&
+                      order[s + 1].side != order[s].side &&
+                      is_comm(order[s].node) != is_comm(order[s + 1].node)
+                  ? next_of(order[s + 1])
+                  : std::nullopt;
+          if (!b2) {
+            run_at(order[s].side, *a, /*finish=*/true);
+            continue;
+          }
+          // An all-to-all node on the side thread, the paired compute node here.
+          const bool first_is_comm = is_comm(order[s].node);
+          const schedule::SubStep& comm_step = first_is_comm ? order[s] : order[s + 1];
+          const schedule::SubStep& compute_step = first_is_comm ? order[s + 1] : order[s];
+          const size_t comm_idx = first_is_comm ? *a : *b2;
+          const size_t compute_idx = first_is_comm ? *b2 : *a;
+          const at::ThreadLocalState tls;  // grad mode and dispatch state of this thread
+          std::future<void> side = std::async(std::launch::async, [&, tls] {
+            at::ThreadLocalStateGuard guard(tls);
+            pin_thread_determinism();
+            run_at(comm_step.side, comm_idx, /*finish=*/false);
+          });
+          std::exception_ptr compute_error;
+          try {
+            run_at(compute_step.side, compute_idx, /*finish=*/false);
+          } catch (const std::exception& e) {
+            compute_error = std::current_exception();
+            tr_.abort(fmt::format("rank {} failed: {}", me(), e.what()));  // frees the side thread
+          }
+          side.get();  // rethrows the side thread's error
+          if (compute_error) std::rethrow_exception(compute_error);
+          // Main grads after the pair, in the serial order's sequence.
+          for (size_t q = s; q <= s + 1; ++q) {
+            const bool fwd_side = order[q].side == OpType::kForward;
+            const size_t idx = q == s ? *a : *b2;
+            if (!fwd_side) backward_done(ops_[jb]);
+            trace(order[q].side, fwd_side ? f : bp, fwd_side ? (*F)[idx] : (*B)[idx]);
+          }
+          ++s;
+        }
       }
-      // Whatever the template did not cover (pre/post-processing, leftovers): B then F.
+      // Whatever the template did not cover (a group alone, a pair's leftovers): B then F.
       for (size_t k = B ? B->size() : 0; k-- > 0;) {
         if (!bdone[k]) bwd((*B)[k]);
       }

@@ -37,6 +37,15 @@ struct ExecutionOptions {
   /// Post each receive one op ahead and wait for it when the op starts (Megatron
   /// overlap_p2p_comm for the interleaved schedule).
   bool overlap_p2p = false;
+  /// Combined 1F1B with expert parallelism: inside a combined step, each expert all-to-all node
+  /// (dispatch, combine) runs on a side thread while the other microbatch's compute node that
+  /// the sub-step order pairs it with runs on the rank's thread (Megatron combined_1f1b.py: the
+  /// communication stream against the compute stream). The pairs are the adjacent sub-steps of
+  /// ScheduleDef::combined_order with one all-to-all node and one compute node of opposite
+  /// sides. The values, and so the bits, are those of the serial order: the two nodes share no
+  /// tensor, and main grads are accumulated after the pair joins, in the serial order. On the GPU
+  /// the side thread issues to the same stream (no side stream).
+  bool overlap_expert_comm = false;
   /// Called with the stage index after every backward call of a chunk (the whole chunk's, or a
   /// node's in combined 1F1B): where Megatron's DDP hook moves .grad into the main grads.
   std::function<void(int stage)> after_backward;
@@ -60,6 +69,10 @@ struct ExecutionOptions {
   /// (then its own exception is swallowed). Not called for runs through a CUDA graph.
   std::function<void(const ComputeBlock&)> before_compute;
   std::function<void(const ComputeBlock&)> after_compute;
+  /// Traces (tests), unset in training: called on the rank's thread after each node of a
+  /// combined 1F1B step ran, with the side, the node's kind and layer (−1 outside a layer), in
+  /// the order the nodes ran (an overlapped pair's two nodes after it joins, in sub-step order).
+  std::function<void(schedule::OpType side, model::NodeKind kind, int layer)> after_combined_node;
 };
 
 /// One pipeline rank's share of a step: where its chunks are and who its neighbours are.

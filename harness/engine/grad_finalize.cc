@@ -22,12 +22,23 @@ void finalize_model_grads(LocalModel& model, const ParamPlacement& placement,
   // optimizer reduce-scatter into this rank's shard (the rest of the buffer keeps local grads).
   // With context parallel the group is every (dp, cp) of the pipeline rank and the scale
   // 1/(DP·CP) (distributed_data_parallel.py: intra_dp_cp_group).
+  // Expert parallelism: an expert buffer holds this EP rank's routed experts, whose grads
+  // already sum the tokens of every EP member; it is scaled alike (expert_gradient_scaling_factor
+  // = 1/(DP·CP)) and summed over the expert-data-parallel group only (DDP's
+  // expert_parallel_buffers over expt_dp_group).
   const int DP = topology.grad_group_size();
   if (DP > 1) {
     const collectives::Group dp = topology.grad_group(me.pipeline_rank);
+    const collectives::Group expert_dp = topology.expert_data_parallel_group(me);
     for (auto& buf : model.buffers) {
       // Per-token loss: no average (distributed_data_parallel.py: gradient_scaling_factor 1).
       if (!per_token_count) buf.grad_data.mul_(1.0 / DP);
+      if (buf.expert) {
+        MTP_INTERNAL_ASSERT(!buf.layout.options.distributed_optimizer,
+                            "expert buffers with the distributed optimizer");
+        if (expert_dp.size() > 1) comm.all_reduce_sum(expert_dp, buf.grad_data);
+        continue;
+      }
       for (size_t b = 0; b < buf.layout.buckets.size(); ++b) {
         const BufferBucket& bucket = buf.layout.buckets[b];
         at::Tensor data = buf.grad_data.slice(0, bucket.start, bucket.end);
@@ -87,7 +98,7 @@ void gather_main_grads_to_first_rank(LocalModel& model, const Topology& topology
   const collectives::Group dp = topology.grad_group(me.pipeline_rank);
   const int root = dp.ranks.front();
   for (auto& buf : model.buffers) {
-    if (!buf.layout.options.distributed_optimizer) continue;
+    if (!buf.layout.options.distributed_optimizer || buf.expert) continue;
     for (size_t b = 0; b < buf.shards.size(); ++b) {
       const auto [s, e] = buf.shards[b];
       auto parts = comm.gather(dp, root, buf.grad_data.slice(0, s, e));

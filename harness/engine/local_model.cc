@@ -6,60 +6,76 @@
 #include <algorithm>
 
 #include "harness/common/error.h"
+#include "harness/config/param_specs.h"
+#include "harness/engine/chunk_support.h"
 
 namespace mtp::engine {
 
 LocalModel::LocalModel(const RunPlan& plan, const Implementation& impl, const InitialWeights& init,
                        const ParamPlacement& placement, const Topology& topology, int rank,
                        at::ScalarType dtype, at::ScalarType main_dtype, bool masters_from_init,
-                       at::Device device, model::ContextParallel* cp)
+                       at::Device device, const model::ParallelGroups& groups)
     : per_backward_(main_dtype != dtype) {
   const layout::PipelineLayout& layout = plan.layout;
   const RankCoord me = topology.coord(rank);
   chunks_by_stage.assign(layout.num_stages(), nullptr);
   for (int v = 0; v < layout.virtual_size; ++v) {
     const int stage = v * layout.pipeline_size + me.pipeline_rank;
-    chunks.push_back(impl.build_chunk(layout, stage, plan.model, init, dtype, device, cp));
+    chunks.push_back(impl.build_chunk(layout, stage, plan.model, init, dtype, device, groups));
     chunks_by_stage[stage] = chunks.back().get();
     MTP_INTERNAL_ASSERT(chunks.back()->plan().stage_index == stage,
                         fmt::format("chunk built for stage {} reports stage {}", stage,
                                     chunks.back()->plan().stage_index));
     std::vector<std::string> names;
     for (const auto& [name, t] : chunks.back()->params().entries()) names.push_back(name);
-    MTP_INTERNAL_ASSERT(names == impl.stage_param_names(layout, stage, plan.model),
-                        fmt::format("stage {}: the chunk's parameters differ from "
-                                    "stage_param_names",
-                                    stage));
+    MTP_INTERNAL_ASSERT(
+        names == held_param_names(impl.stage_param_names(layout, stage, plan.model), groups),
+        fmt::format("stage {}: the chunk's parameters differ from "
+                    "stage_param_names",
+                    stage));
     // language_module.py setup_embeddings_and_output_layer: with P > 1 every copy of a shared
     // word embedding (tied head or MTP) is marked shared_embedding.
     const bool shared =
         layout.pipeline_size > 1 && (!plan.model.untie_embeddings || plan.model.mtp_num_layers > 0);
-    std::vector<BufferParamSpec> specs;
+    // Expert parallelism: the routed experts go to a buffer of their own (Megatron DDP's
+    // expert_parallel_buffers, params with allreduce = False); EP 1 keeps them dense.
+    const bool split_experts = groups.ep != nullptr && groups.ep->size() > 1;
+    std::vector<BufferParamSpec> specs, expert_specs;
     for (const auto& name : megatron_registration_order(names)) {
-      specs.push_back({name, chunks.back()->params().get(name).numel(),
-                       shared && name == config::kWordEmbeddingName});
+      const bool expert = split_experts && config::routed_expert_index(name) >= 0;
+      (expert ? expert_specs : specs)
+          .push_back({name, chunks.back()->params().get(name).numel(),
+                      shared && name == config::kWordEmbeddingName});
     }
     BufferOptions opt;
     opt.data_parallel_size = topology.grad_group_size();  // Megatron: the dp-cp group
     opt.distributed_optimizer = plan.variant.optimizer == config::Optimizer::kDistributedAdam;
     // DDP: bucketing only on pipeline rank 0, and not for model chunks after the first.
     opt.bucket_size = (me.pipeline_rank == 0 && v == 0) ? plan.variant.ddp_bucket_size : 0;
-    ChunkBuffer buf;
-    buf.stage = stage;
-    buf.layout = megatron_buffer_layout(specs, opt);
-    buf.grad_data =
-        at::zeros({buf.layout.numel}, at::TensorOptions().dtype(main_dtype).device(device));
-    for (int b = 0; b < static_cast<int>(buf.layout.buckets.size()); ++b) {
-      buf.shards.push_back(buf.layout.shard(b, topology.grad_group_rank(me)));
-    }
-    buffers.push_back(std::move(buf));
+    auto add_buffer = [&](const std::vector<BufferParamSpec>& of, bool expert) {
+      ChunkBuffer buf;
+      buf.stage = stage;
+      buf.expert = expert;
+      buf.layout = megatron_buffer_layout(of, opt);
+      buf.grad_data =
+          at::zeros({buf.layout.numel}, at::TensorOptions().dtype(main_dtype).device(device));
+      for (int b = 0; b < static_cast<int>(buf.layout.buckets.size()); ++b) {
+        buf.shards.push_back(buf.layout.shard(b, topology.grad_group_rank(me)));
+      }
+      buffers.push_back(std::move(buf));
+    };
+    add_buffer(specs, false);
+    if (!expert_specs.empty()) add_buffer(expert_specs, true);
   }
   // Canonical order: placement index, then stage.
   for (size_t i = 0; i < placement.params.size(); ++i) {
     const PlacedParam& pp = placement.params[i];
     for (int stage : pp.stages) {
-      if (chunks_by_stage[stage] == nullptr) continue;
-      const size_t b = static_cast<size_t>(stage / layout.pipeline_size);
+      if (chunks_by_stage[stage] == nullptr || !chunks_by_stage[stage]->params().has(pp.name)) {
+        continue;  // not this pipeline rank's stage, or another EP rank's expert
+      }
+      size_t b = 0;
+      while (buffers[b].stage != stage || !buffers[b].layout.contains(pp.name)) ++b;
       LocalParam lp;
       lp.name = pp.name;
       lp.index = i;

@@ -40,6 +40,10 @@ struct LocalParam {
 /// One chunk's main-grad buffer.
 struct ChunkBuffer {
   int stage = 0;
+  /// Holds the chunk's routed-expert parameters only (expert parallelism: Megatron's
+  /// expert_parallel_buffers, reduced over the expert-data-parallel group); the chunk's other
+  /// parameters are in its dense buffer.
+  bool expert = false;
   BufferLayout layout;
   at::Tensor grad_data;  ///< [layout.numel], model dtype, zero padding
   /// The data-parallel rank's shard of each bucket ([begin, end) buffer indices): what its
@@ -59,18 +63,22 @@ class LocalModel {
   /// `dtype` is the parameters', `main_dtype` the main grads' and master weights' (fp32 for bf16
   /// parameters, else `dtype`). Masters are the parameters cast to `main_dtype` (Megatron makes
   /// its fp32 main params from the bf16 params), or with `masters_from_init` (a resumed run, whose
-  /// `init` holds the recorded masters) `init` cast to `main_dtype`. `cp`: the rank's
+  /// `init` holds the recorded masters) `init` cast to `main_dtype`. groups.cp: the rank's
   /// context-parallel group (null = CP 1; engine/chunk.h build_chunk); with CP the buffers are
-  /// sharded over the gradient group (DP·CP, Megatron's intra_dp_cp_group).
+  /// sharded over the gradient group (DP·CP, Megatron's intra_dp_cp_group). groups.ep: the
+  /// rank's expert-parallel group (null = EP 1): the chunks then hold this EP rank's routed
+  /// experts only, in an expert buffer of their own after each chunk's dense buffer.
   LocalModel(const RunPlan& plan, const Implementation& impl, const InitialWeights& init,
              const ParamPlacement& placement, const Topology& topology, int rank,
              at::ScalarType dtype, at::ScalarType main_dtype, bool masters_from_init,
-             at::Device device, model::ContextParallel* cp = nullptr);
+             at::Device device, const model::ParallelGroups& groups = {});
 
   std::vector<std::unique_ptr<ModelChunk>> chunks;  ///< by virtual stage
   std::vector<const ModelChunk*> chunks_by_stage;   ///< every stage index; null where not local
   std::vector<LocalParam> params;
-  std::vector<ChunkBuffer> buffers;  ///< one per local chunk, virtual stage order
+  /// Per local chunk in virtual stage order: its dense buffer, then (expert parallelism, when
+  /// the chunk holds routed experts) its expert buffer.
+  std::vector<ChunkBuffer> buffers;
 
   /// Whether main grads are accumulated after every backward pass (bf16 parameters with fp32
   /// main grads: Megatron's DDP backward hook, gradient-accumulation fusion off, adds

@@ -100,11 +100,43 @@ void check_context_parallel(const RunPlan& plan) {
   if (plan.model.accumulation == config::Accumulation::kCanonical) {
     refuse("needs accumulation = \"megatron\" (canonical holders are data-parallel replicas)");
   }
-  if (plan.model.num_moe_experts > 0) {
+}
+
+/// ep > 1: the preconditions of expert parallelism as built (model/expert_parallel.h), the first
+/// one broken named with this run's value and the reason.
+void check_expert_parallel(const RunPlan& plan) {
+  const config::VariantSpec& v = plan.variant;
+  const int ep = v.expert_parallel_size;
+  auto refuse = [&v, ep](const std::string& rule) {
+    throw InputError(fmt::format("variant \"{}\": ep = {} {}", v.name, ep, rule));
+  };
+  const int64_t E = plan.model.num_moe_experts;
+  if (E == 0) refuse("needs an MoE model (num_moe_experts > 0): there are no experts to split");
+  if (E % ep != 0) {
     refuse(
-        fmt::format("needs a dense model (this one has {} experts): the router's "
-                    "load-balancing statistics are not reduced over the CP group",
-                    plan.model.num_moe_experts));
+        fmt::format("needs num_moe_experts ({}) to be a multiple of ep: each EP rank holds "
+                    "E / ep experts",
+                    E));
+  }
+  const int group = v.data_parallel_size * v.context_parallel_size;
+  if (group % ep != 0) {
+    refuse(
+        fmt::format("needs dp · cp ({}) to be a multiple of ep: the EP groups are cut from "
+                    "the data-parallel ranks (Megatron: expert ranks regroup the same ranks)",
+                    group));
+  }
+  if (v.optimizer == config::Optimizer::kDistributedAdam) {
+    refuse(
+        "needs optimizer = \"adam\": the expert buffers are not sharded over the "
+        "expert-data-parallel group");
+  }
+  if (plan.model.accumulation == config::Accumulation::kCanonical) {
+    refuse("needs accumulation = \"megatron\" (canonical holders are data-parallel replicas)");
+  }
+  if (plan.training.record_copies) {
+    refuse(
+        "needs [training] record_copies = false: a routed expert has copies only in its "
+        "expert-data-parallel group");
   }
 }
 
@@ -163,6 +195,13 @@ void check_cuda_graphs(const RunPlan& plan) {
 }
 
 }  // namespace
+
+std::string RunPlan::extra_parallel_sizes() const {
+  std::string s;
+  if (context_parallel_size() > 1) s += fmt::format(", CP {}", context_parallel_size());
+  if (expert_parallel_size() > 1) s += fmt::format(", EP {}", expert_parallel_size());
+  return s;
+}
 
 int RunPlan::microbatch_group_size() const {
   if (!schedule::schedule_def(schedule.kind).takes_group_size) return 0;
@@ -247,6 +286,7 @@ RunPlan plan_variant(const config::ModelConfig& model, const config::TrainingCon
   plan.schedule = variant_schedule(variant, plan.layout, plan.num_microbatches);
   if (variant.cuda_graphs) check_cuda_graphs(plan);
   if (variant.context_parallel_size > 1) check_context_parallel(plan);
+  if (variant.expert_parallel_size > 1) check_expert_parallel(plan);
   if (plan.model.calculate_per_token_loss &&
       plan.model.accumulation == config::Accumulation::kCanonical) {
     throw InputError(fmt::format(

@@ -34,12 +34,16 @@ struct RunPlan {
   int pipeline_size() const { return layout.pipeline_size; }
   int data_parallel_size() const { return variant.data_parallel_size; }
   int context_parallel_size() const { return variant.context_parallel_size; }
+  int expert_parallel_size() const { return variant.expert_parallel_size; }
   /// P · DP ranks.
   int world_size() const {
     return layout.pipeline_size * variant.data_parallel_size * variant.context_parallel_size;
   }
   /// N as Megatron uses it (interleaved and combined schedules: N, default P); 0 otherwise.
   int microbatch_group_size() const;
+  /// The parallel sizes beyond P and DP that are not 1, for one-line summaries: "", ", CP 2",
+  /// ", EP 2", ", CP 2, EP 4".
+  std::string extra_parallel_sizes() const;
 };
 
 /// The layout a variant runs: its layout string for P, or Megatron's even split when it has none.

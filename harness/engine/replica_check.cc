@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include "harness/config/param_specs.h"
+#include "harness/model/expert_parallel.h"
+
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -10,14 +14,24 @@
 namespace mtp::engine {
 namespace {
 
-/// The (placement index, stage) of every tensor a rank of pipeline rank `pp` holds, in
-/// LocalModel::params order.
+/// The EP rank whose members hold placement parameter `p`, or −1 when every rank of its stage
+/// does (not a routed expert, or EP 1).
+int expert_holder(const PlacedParam& p, const Topology& topo, int64_t num_experts) {
+  const int64_t e = config::routed_expert_index(p.name);
+  if (e < 0 || topo.expert_parallel_size() == 1) return -1;
+  return model::expert_owner(e, num_experts, topo.expert_parallel_size());
+}
+
+/// The (placement index, stage) of every tensor rank `r` holds, in LocalModel::params order.
 std::vector<std::pair<size_t, int>> copies_of(const ParamPlacement& placement, int pipeline_size,
-                                              int pp) {
+                                              const Topology& topo, int r, int64_t num_experts) {
+  const RankCoord c = topo.coord(r);
   std::vector<std::pair<size_t, int>> out;
   for (size_t i = 0; i < placement.params.size(); ++i) {
+    const int holder = expert_holder(placement.params[i], topo, num_experts);
+    if (holder >= 0 && holder != topo.expert_parallel_rank(c)) continue;
     for (int stage : placement.params[i].stages) {
-      if (stage % pipeline_size == pp) out.emplace_back(i, stage);
+      if (stage % pipeline_size == c.pipeline_rank) out.emplace_back(i, stage);
     }
   }
   return out;
@@ -27,7 +41,7 @@ std::vector<std::pair<size_t, int>> copies_of(const ParamPlacement& placement, i
 /// first mismatch in canonical order. `digests`: rank r's digests at r.
 std::string compare_replicas(int64_t step, const std::vector<at::Tensor>& digests,
                              const ParamPlacement& placement, const Topology& topo,
-                             int pipeline_size) {
+                             int pipeline_size, int64_t num_experts) {
   struct Copy {
     int rank, stage;
     int64_t digest;
@@ -35,7 +49,7 @@ std::string compare_replicas(int64_t step, const std::vector<at::Tensor>& digest
   std::vector<std::vector<Copy>> by_param(placement.params.size());
   for (int r = 0; r < topo.world_size(); ++r) {
     const at::Tensor d = digests[r].cpu();
-    const auto list = copies_of(placement, pipeline_size, topo.coord(r).pipeline_rank);
+    const auto list = copies_of(placement, pipeline_size, topo, r, num_experts);
     for (size_t k = 0; k < list.size(); ++k) {
       by_param[list[k].first].push_back({r, list[k].second, d[k].item<int64_t>()});
     }
@@ -53,11 +67,12 @@ std::string compare_replicas(int64_t step, const std::vector<at::Tensor>& digest
   };
   for (size_t i = 0; i < by_param.size(); ++i) {
     const PlacedParam& p = placement.params[i];
+    // The recorded copy: gradient-group member 0's, or for a routed expert its EP rank's.
+    const int recorded_member = std::max(expert_holder(p, topo, num_experts), 0);
     const Copy* ref = nullptr;
     for (const auto& c : by_param[i]) {
-      const RankCoord rc = topo.coord(c.rank);
-      if (c.stage == p.stages.front() && rc.data_parallel_rank == 0 &&
-          rc.context_parallel_rank == 0) {
+      if (c.stage == p.stages.front() &&
+          topo.grad_group_rank(topo.coord(c.rank)) == recorded_member) {
         ref = &c;
       }
     }
@@ -78,8 +93,8 @@ std::string compare_replicas(int64_t step, const std::vector<at::Tensor>& digest
 }  // namespace
 
 void check_replicas(int64_t step, const LocalModel& model, const ParamPlacement& placement,
-                    const Topology& topo, int pipeline_size, collectives::Communicator& comm,
-                    const at::Device& device) {
+                    const Topology& topo, int pipeline_size, int64_t num_experts,
+                    collectives::Communicator& comm, const at::Device& device) {
   if (topo.world_size() == 1 && placement.embedding_group.size() < 2) return;
   const int64_t n = static_cast<int64_t>(model.params.size());
   at::Tensor mine = at::empty({n}, at::kLong);
@@ -93,14 +108,14 @@ void check_replicas(int64_t step, const LocalModel& model, const ParamPlacement&
   const collectives::Group world = topo.world();
   std::vector<std::vector<int64_t>> shapes;
   for (int r = 0; r < topo.world_size(); ++r) {
-    shapes.push_back({static_cast<int64_t>(
-        copies_of(placement, pipeline_size, topo.coord(r).pipeline_rank).size())});
+    shapes.push_back(
+        {static_cast<int64_t>(copies_of(placement, pipeline_size, topo, r, num_experts).size())});
   }
   auto all = comm.gather(world, 0, mine.to(device), shapes);
   at::Tensor verdict = at::zeros({1}, at::TensorOptions().dtype(at::kLong).device(device));
   std::string report;
   if (comm.rank() == 0) {
-    report = compare_replicas(step, all, placement, topo, pipeline_size);
+    report = compare_replicas(step, all, placement, topo, pipeline_size, num_experts);
     if (!report.empty()) verdict.fill_(1);
   }
   comm.broadcast(world, 0, verdict);

@@ -31,9 +31,11 @@ class ReplicaDriftError : public InfraError {
 /// 0, which compares every copy with the recorded one and broadcasts its verdict, so every rank
 /// stops together: throws ReplicaDriftError on every rank (rank 0's names the first mismatch in
 /// canonical order) when a copy differs. Collective over topo.world(); returns at once without
-/// communicating when there is one rank and no second word-embedding copy.
+/// communicating when there is one rank and no second word-embedding copy. With expert
+/// parallelism a routed expert's copies are those of its EP rank's expert-data-parallel group
+/// (`num_experts` = E), and its recorded copy is gradient-group member = that EP rank.
 void check_replicas(int64_t step, const LocalModel& model, const ParamPlacement& placement,
-                    const Topology& topo, int pipeline_size, collectives::Communicator& comm,
-                    const at::Device& device);
+                    const Topology& topo, int pipeline_size, int64_t num_experts,
+                    collectives::Communicator& comm, const at::Device& device);
 
 }  // namespace mtp::engine

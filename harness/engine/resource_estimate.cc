@@ -88,7 +88,10 @@ ResourceEstimate estimate_resources(const RunPlan& plan, const Implementation& i
   const bool bf16 = dtype == config::DType::kBFloat16;
   const bool distributed = plan.variant.optimizer == config::Optimizer::kDistributedAdam;
   const int P = plan.layout.pipeline_size;
-  const int DP = plan.data_parallel_size();
+  // Every rank of a pipeline rank's gradient group (DP·CP ranks) holds the same chunks; the
+  // optimizer shards over all of them; a routed expert sits on 1 of every EP of them.
+  const int DP = plan.data_parallel_size() * plan.context_parallel_size();
+  const uint64_t EP = static_cast<uint64_t>(plan.expert_parallel_size());
 
   std::map<std::string, uint64_t> numel;
   ResourceEstimate est;
@@ -106,7 +109,8 @@ ResourceEstimate estimate_resources(const RunPlan& plan, const Implementation& i
       for (const auto& name : impl.stage_param_names(plan.layout, stage, m)) {
         const auto it = numel.find(name);
         MTP_INTERNAL_ASSERT(it != numel.end(), fmt::format("no parameter spec for {}", name));
-        copies += it->second;
+        // Equal-sized experts, E/EP per EP rank: each rank holds exactly 1/EP of their elements.
+        copies += config::routed_expert_index(name) >= 0 ? it->second / EP : it->second;
       }
     }
     const uint64_t weights = copies * e;

@@ -42,7 +42,8 @@ struct ResourceEstimate {
   uint64_t staging_bytes = 0;
   bool staging_on_device = false;  ///< the plan runs on the CPU, so staging shares its memory
   uint64_t record_bytes = 0;       ///< the record file after every step (HDF5 overhead excluded)
-  std::vector<uint64_t> per_rank_bytes;  ///< memory of rank r = dp + DP·pp, same terms
+  /// Memory of transport rank r = g + DP·CP·pp (g: its gradient-group index), same terms.
+  std::vector<uint64_t> per_rank_bytes;
 
   /// weight + grad + optimizer + activation bytes, plus staging_bytes on the CPU.
   uint64_t memory_bytes() const;

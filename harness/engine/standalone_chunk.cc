@@ -18,13 +18,13 @@ class StandaloneChunk final : public ModelChunk {
   StandaloneChunk(const layout::PipelineLayout& layout, int stage, const config::ModelConfig& cfg,
                   const std::vector<std::string>& param_names, const InitialWeights& init,
                   at::ScalarType dtype, at::Device device, int64_t in_factor, int64_t out_factor,
-                  model::ContextParallel* cp)
+                  const model::ParallelGroups& groups)
       : plan_(layout.stages[stage]),
         cfg_(cfg),
         is_loss_(stage == layout.num_stages() - 1),
         in_factor_(in_factor),
         out_factor_(out_factor),
-        rope_(model::chunk_rope_tables(cfg, dtype, device, cp)) {
+        rope_(model::chunk_rope_tables(cfg, dtype, device, groups)) {
     add_initial_params(params_, init, param_names, dtype, device);
   }
 
@@ -111,10 +111,11 @@ class StandaloneImplementation final : public Implementation {
                                           const config::ModelConfig& cfg,
                                           const InitialWeights& init, at::ScalarType dtype,
                                           at::Device device,
-                                          model::ContextParallel* cp) const override {
-    return make_standalone_chunk(layout, stage, cfg, stage_param_names(layout, stage, cfg), init,
-                                 dtype, device, stage == 0 ? 0 : out_factor(layout, stage - 1),
-                                 out_factor(layout, stage), cp);
+                                          const model::ParallelGroups& groups) const override {
+    return make_standalone_chunk(
+        layout, stage, cfg, held_param_names(stage_param_names(layout, stage, cfg), groups), init,
+        dtype, device, stage == 0 ? 0 : out_factor(layout, stage - 1), out_factor(layout, stage),
+        groups);
   }
 
  private:
@@ -127,14 +128,12 @@ std::unique_ptr<Implementation> make_standalone_implementation(config::Implement
   return std::make_unique<StandaloneImplementation>(kind);
 }
 
-std::unique_ptr<ModelChunk> make_standalone_chunk(const layout::PipelineLayout& layout, int stage,
-                                                  const config::ModelConfig& cfg,
-                                                  const std::vector<std::string>& param_names,
-                                                  const InitialWeights& init, at::ScalarType dtype,
-                                                  at::Device device, int64_t in_factor,
-                                                  int64_t out_factor, model::ContextParallel* cp) {
+std::unique_ptr<ModelChunk> make_standalone_chunk(
+    const layout::PipelineLayout& layout, int stage, const config::ModelConfig& cfg,
+    const std::vector<std::string>& param_names, const InitialWeights& init, at::ScalarType dtype,
+    at::Device device, int64_t in_factor, int64_t out_factor, const model::ParallelGroups& groups) {
   return std::make_unique<StandaloneChunk>(layout, stage, cfg, param_names, init, dtype, device,
-                                           in_factor, out_factor, cp);
+                                           in_factor, out_factor, groups);
 }
 
 std::vector<int> standalone_embedding_stages(const layout::PipelineLayout& layout,

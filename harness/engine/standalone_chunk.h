@@ -22,12 +22,10 @@ namespace mtp::engine {
 /// receives (0 for the first stage, which embeds) and sends ([factor·s, b, H]; ignored on the
 /// loss stage). Its MTP depths are layout.stages[stage].mtp_depths. Throws what
 /// add_initial_params throws for a missing or mis-shaped initial weight.
-std::unique_ptr<ModelChunk> make_standalone_chunk(const layout::PipelineLayout& layout, int stage,
-                                                  const config::ModelConfig& cfg,
-                                                  const std::vector<std::string>& param_names,
-                                                  const InitialWeights& init, at::ScalarType dtype,
-                                                  at::Device device, int64_t in_factor,
-                                                  int64_t out_factor, model::ContextParallel* cp);
+std::unique_ptr<ModelChunk> make_standalone_chunk(
+    const layout::PipelineLayout& layout, int stage, const config::ModelConfig& cfg,
+    const std::vector<std::string>& param_names, const InitialWeights& init, at::ScalarType dtype,
+    at::Device device, int64_t in_factor, int64_t out_factor, const model::ParallelGroups& groups);
 
 /// The word-embedding holders of the standalone family: stage 0, every stage holding an MTP
 /// depth, and the loss stage when the output layer is tied (ascending, unique).

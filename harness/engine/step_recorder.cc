@@ -64,6 +64,9 @@ void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
   if (plan.context_parallel_size() > 1) {
     rec.set_attr("context_parallel_size", int64_t{plan.context_parallel_size()});
   }
+  if (plan.expert_parallel_size() > 1) {
+    rec.set_attr("expert_model_parallel_size", int64_t{plan.expert_parallel_size()});
+  }
   rec.set_attr("optimizer", config::enum_name(plan.variant.optimizer));
   rec.set_attr("use_distributed_optimizer",
                int64_t{plan.variant.optimizer == config::Optimizer::kDistributedAdam ? 1 : 0});

@@ -8,13 +8,38 @@
 
 namespace mtp::engine {
 
-Topology::Topology(int pipeline_size, int data_parallel_size, int context_parallel_size)
+Topology::Topology(int pipeline_size, int data_parallel_size, int context_parallel_size,
+                   int expert_parallel_size)
     : pipeline_size_(pipeline_size),
       data_parallel_size_(data_parallel_size),
-      context_parallel_size_(context_parallel_size) {
-  MTP_INTERNAL_ASSERT(pipeline_size >= 1 && data_parallel_size >= 1 && context_parallel_size >= 1,
-                      fmt::format("topology P = {}, DP = {}, CP = {}", pipeline_size,
-                                  data_parallel_size, context_parallel_size));
+      context_parallel_size_(context_parallel_size),
+      expert_parallel_size_(expert_parallel_size) {
+  MTP_INTERNAL_ASSERT(pipeline_size >= 1 && data_parallel_size >= 1 && context_parallel_size >= 1 &&
+                          expert_parallel_size >= 1 &&
+                          grad_group_size() % expert_parallel_size == 0,
+                      fmt::format("topology P = {}, DP = {}, CP = {}, EP = {}", pipeline_size,
+                                  data_parallel_size, context_parallel_size, expert_parallel_size));
+}
+
+collectives::Group Topology::expert_parallel_group(const RankCoord& c) const {
+  const int g = grad_group_rank(c), first = g - g % expert_parallel_size_;
+  collectives::Group out{fmt::format("expert-parallel group of pipeline rank {}, members {}-{}",
+                                     c.pipeline_rank, first, first + expert_parallel_size_ - 1),
+                         {},
+                         kExpertChannel};
+  const int base = c.pipeline_rank * grad_group_size();  // rank = g + DP·CP·pp
+  for (int i = 0; i < expert_parallel_size_; ++i) out.ranks.push_back(base + first + i);
+  return out;
+}
+
+collectives::Group Topology::expert_data_parallel_group(const RankCoord& c) const {
+  const int e = expert_parallel_rank(c);
+  collectives::Group out{
+      fmt::format("expert-data-parallel group of pipeline rank {}, EP rank {}", c.pipeline_rank, e),
+      {}};
+  const int base = c.pipeline_rank * grad_group_size();
+  for (int g = e; g < grad_group_size(); g += expert_parallel_size_) out.ranks.push_back(base + g);
+  return out;
 }
 
 int Topology::rank(int pipeline_rank, int data_parallel_rank, int context_parallel_rank) const {

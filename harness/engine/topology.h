@@ -12,6 +12,11 @@
 // {0, 2}, {1, 3}; the gradient group of a pipeline rank (Megatron's data-parallel group "with
 // context parallel", over which main grads are averaged and the distributed optimizer shards)
 // is every (dp, cp) of it: {0, 1}, {2, 3}.
+// Expert parallelism (EP) does not add ranks: the expert layers regroup each gradient group
+// (Megatron's expert rank order "tp-ep-dp-pp" over the same ranks, TP = 1): its members
+// g = cp + CP·dp form expert-parallel groups of EP consecutive members and, across them,
+// expert-data-parallel groups of the members with equal g mod EP (over which expert grads are
+// reduced). Example, DP = 4, EP = 2: EP groups {0, 1}, {2, 3}; expert-DP groups {0, 2}, {1, 3}.
 #pragma once
 
 #include <string>
@@ -28,14 +33,19 @@ struct RankCoord {
   int context_parallel_rank = 0;  ///< cp ∈ [0, CP)
 };
 
+/// collectives::Group::channel of the expert-parallel groups.
+inline constexpr uint64_t kExpertChannel = 0x4550;  // "EP"
+
 class Topology {
  public:
-  /// Throws InternalError unless P ≥ 1, DP ≥ 1 and CP ≥ 1.
-  Topology(int pipeline_size, int data_parallel_size, int context_parallel_size = 1);
+  /// Throws InternalError unless P ≥ 1, DP ≥ 1, CP ≥ 1, EP ≥ 1 and EP divides DP·CP.
+  Topology(int pipeline_size, int data_parallel_size, int context_parallel_size = 1,
+           int expert_parallel_size = 1);
 
   int pipeline_size() const { return pipeline_size_; }
   int data_parallel_size() const { return data_parallel_size_; }
   int context_parallel_size() const { return context_parallel_size_; }
+  int expert_parallel_size() const { return expert_parallel_size_; }
   /// DP · CP: the size of a gradient group.
   int grad_group_size() const { return data_parallel_size_ * context_parallel_size_; }
   int world_size() const { return pipeline_size_ * grad_group_size(); }
@@ -65,8 +75,24 @@ class Topology {
   /// Every rank, ascending.
   collectives::Group world() const;
 
+  /// The transport rank of member `g` of pipeline rank `pipeline_rank`'s gradient group.
+  int grad_group_member(int pipeline_rank, int g) const {
+    return g + grad_group_size() * pipeline_rank;
+  }
+  /// A rank's EP rank: grad_group_rank mod EP.
+  int expert_parallel_rank(const RankCoord& c) const {
+    return grad_group_rank(c) % expert_parallel_size_;
+  }
+  /// The expert-parallel group of the rank at `c`: the EP consecutive gradient-group members
+  /// around it, EP rank ascending (Megatron's expert-model-parallel group), on channel
+  /// kExpertChannel (its collectives run on a Communicator of their own).
+  collectives::Group expert_parallel_group(const RankCoord& c) const;
+  /// The expert-data-parallel group of the rank at `c`: the gradient-group members with its EP
+  /// rank, ascending (Megatron's expert-data-parallel group, over which expert grads are summed).
+  collectives::Group expert_data_parallel_group(const RankCoord& c) const;
+
  private:
-  int pipeline_size_, data_parallel_size_, context_parallel_size_;
+  int pipeline_size_, data_parallel_size_, context_parallel_size_, expert_parallel_size_;
 };
 
 }  // namespace mtp::engine

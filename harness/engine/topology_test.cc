@@ -68,5 +68,28 @@ TEST(TopologyTest, ContextParallelVariesFastestAfterTensorParallel) {
   EXPECT_THROW(Topology(2, 2, 0), InternalError);
 }
 
+TEST(TopologyTest, ExpertGroupsRegroupEachGradientGroup) {
+  // P = 2, DP = 4, EP = 2: EP groups are consecutive data-parallel ranks, expert-DP groups the
+  // ranks with the same EP rank (Megatron "tp-ep-dp-pp" over the same ranks).
+  const Topology t(2, 4, 1, 2);
+  EXPECT_EQ(t.world_size(), 8);    // EP adds no rank
+  const RankCoord c = t.coord(6);  // pp 1, dp 2
+  EXPECT_EQ(t.expert_parallel_rank(c), 0);
+  EXPECT_EQ(t.expert_parallel_group(c).ranks, (std::vector<int>{6, 7}));
+  EXPECT_EQ(t.expert_data_parallel_group(c).ranks, (std::vector<int>{4, 6}));
+  EXPECT_EQ(t.expert_data_parallel_group(t.coord(1)).ranks, (std::vector<int>{1, 3}));
+  EXPECT_EQ(t.grad_group_member(1, 3), 7);
+  // Its own channel: the same ranks' data-parallel group gets another message id.
+  const Topology pair(1, 2, 1, 2);
+  EXPECT_EQ(pair.expert_parallel_group(pair.coord(0)).ranks, pair.grad_group(0).ranks);
+  EXPECT_NE(pair.expert_parallel_group(pair.coord(0)).id(), pair.grad_group(0).id());
+  // CP = 2, DP = 2, EP = 4: one EP group spans every (dp, cp) of the pipeline rank.
+  const Topology cp(1, 2, 2, 4);
+  EXPECT_EQ(cp.expert_parallel_group(cp.coord(2)).ranks, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(cp.expert_parallel_rank(cp.coord(2)), 2);
+  EXPECT_EQ(cp.expert_data_parallel_group(cp.coord(2)).ranks, (std::vector<int>{2}));
+  EXPECT_THROW(Topology(1, 3, 1, 2), InternalError);  // EP must divide DP·CP
+}
+
 }  // namespace
 }  // namespace mtp::engine

@@ -9,6 +9,7 @@
 
 #include "harness/collectives/collectives.h"
 #include "harness/common/error.h"
+#include "harness/config/param_specs.h"
 #include "harness/data/microbatch.h"
 #include "harness/engine/canonical_grads.h"
 #include "harness/engine/checkpoint.h"
@@ -23,6 +24,7 @@
 #include "harness/engine/replica_check.h"
 #include "harness/engine/step_recorder.h"
 #include "harness/engine/topology.h"
+#include "harness/model/expert_parallel.h"
 #include "harness/transport/transport.h"
 
 namespace mtp::engine {
@@ -99,13 +101,18 @@ class RankWorker {
         rank_(rank),
         me_(topo_.coord(rank)),
         comm_(tr, rank),
+        ep_comm_(tr, rank),
         cp_(topo_.context_parallel_size() > 1
                 ? std::make_unique<model::ContextParallel>(
                       comm_,
                       topo_.context_parallel_group(me_.pipeline_rank, me_.data_parallel_rank))
                 : nullptr),
+        ep_(topo_.expert_parallel_size() > 1
+                ? std::make_unique<model::ExpertParallel>(
+                      ep_comm_, topo_.expert_parallel_group(me_), plan_.model.num_moe_experts)
+                : nullptr),
         model_(plan_, ctx.impl, ctx.start.weights, placement_, topo_, rank, ctx.dtype,
-               ctx.main_dtype, ctx.start.resumed, ctx.device, cp_.get()),
+               ctx.main_dtype, ctx.start.resumed, ctx.device, {cp_.get(), ep_.get()}),
         optimizer_(make_optimizer(plan_, model_, topo_, rank, comm_)) {}
 
   void run(RunResult& result) {
@@ -122,6 +129,7 @@ class RankWorker {
       model_.start_step();
       ExecutionOptions exec;
       exec.overlap_p2p = plan_.variant.overlap_p2p;
+      exec.overlap_expert_comm = ep_ != nullptr;
       const bool canonical = plan_.model.accumulation == config::Accumulation::kCanonical;
       if (canonical) {
         // Each (global microbatch, use) contribution kept apart (canonical_grads.h).
@@ -189,12 +197,12 @@ class RankWorker {
         write_copies(step);  // the evidence; the replicas expectation judges it
         // The record holds CP rank 0's copies; the other CP ranks' are checked here.
         if (topo_.context_parallel_size() > 1) {
-          check_replicas(step, model_, placement_, topo_, plan_.layout.pipeline_size, comm_,
-                         ctx_.device);
+          check_replicas(step, model_, placement_, topo_, plan_.layout.pipeline_size,
+                         plan_.model.num_moe_experts, comm_, ctx_.device);
         }
       } else {
-        check_replicas(step, model_, placement_, topo_, plan_.layout.pipeline_size, comm_,
-                       ctx_.device);
+        check_replicas(step, model_, placement_, topo_, plan_.layout.pipeline_size,
+                       plan_.model.num_moe_experts, comm_, ctx_.device);
       }
       if (ctx_.options.write_record) {
         if (bf16()) optimizer_->gather_masters_to_first_rank();
@@ -410,8 +418,14 @@ class RankWorker {
     }
   }
 
+  // The recorded copy's holder: gradient-group member 0 of the owner stage's pipeline rank, or
+  // for a routed expert under expert parallelism the member whose EP rank holds it.
   int owner_rank(const PlacedParam& p) const {
-    return topo_.rank(p.stages.front() % plan_.layout.pipeline_size, 0);
+    const int pp = p.stages.front() % plan_.layout.pipeline_size;
+    const int64_t e = config::routed_expert_index(p.name);
+    if (e < 0 || topo_.expert_parallel_size() == 1) return topo_.grad_group_member(pp, 0);
+    return topo_.grad_group_member(
+        pp, model::expert_owner(e, plan_.model.num_moe_experts, topo_.expert_parallel_size()));
   }
 
   // Every parameter's tensor `of(copy)` (main grad, weight, optimizer moment) from its owner to
@@ -451,7 +465,11 @@ class RankWorker {
   const int rank_;
   const RankCoord me_;
   collectives::Communicator comm_;
+  /// The expert-parallel group's own endpoint: its all-to-alls may run on the combined 1F1B
+  /// side thread while comm_ serves the rank's thread (a context-parallel gather).
+  collectives::Communicator ep_comm_;
   std::unique_ptr<model::ContextParallel> cp_;  ///< CP > 1 only
+  std::unique_ptr<model::ExpertParallel> ep_;   ///< EP > 1 only
   LocalModel model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<StepRecorder> recorder_;
@@ -464,21 +482,21 @@ RunResult run_variant(const RunPlan& plan, const Implementation& impl, const dat
                       const RunOptions& options) {
   apply_determinism();
   const auto t0 = std::chrono::steady_clock::now();
-  RunContext ctx{
-      plan,
-      impl,
-      options,
-      Topology(plan.pipeline_size(), plan.data_parallel_size(), plan.context_parallel_size()),
-      place_params(impl, plan.layout, plan.model),
-      load_start_state(plan),
-      options.batches ? nullptr : data::open_token_source(data),
-      options.batches,
-      {},
-      scalar_type(plan.training.dtype),
-      main_type(plan.training.dtype),
-      make_device(plan.training.device, options.device_index),
-      options.local_ranks.empty(),
-      t0};
+  RunContext ctx{plan,
+                 impl,
+                 options,
+                 Topology(plan.pipeline_size(), plan.data_parallel_size(),
+                          plan.context_parallel_size(), plan.expert_parallel_size()),
+                 place_params(impl, plan.layout, plan.model),
+                 load_start_state(plan),
+                 options.batches ? nullptr : data::open_token_source(data),
+                 options.batches,
+                 {},
+                 scalar_type(plan.training.dtype),
+                 main_type(plan.training.dtype),
+                 make_device(plan.training.device, options.device_index),
+                 options.local_ranks.empty(),
+                 t0};
   if (!ctx.batches) {
     ctx.batches =
         std::make_shared<data::MicrobatchBuilder>(*ctx.source, data, plan.model.micro_batch_size,

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "harness/collectives/testing/rank_threads.h"
 #include "harness/model/layers.h"
 #include "harness/model/mtp.h"
 #include "harness/model/params.h"
@@ -22,25 +23,10 @@ namespace {
 
 /// Runs body(cp) on `n` threads, one ContextParallel per CP rank of one group {0 .. n−1}.
 void run_cp(int n, const std::function<void(ContextParallel&)>& body) {
-  auto tr = transport::make_in_process_transport(n, {});
-  collectives::Group g{"context-parallel group", {}};
-  for (int r = 0; r < n; ++r) g.ranks.push_back(r);
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        collectives::Communicator comm(*tr, r);
-        ContextParallel cp(comm, g);
-        body(cp);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-        tr->abort(e.what());
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "CP rank " << r;
+  collectives::testing::run_rank_threads(n, [&](int, collectives::Communicator& comm) {
+    ContextParallel cp(comm, collectives::testing::first_ranks("context-parallel group", n));
+    body(cp);
+  });
 }
 
 std::vector<int64_t> as_vector(const at::Tensor& t) {
@@ -134,7 +120,7 @@ void check_layer_on_shards(at::ScalarType dtype, at::Device device, bool bitwise
   const at::Tensor xw = x.clone().set_requires_grad(true);
   const at::Tensor yw =
       transformer_layer(xw, LayerWeights::from(whole_params, "decoder.layers.0.", cfg, false), cfg,
-                        chunk_rope_tables(cfg, dtype, device, nullptr));
+                        chunk_rope_tables(cfg, dtype, device, {}));
   const at::Tensor dy = at::randn(yw.sizes(), yw.options());
   (yw * dy).sum().backward();
   const int n = 2;
@@ -146,7 +132,7 @@ void check_layer_on_shards(at::ScalarType dtype, at::Device device, bool bitwise
     const at::Tensor xl = cp.shard(x, 0).set_requires_grad(true);
     const at::Tensor yl =
         transformer_layer(xl, LayerWeights::from(mine, "decoder.layers.0.", cfg, false), cfg,
-                          chunk_rope_tables(cfg, dtype, device, &cp));
+                          chunk_rope_tables(cfg, dtype, device, {&cp, nullptr}));
     if (bitwise) {
       EXPECT_TRUE(at::equal(yl, cp.shard(yw, 0))) << "rank " << cp.rank();
     } else {

@@ -18,6 +18,7 @@ struct LayerState {
   at::Tensor shared;    // shared expert output
   at::Tensor gates;     // router gates (differentiable)
   RoutingPlan plan;     // assignments and permutation (gates replaced by the cut copy)
+  ExpertCounts counts;  // expert parallel: every EP member's rows per expert
 };
 
 /// Appends the nodes of one transformer layer whose weights are under `prefix`. `pre` runs at
@@ -28,7 +29,8 @@ void append_layer(ChunkProgram& prog, int layer, const std::string& prefix, bool
                   std::function<at::Tensor(ChunkProgram&)> pre,
                   std::function<at::Tensor(ChunkProgram&, const at::Tensor&)> post) {
   auto st = std::make_shared<LayerState>();
-  st->w = LayerWeights::from(params, prefix, cfg, is_moe);
+  ExpertParallel* ep = rope.ep != nullptr && rope.ep->size() > 1 ? rope.ep : nullptr;
+  st->w = LayerWeights::from(params, prefix, cfg, is_moe, ep);
   const config::ModelConfig* c = &cfg;
   const RopeTables* r = &rope;
   auto attention = [st, c, r](const at::Tensor& x) {
@@ -56,15 +58,24 @@ void append_layer(ChunkProgram& prog, int layer, const std::string& prefix, bool
     st->plan.gates = st->gates;
     p.hidden = dispatch(x2, st->plan);  // "dispatch preprocess": permute in the attn node
   });
-  prog.add(NodeKind::kDispatch, layer, [](ChunkProgram& p) {
-    p.hidden = p.hidden.clone();  // all-to-all over one expert-parallel rank: a copy
+  prog.add(NodeKind::kDispatch, layer, [st, ep](ChunkProgram& p) {
+    if (ep == nullptr) {
+      p.hidden = p.hidden.clone();  // all-to-all over one expert-parallel rank: a copy
+      return;
+    }
+    st->counts = ep->exchange_counts(st->plan.permutation.tokens_per_expert, p.hidden.device());
+    p.hidden = ep->dispatch(p.hidden, st->counts);  // [R, H]: this rank's experts' rows
   });
-  prog.add(NodeKind::kMlp, layer, [st](ChunkProgram& p) {
-    p.hidden = experts_forward(p.hidden, st->plan, st->w.moe->experts);
+  prog.add(NodeKind::kMlp, layer, [st, ep](ChunkProgram& p) {
+    p.hidden = experts_forward(
+        p.hidden, ep ? ep->local_rows(st->counts) : st->plan.permutation.tokens_per_expert,
+        st->w.moe->experts);
   });
-  prog.add(NodeKind::kCombine, layer, [st, post](ChunkProgram& p) {
+  prog.add(NodeKind::kCombine, layer, [st, post, ep](ChunkProgram& p) {
     at::Tensor h = st->residual;
-    at::Tensor moe_out = combine(p.hidden, st->plan, st->shared).view(h.sizes());
+    const at::Tensor expert_out = ep ? ep->combine(p.hidden, st->counts) : p.hidden;
+    st->counts = ExpertCounts();
+    at::Tensor moe_out = combine(expert_out, st->plan, st->shared).view(h.sizes());
     h = h + moe_out;
     st->residual = at::Tensor();
     st->shared = at::Tensor();

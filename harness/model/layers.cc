@@ -46,7 +46,8 @@ RopeTables rope_tables(int64_t seq_length, int64_t kv_channels, double base, at:
 }
 
 RopeTables chunk_rope_tables(const config::ModelConfig& cfg, at::ScalarType dtype,
-                             at::Device device, ContextParallel* cp) {
+                             at::Device device, const ParallelGroups& groups) {
+  ContextParallel* cp = groups.cp;
   RopeTables t = rope_tables(cfg.seq_length, cfg.kv_channels(), cfg.rotary_base, dtype, device);
   if (cp != nullptr && cp->size() > 1) {
     const at::Tensor rows = cp->positions(cfg.seq_length).to(device);
@@ -54,6 +55,7 @@ RopeTables chunk_rope_tables(const config::ModelConfig& cfg, at::ScalarType dtyp
     t.sin = t.sin.index_select(0, rows);
   }
   t.cp = cp;
+  t.ep = groups.ep;
   return t;
 }
 
@@ -69,14 +71,15 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
 }
 
 LayerWeights LayerWeights::from(const ParamTable& params, const std::string& prefix,
-                                const config::ModelConfig& cfg, bool is_moe) {
+                                const config::ModelConfig& cfg, bool is_moe,
+                                const ExpertParallel* ep) {
   LayerWeights w;
   w.input_layernorm = params.get(prefix + "input_layernorm.weight");
   w.linear_qkv = params.get(prefix + "self_attention.linear_qkv.weight");
   w.linear_proj = params.get(prefix + "self_attention.linear_proj.weight");
   w.pre_mlp_layernorm = params.get(prefix + "pre_mlp_layernorm.weight");
   if (is_moe) {
-    w.moe = MoeWeights::from(params, prefix, cfg);
+    w.moe = MoeWeights::from(params, prefix, cfg, ep);
   } else {
     w.linear_fc1 = params.get(prefix + "mlp.linear_fc1.weight");
     w.linear_fc2 = params.get(prefix + "mlp.linear_fc2.weight");

@@ -39,19 +39,30 @@ at::Tensor linear_no_bias(const at::Tensor& x, const at::Tensor& weight);
 /// cos and sin, each [s, hn], computed in `dtype` (fp32 in runs, as Megatron); for bf16 computed in
 /// fp32 and cast (Megatron: cos(freqs).to(t.dtype)).
 /// With context parallelism the tables hold the rows of this rank's positions only, and `cp`
-/// says which (the sequence-dependent ops read it: attention, the MTP roll).
+/// says which (the sequence-dependent ops read it: attention, the MTP roll). Every layer builder
+/// receives the tables, so they also carry the rank's expert-parallel group `ep` (the MoE
+/// layers' dispatch and combine read it).
 struct RopeTables {
   at::Tensor cos;                 ///< [s, hn] (CP > 1: [s/CP, hn], the rows of cp->positions())
   at::Tensor sin;                 ///< [s, hn] (CP > 1: [s/CP, hn])
   ContextParallel* cp = nullptr;  ///< null (or size 1): this rank holds the whole sequence
+  ExpertParallel* ep = nullptr;   ///< null (or size 1): this rank runs every expert
+};
+
+/// The groups of one rank that a model chunk exchanges data over inside its layers (null:
+/// size 1). Both are the rank's own objects, used on its thread.
+struct ParallelGroups {
+  ContextParallel* cp = nullptr;
+  ExpertParallel* ep = nullptr;
 };
 RopeTables rope_tables(int64_t seq_length, int64_t kv_channels, double base, at::ScalarType dtype,
                        at::Device device = at::Device(at::kCPU));
 
-/// The tables of a chunk: rope_tables over the whole sequence, then (cp of size > 1) only the
-/// rows of this rank's positions (copies of the same bits), with `cp` attached.
+/// The tables of a chunk: rope_tables over the whole sequence, then (groups.cp of size > 1) only
+/// the rows of this rank's positions (copies of the same bits), with groups.cp and groups.ep
+/// attached.
 RopeTables chunk_rope_tables(const config::ModelConfig& cfg, at::ScalarType dtype,
-                             at::Device device, ContextParallel* cp);
+                             at::Device device, const ParallelGroups& groups);
 
 /// Rotate-half RoPE on x [s, b, heads, hn]: x·cos + rotate_half(x)·sin, rotate_half(x) =
 /// cat(−x[hn/2:], x[:hn/2]). Megatron apply_rotary_pos_emb_bshd, non-interleaved.
@@ -69,8 +80,10 @@ struct LayerWeights {
   at::Tensor linear_fc2;         ///< [H, F] (dense layers)
   std::optional<MoeWeights> moe;  ///< MoE layers: router, routed experts, shared expert
   /// `is_moe`: decoder layer i: cfg.is_moe_layer(i); MTP layers: cfg.mtp_layer_is_moe().
+  /// `ep`: the rank's expert-parallel group (null: every routed expert; MoeWeights::from).
   static LayerWeights from(const ParamTable& params, const std::string& prefix,
-                           const config::ModelConfig& cfg, bool is_moe);
+                           const config::ModelConfig& cfg, bool is_moe,
+                           const ExpertParallel* ep = nullptr);
 };
 
 /// Causal self-attention with RoPE and GQA. x [s, b, H] (already normalised) → [s, b, H].

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "harness/common/error.h"
+#include "harness/config/param_specs.h"
 #include "harness/model/layers.h"
 
 namespace mtp::model {
@@ -21,11 +22,13 @@ at::Tensor longs_on(const std::vector<int64_t>& v, const at::Device& device) {
 }  // namespace
 
 MoeWeights MoeWeights::from(const ParamTable& params, const std::string& prefix,
-                            const config::ModelConfig& cfg) {
+                            const config::ModelConfig& cfg, const ExpertParallel* ep) {
   MoeWeights w;
   w.router = params.get(prefix + "mlp.router.weight");
-  for (int64_t e = 0; e < cfg.num_moe_experts; ++e) {
-    const std::string p = fmt::format("{}mlp.experts.local_experts.{}.", prefix, e);
+  const int64_t count = ep != nullptr ? ep->num_local_experts() : cfg.num_moe_experts;
+  w.first_expert = ep != nullptr ? ep->first_local_expert() : 0;
+  for (int64_t e = w.first_expert; e < w.first_expert + count; ++e) {
+    const std::string p = fmt::format("{}{}{}.", prefix, config::kRoutedExpertInfix, e);
     w.experts.push_back({params.get(p + "linear_fc1.weight"), params.get(p + "linear_fc2.weight")});
   }
   if (cfg.moe_shared_expert_intermediate_size > 0) {
@@ -111,13 +114,12 @@ at::Tensor dispatch(const at::Tensor& x_norm, const RoutingPlan& plan) {
   return at::index_select(as_tokens(x_norm), 0, plan.permutation.row_token);
 }
 
-at::Tensor experts_forward(const at::Tensor& permuted, const RoutingPlan& plan,
+at::Tensor experts_forward(const at::Tensor& rows, const std::vector<int64_t>& rows_per_expert,
                            const std::vector<SwigluWeights>& experts) {
-  const auto& counts = plan.permutation.tokens_per_expert;
   MTP_INTERNAL_ASSERT(
-      counts.size() == experts.size(),
-      fmt::format("plan has {} experts, weights {}", counts.size(), experts.size()));
-  auto slices = at::split_with_sizes(permuted, counts, 0);
+      rows_per_expert.size() == experts.size(),
+      fmt::format("{} row counts for {} experts", rows_per_expert.size(), experts.size()));
+  auto slices = at::split_with_sizes(rows, rows_per_expert, 0);
   std::vector<at::Tensor> outs;
   outs.reserve(experts.size());
   for (size_t e = 0; e < experts.size(); ++e) {
@@ -143,7 +145,10 @@ at::Tensor combine(const at::Tensor& expert_out, const RoutingPlan& plan,
 
 at::Tensor moe_mlp(const at::Tensor& x_norm, const MoeWeights& w, const config::ModelConfig& cfg) {
   RoutingPlan plan = route(x_norm, w.router, cfg);
-  auto expert_out = experts_forward(dispatch(x_norm, plan), plan, w.experts);
+  MTP_INTERNAL_ASSERT(static_cast<int64_t>(w.experts.size()) == cfg.num_moe_experts,
+                      "moe_mlp runs every expert on one rank");
+  auto expert_out =
+      experts_forward(dispatch(x_norm, plan), plan.permutation.tokens_per_expert, w.experts);
   at::Tensor shared;
   if (w.shared_expert) shared = shared_expert_forward(x_norm, *w.shared_expert);
   return combine(expert_out, plan, shared).view(x_norm.sizes());

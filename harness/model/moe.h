@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "harness/config/model_config.h"
+#include "harness/model/expert_parallel.h"
 #include "harness/model/param_table.h"
 
 namespace mtp::model {
@@ -33,12 +34,16 @@ struct SwigluWeights {
 
 /// Weights of one MoE MLP, looked up under `prefix` + "mlp." (names: params.h).
 struct MoeWeights {
-  at::Tensor router;                           ///< [E, H] mlp.router.weight
-  std::vector<SwigluWeights> experts;          ///< E routed experts, local_experts.<e>
+  at::Tensor router;  ///< [E, H] mlp.router.weight
+  /// The routed experts this rank runs, local_experts.<e> for e = first_expert, …: all E, or
+  /// with expert parallelism the E/EP of this EP rank (expert_parallel.h).
+  std::vector<SwigluWeights> experts;
+  int64_t first_expert = 0;                    ///< global index of experts[0]
   std::optional<SwigluWeights> shared_expert;  ///< mlp.shared_experts, when F_sh > 0
   /// `prefix` is the layer's ("decoder.layers.3.", "mtp.layers.0.transformer_layer.").
+  /// `ep`: this rank's expert-parallel group (null: every expert is local).
   static MoeWeights from(const ParamTable& params, const std::string& prefix,
-                         const config::ModelConfig& cfg);
+                         const config::ModelConfig& cfg, const ExpertParallel* ep = nullptr);
 };
 
 /// The grouping of the T·k (token, slot) pairs by expert. Pair p = t·k + j is token t's slot j.
@@ -88,10 +93,12 @@ RoutingPlan route(const at::Tensor& x_norm, const at::Tensor& router_weight,
 /// expert (index_select by permutation.row_token). Megatron moe_utils.permute (EP = 1).
 at::Tensor dispatch(const at::Tensor& x_norm, const RoutingPlan& plan);
 
-/// Routed experts: expert e runs SwiGLU on its contiguous slice of `permuted` [T·k, H] → [T·k, H]
-/// (row r: the output of the expert that owns row r). Every expert runs, on zero rows if it got
-/// no token, so every expert weight receives a (zero) gradient. Megatron SequentialMLP.
-at::Tensor experts_forward(const at::Tensor& permuted, const RoutingPlan& plan,
+/// Routed experts: expert i runs SwiGLU on its contiguous slice of `rows` [R, H]
+/// (rows_per_expert[i] rows, in order) → [R, H] (row r: the output of the expert that owns row r).
+/// Every expert runs, on zero rows if it got no token, so every expert weight receives a (zero)
+/// gradient. Megatron SequentialMLP. With every expert local, rows_per_expert =
+/// plan.permutation.tokens_per_expert; with expert parallelism, ExpertParallel::local_rows.
+at::Tensor experts_forward(const at::Tensor& rows, const std::vector<int64_t>& rows_per_expert,
                            const std::vector<SwigluWeights>& experts);
 
 /// Shared expert: SwiGLU of x_norm ([T, H] or [s, b, H]) → [T, H]. Megatron SharedExpertMLP

@@ -484,6 +484,8 @@ config::VariantSpec read_variant(const Attrs& a, const config::ModelConfig& mode
   // Written only when > 1 (engine/step_recorder.cc): absent means 1.
   v.context_parallel_size =
       static_cast<int>(a.int_in("context_parallel_size", 1, kMaxDataParallelSize).value_or(1));
+  v.expert_parallel_size =
+      static_cast<int>(a.int_in("expert_model_parallel_size", 1, kMaxDataParallelSize).value_or(1));
   if (auto o = a.string_of("optimizer")) {
     try {
       v.optimizer = config::parse_enum<config::Optimizer>(*o);
@@ -604,6 +606,12 @@ void apply_variant_like(RecordRun& run, const config::VariantSpec& like) {
         "--variant-like {}: cp = {} (the record: cp = {}); each rank then sums its own tokens' "
         "gradient terms, so expect the grads to differ in their last bits",
         like.name, like.context_parallel_size, run.variant.context_parallel_size));
+  }
+  if (run.variant.expert_parallel_size != like.expert_parallel_size) {
+    run.notes.push_back(fmt::format(
+        "--variant-like {}: ep = {} (the record: ep = {}); an expert's grad then sums every EP "
+        "rank's tokens in one GEMM, so expect the expert grads to differ in their last bits",
+        like.name, like.expert_parallel_size, run.variant.expert_parallel_size));
   }
   if (run.variant.inject != like.inject) {
     run.notes.push_back(fmt::format(

@@ -134,8 +134,13 @@ std::string variants_table(const std::vector<VariantRun>& runs) {
         "<td>{}</td><td class=\"num\">{:.2f} s</td><td class=\"num\">{:.9g}</td></tr>\n",
         escape("record: " + v.record_path), escape(v.name), escape(v.implementation),
         escape(v.layout.empty() ? "(even split)" : v.layout), v.pipeline_size, v.virtual_size,
-        v.context_parallel_size > 1
-            ? fmt::format("{} (CP {})", v.data_parallel_size, v.context_parallel_size)
+        v.context_parallel_size > 1 || v.expert_parallel_size > 1
+            ? fmt::format(
+                  "{} ({})", v.data_parallel_size,
+                  v.context_parallel_size > 1 && v.expert_parallel_size > 1
+                      ? fmt::format("CP {}, EP {}", v.context_parallel_size, v.expert_parallel_size)
+                  : v.context_parallel_size > 1 ? fmt::format("CP {}", v.context_parallel_size)
+                                                : fmt::format("EP {}", v.expert_parallel_size))
             : std::to_string(v.data_parallel_size),
         escape(v.schedule.empty() ? "-" : v.schedule), escape(v.record_mode), v.wall_seconds,
         v.final_total_loss);

@@ -52,6 +52,7 @@ nlohmann::json to_json(const scenario::Scenario& sc, const std::vector<VariantRu
                              {"vpp", v.virtual_size},
                              {"dp", v.data_parallel_size},
                              {"cp", v.context_parallel_size},
+                             {"ep", v.expert_parallel_size},
                              {"optimizer", v.optimizer},
                              {"schedule", v.schedule},
                              {"mtp_standalone", v.mtp_standalone},

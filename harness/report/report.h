@@ -122,6 +122,7 @@ struct VariantRun {
   std::string name, implementation, layout, schedule, record_path;
   int pipeline_size = 1, virtual_size = 1, data_parallel_size = 1;
   int context_parallel_size = 1;  ///< CP (model/context_parallel.h)
+  int expert_parallel_size = 1;   ///< EP (model/expert_parallel.h)
   std::string optimizer;
   bool mtp_standalone = false;
   double wall_seconds = 0.0;

@@ -428,6 +428,7 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
               "vpp",
               "dp",
               "cp",
+              "ep",
               "schedule",
               "microbatch_group_size",
               "clip_grad",
@@ -497,6 +498,7 @@ config::VariantSpec parse_variant(const Ctx& ctx, const toml::table& t, size_t i
   v.virtual_size = get_int_in(ctx, t, "vpp", w, 1, 1, 4096);
   v.data_parallel_size = get_int_in(ctx, t, "dp", w, 1, 1, 64);
   v.context_parallel_size = get_int_in(ctx, t, "cp", w, 1, 1, 64);
+  v.expert_parallel_size = get_int_in(ctx, t, "ep", w, 1, 1, 64);
   if (v.pipeline_size * v.data_parallel_size * v.context_parallel_size > 256) {
     ctx.fail(t.get("cp") ? t.get("cp") : t.get("dp"),
              fmt::format("{}: pp · dp · cp = {} ranks; at most 256", w,

@@ -23,10 +23,12 @@ bool MessageTag::operator==(const MessageTag& o) const {
 
 std::string MessageTag::str() const {
   if (kind == Kind::kCollective) {
-    static const char* const kOps[] = {
-        "none", "point-to-point message", "reduce_scatter", "all_gather", "broadcast", "gather"};
+    static const char* const kOps[] = {"none",           "point-to-point message",
+                                       "reduce_scatter", "all_gather",
+                                       "broadcast",      "gather",
+                                       "all_to_all"};
     const int i = static_cast<int>(op);
-    const char* name = i >= 0 && i < 6 ? kOps[i] : "unknown collective";
+    const char* name = i >= 0 && i < 7 ? kOps[i] : "unknown collective";
     if (op == CollectiveOp::kPointToPoint) return fmt::format("{} #{}", name, sequence);
     return fmt::format("{} #{} of group {:016x} (part {})", name, sequence, group, part);
   }

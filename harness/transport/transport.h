@@ -28,6 +28,7 @@ enum class CollectiveOp : int {
   kAllGather,      ///< a reduced shard sent to every other member
   kBroadcast,      ///< the root's tensor
   kGather,         ///< a member's tensor sent to the root
+  kAllToAll,       ///< a member's part for one other member
 };
 
 /// What a message carries. kActivation / kGradient: the forward activation or the backward
