@@ -230,16 +230,25 @@ int run_equiv(const EquivOptions& opt) {
     std::cout << fmt::format("# records and the scenario (equiv.toml) kept in {}\n", s.out_dir);
   }
   if (!opt.json_path.empty()) {
-    nlohmann::json j{
-        {"schema_version", compare::kCompareJsonSchemaVersion},
-        {"a", {{"layout", opt.layout_a}, {"implementation", config::enum_name(impl_a)}}},
-        {"b", {{"layout", opt.layout_b}, {"implementation", config::enum_name(impl_b)}}},
-        {"pp", opt.pipeline_size},
-        {"pp_b", pp_b(opt)},
-        {"model", opt.model},
-        {"steps", opt.steps},
-        {"equal", p.holds},
-        {"comparison", compare::to_json(c)}};
+    nlohmann::json j{{"schema_version", compare::kCompareJsonSchemaVersion},
+                     {"a",
+                      {{"layout", opt.layout_a},
+                       {"implementation", config::enum_name(impl_a)},
+                       {"schedule", schedule::schedule_kind_name(plans[0].schedule.kind)}}},
+                     {"b",
+                      {{"layout", opt.layout_b},
+                       {"implementation", config::enum_name(impl_b)},
+                       {"schedule", schedule::schedule_kind_name(plans[1].schedule.kind)}}},
+                     {"pp", opt.pipeline_size},
+                     {"dp", plans[0].data_parallel_size()},
+                     {"cp", plans[0].context_parallel_size()},
+                     {"ep", plans[0].expert_parallel_size()},
+                     {"dtype", config::enum_name(plans[0].training.dtype)},
+                     {"pp_b", pp_b(opt)},
+                     {"model", opt.model},
+                     {"steps", opt.steps},
+                     {"equal", p.holds},
+                     {"comparison", compare::to_json(c)}};
     write_file_atomically(opt.json_path,
                           j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }

@@ -361,7 +361,14 @@ TEST(EquivTest, SaysEqualOrNamesTheFirstDivergence) {
   EXPECT_THAT(eq.out, HasSubstr("# A: reference E|t*3|(t|)*5mmL (P 4, V 2"));
   EXPECT_THAT(eq.out, HasSubstr("# B: candidate E|t*3|(t|)*4tmm|L (P 4, V 2"));
   EXPECT_THAT(eq.out, HasSubstr("EQUAL (bitwise)"));
-  EXPECT_EQ(nlohmann::json::parse(read_text(dir.file("e.json")))["equal"], true);
+  const auto ej = nlohmann::json::parse(read_text(dir.file("e.json")));
+  EXPECT_EQ(ej["equal"], true);
+  EXPECT_EQ(ej["dp"], 1);
+  EXPECT_EQ(ej["cp"], 1);
+  EXPECT_EQ(ej["ep"], 1);
+  EXPECT_EQ(ej["dtype"], "float32");
+  EXPECT_EQ(ej["a"]["schedule"], "interleaved");
+  EXPECT_EQ(ej["b"]["schedule"], "interleaved");
   const auto diff = run("equiv 'Et*8mmL' 'E|t*3|(t|)*5mmL' --pp 1 --pp-b 4 --steps 1");
   EXPECT_EQ(diff.code, 1) << diff.out;
   EXPECT_THAT(diff.out, HasSubstr("first divergence: step 1 grad/embedding.word_embeddings."

@@ -75,6 +75,56 @@ why = "the co-located layout is not faster: this claim is false on purpose"
                                "--layout 'Ettt|(tt|)*29m|L' --layout 'Et|(tt|)*30mL'"));
 }
 
+// Expert parallelism in a claim: the all-to-alls over InfiniBand priced, combined 1F1B hiding
+// them (the dsv3 steps 15198.3 and 17518.3 ms that README quotes), and the re-simulate command
+// carries the sizes; an EP that does not divide the experts is refused at its key.
+TEST(SimCliTest, AFasterClaimWithExpertParallelismCarriesItsSizes) {
+  mtp::testing_util::ScratchDir dir;
+  const std::string base = mtp::testing_util::read_text(mtp::cli_test::tiny_scenario(dir));
+  std::string sc = base + R"([[expectation]]
+name = "reversed_ep"
+class = "faster:0.9"
+layouts = ["Ettt|(tt|)*29m|L", "Et|(tt|)*30mL"]
+preset = "dsv3"
+pp = 16
+microbatches = 64
+schedule = "combined_1f1b"
+ep = 64
+collective_link = "ib"
+costs = "golden/perf/costs_h200_dsv3.json"
+why = "false on purpose"
+)";
+  std::ofstream(dir.file("f.toml")) << sc;
+  auto r = run("check " + dir.file("f.toml") + " --variant ref_p1 --out " + dir.file("o"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("SLOWER THAN CLAIMED: simulated step 17518.3 ms = 1.153 x 15198.3"));
+  EXPECT_THAT(r.out, HasSubstr("--schedule combined_1f1b --ep 64 --collective-link ib --layout"));
+  std::string bad = sc;
+  bad.replace(bad.find("ep = 64"), 7, "ep = 3");
+  std::ofstream(dir.file("b.toml")) << bad;
+  r = run("check " + dir.file("b.toml") + " --variant ref_p1 --out " + dir.file("o2"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("b.toml"));
+  EXPECT_THAT(r.out, HasSubstr("expectation \"reversed_ep\": ep = 3 needs num_moe_experts (256) "
+                               "to be a multiple of ep"));
+  r =
+      run("simulate --preset dsv3 --costs golden/perf/costs_h200_dsv3.json --pp 16 "
+          "--microbatches 64 --cp 2 --ep 8 --collective-link ib --layout 'Et|(tt|)*30mL' --json " +
+          dir.file("s.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("CP 2, EP 8 (collectives over ib 50 GB/s, 5 us)"));
+  const nlohmann::json s = nlohmann::json::parse(mtp::testing_util::read_text(dir.file("s.json")));
+  EXPECT_EQ(s["context_parallel_size"], 2);
+  EXPECT_EQ(s["expert_parallel_size"], 8);
+  EXPECT_EQ(s["collective_link"]["name"], "ib");
+  EXPECT_GT(s["layouts"][0]["most_loaded_stage_collective_ms"].get<double>(), 0.0);
+  r =
+      run("simulate --preset small --costs golden/perf/costs_h200_small.json --pp 4 "
+          "--microbatches 8 --ep 2 --layout 'Et*2|t*2|t*2|t*2mL'");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--ep 2: needs an MoE model"));
+}
+
 // A replicas expectation on a variant without copies (P = 1, DP = 1) fails with a note, never
 // a crash, and the other expectations' report is written.
 TEST(SimCliTest, ReplicasOnAVariantWithoutCopiesFailsCleanly) {

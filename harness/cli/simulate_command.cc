@@ -73,6 +73,17 @@ int run_simulate(const SimulateOptions& opt) {
       throw InputError(fmt::format("--schedule: {}", e.what()));
     }
   }
+  sim::Parallelism par;
+  par.cp = opt.context_parallel_size;
+  par.ep = opt.expert_parallel_size;
+  if (!opt.collective_link.empty()) par.collective_link = sim::named_link(opt.collective_link);
+  const sim::Link& collective_link = par.collective_link ? *par.collective_link : costs.link;
+  if (const std::string why = config::context_parallel_misfit(model, par.cp); !why.empty()) {
+    throw InputError(fmt::format("--cp {}: {} ({})", par.cp, why, model_name));
+  }
+  if (const std::string why = config::expert_parallel_misfit(model, par.ep); !why.empty()) {
+    throw InputError(fmt::format("--ep {}: {} ({})", par.ep, why, model_name));
+  }
   std::vector<LayoutResult> runs;
   for (const std::string& text : opt.layouts) {
     LayoutResult lr;
@@ -94,18 +105,23 @@ int run_simulate(const SimulateOptions& opt) {
                       "at most {} (omit --html, or simulate fewer microbatches)",
                       text, opt.num_microbatches, ops, kMaxHtmlOps));
     }
-    lr.stages = sim::stage_costs(model, lr.layout, costs, kBf16Bytes);
+    lr.stages = sim::stage_costs(model, lr.layout, costs, kBf16Bytes, par);
     lr.result = sim::simulate(lr.layout, lr.stages, lr.schedule, costs.link);
     runs.push_back(std::move(lr));
   }
 
   std::cout << fmt::format(
       "# simulate: {} ({} layers, H {}, D {}, s {}, b {}), costs {} ({}; link {} {:g} GB/s, "
-      "{:g} us), P {}, M {}\n",
+      "{:g} us), P {}, M {}{}\n",
       model_name, model.num_layers, model.hidden_size, model.mtp_num_layers, model.seq_length,
       model.micro_batch_size, opt.costs, costs.gpu.empty() ? "unnamed device" : costs.gpu,
       costs.link.name, costs.link.bandwidth_gb_per_s, costs.link.latency_us, opt.pipeline_size,
-      opt.num_microbatches);
+      opt.num_microbatches,
+      par.cp > 1 || par.ep > 1
+          ? fmt::format(", CP {}, EP {} (collectives over {} {:g} GB/s, {:g} us)", par.cp, par.ep,
+                        collective_link.name, collective_link.bandwidth_gb_per_s,
+                        collective_link.latency_us)
+          : "");
   size_t w = 6;
   for (const auto& r : runs) w = std::max(w, r.layout.text.size());
   std::cout << fmt::format("# {:<{}} {:>2} {:<13} {:>11} {:>7} {:>9} {:>13} {:>9}  {}\n", "layout",
@@ -123,6 +139,11 @@ int run_simulate(const SimulateOptions& opt) {
   // A ratio to a step that costs nothing means nothing.
   auto ratio = [first](double ms) { return first > 0.0 ? ms / first : 0.0; };
   j["pipeline_size"] = opt.pipeline_size;
+  j["context_parallel_size"] = par.cp;
+  j["expert_parallel_size"] = par.ep;
+  j["collective_link"] = {{"name", collective_link.name},
+                          {"bandwidth_gb_per_s", collective_link.bandwidth_gb_per_s},
+                          {"latency_us", collective_link.latency_us}};
   j["num_microbatches"] = opt.num_microbatches;
   j["microbatch_group_size"] = opt.group_size;
   j["schedule"] = opt.schedule.empty() ? "(derived)" : opt.schedule;
@@ -135,10 +156,14 @@ int run_simulate(const SimulateOptions& opt) {
     const sim::StageCost& ml = r.stages[static_cast<size_t>(s.most_loaded_stage)];
     std::cout << fmt::format(
         "  {:<{}} {:>2} {:<13} {:>11.2f} {:>6.1f}% {:>9.3f} {:>13.2f} {:>9.3f}  {} ({}): {:.2f} "
-        "ms\n",
+        "ms{}\n",
         r.layout.text, w, r.layout.virtual_size, schedule::schedule_kind_name(r.schedule.kind),
         s.step_ms, 100.0 * s.bubble_fraction, s.rank_imbalance, gib(peak), ratio(s.step_ms),
-        s.most_loaded_stage, ml.contents, ml.forward_ms + ml.backward_ms);
+        s.most_loaded_stage, ml.contents, ml.forward_ms + ml.backward_ms,
+        par.cp > 1 || par.ep > 1 ? fmt::format(" (collectives {:.2f} ms, all-to-all {:.2f})",
+                                               ml.forward_collective_ms + ml.backward_collective_ms,
+                                               ml.forward_a2a_ms + ml.backward_a2a_ms)
+                                 : "");
     nlohmann::json ranks = nlohmann::json::array();
     for (size_t p = 0; p < s.ranks.size(); ++p) {
       const auto& rt = s.ranks[p];
@@ -149,15 +174,17 @@ int run_simulate(const SimulateOptions& opt) {
                        {"peak_activation_bytes", rt.peak_activation_bytes},
                        {"peak_in_flight", rt.peak_in_flight}});
     }
-    j["layouts"].push_back({{"layout", r.layout.text},
-                            {"virtual_size", r.layout.virtual_size},
-                            {"schedule", schedule::schedule_kind_name(r.schedule.kind)},
-                            {"step_ms", s.step_ms},
-                            {"bubble_fraction", s.bubble_fraction},
-                            {"rank_imbalance", s.rank_imbalance},
-                            {"most_loaded_stage", s.most_loaded_stage},
-                            {"ratio_to_first", ratio(s.step_ms)},
-                            {"ranks", ranks}});
+    j["layouts"].push_back(
+        {{"layout", r.layout.text},
+         {"virtual_size", r.layout.virtual_size},
+         {"schedule", schedule::schedule_kind_name(r.schedule.kind)},
+         {"step_ms", s.step_ms},
+         {"bubble_fraction", s.bubble_fraction},
+         {"rank_imbalance", s.rank_imbalance},
+         {"most_loaded_stage", s.most_loaded_stage},
+         {"most_loaded_stage_collective_ms", ml.forward_collective_ms + ml.backward_collective_ms},
+         {"ratio_to_first", ratio(s.step_ms)},
+         {"ranks", ranks}});
   }
   for (const auto& r : runs) {
     std::cout << fmt::format("\n# {}: per pipeline rank\n# {:>4} {:>10} {:>10} {:>10} {:>12}\n",
@@ -174,10 +201,12 @@ int run_simulate(const SimulateOptions& opt) {
     std::string html =
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>mtp-harness simulate</title>"
         "</head><body style=\"font-family: sans-serif\">\n";
-    html += fmt::format("<h1>Simulated step: {}, P {}, M {}</h1>\n<p>costs {} ({}), link {}</p>\n",
-                        report::markup::escape(model_name), opt.pipeline_size, opt.num_microbatches,
-                        report::markup::escape(opt.costs), report::markup::escape(costs.gpu),
-                        report::markup::escape(costs.link.name));
+    html += fmt::format(
+        "<h1>Simulated step: {}, P {}, M {}, CP {}, EP {}</h1>\n<p>costs {} ({}), link {}, "
+        "collectives over {}</p>\n",
+        report::markup::escape(model_name), opt.pipeline_size, opt.num_microbatches, par.cp, par.ep,
+        report::markup::escape(opt.costs), report::markup::escape(costs.gpu),
+        report::markup::escape(costs.link.name), report::markup::escape(collective_link.name));
     html +=
         "<table border=\"1\" cellpadding=\"4\"><tr><th>layout</th><th>schedule</th>"
         "<th>step (ms)</th><th>bubble</th><th>imbalance</th><th>vs first</th></tr>\n";

@@ -209,7 +209,7 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       ->capture_default_str();
   rp->add_option("--variant-like", rep.variant_like,
                  "run with this scenario variant's "
-                 "implementation, layout, schedule, DP, CP and "
+                 "implementation, layout, schedule, DP, CP, EP and "
                  "optimizer")
       ->check(non_empty);
   rp->add_option("--scenario", rep.scenario,
@@ -301,6 +301,17 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       ->required()
       ->check(non_empty);
   smx->add_option("--link", sim.link, "nvlink | ib (default: the costs file's link)")
+      ->check(CLI::IsMember({"nvlink", "ib"}));
+  smx->add_option("--cp", sim.context_parallel_size,
+                  "context-parallel size: node times / CP, K/V all-gathers and reduce-scatters "
+                  "added (seq_length a multiple of 2 · cp)")
+      ->check(CLI::Range(1, 4096));
+  smx->add_option("--ep", sim.expert_parallel_size,
+                  "expert-parallel size: dispatch and combine all-to-alls per MoE layer "
+                  "(num_moe_experts a multiple of ep); combined 1F1B hides them")
+      ->check(CLI::Range(1, 4096));
+  smx->add_option("--collective-link", sim.collective_link,
+                  "nvlink | ib: the link CP and EP collectives cross (default: --link's)")
       ->check(CLI::IsMember({"nvlink", "ib"}));
   smx->add_option("--mtp", sim.mtp_num_layers, "MTP depths D (default: the model's)")
       ->check(CLI::Range(0, 64));
@@ -423,12 +434,12 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       ->check(CLI::Range(1, 64));
   e->add_option("--cp", eq.context_parallel_size,
                 "context-parallel size of both (each rank holds s/cp positions of every "
-                "sequence; dense, seq_length a multiple of 2·cp)")
+                "sequence; seq_length a multiple of 2·cp)")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   e->add_option("--ep", eq.expert_parallel_size,
-                "expert-parallel size of both (each MoE layer's experts split over ep of the dp "
-                "ranks; an MoE model, ep dividing dp and the expert count)")
+                "expert-parallel size of both (each MoE layer's experts split over ep of the "
+                "dp · cp ranks; an MoE model, ep dividing dp · cp and the expert count)")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   e->add_option("--schedule", eq.schedule,
@@ -573,6 +584,9 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       {smx,
        "Examples:\n  mtp-harness simulate --preset dsv3 --costs golden/perf/costs_h200_dsv3.json "
        "--pp 16 --microbatches 64 --layout 'Et|(tt|)*30mL' --layout 'Et|(tt|)*29tt|m|L'\n"
+       "  mtp-harness simulate --preset dsv3 --costs golden/perf/costs_h200_dsv3.json --pp 16 "
+       "--microbatches 64 --ep 8 --collective-link ib --schedule combined_1f1b --layout "
+       "'Et|(tt|)*30mL'\n"
        "Exit: 0 simulated, 2 bad input (a layout rule, a schedule rule, a costs file)"},
       {cbx,
        "Examples:\n  mtp-harness calibrate --out golden/perf/costs_h200_dsv3.json\n"

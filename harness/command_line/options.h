@@ -116,6 +116,9 @@ struct SimulateOptions {
   int group_size = 0;                ///< --group N (interleaved); 0 = P
   std::string costs;                 ///< --costs F.json (calibrate's output)
   std::string link;                  ///< --link nvlink|ib; "" = the costs file's
+  int context_parallel_size = 1;     ///< --cp N (sim/simulate.h Parallelism)
+  int expert_parallel_size = 1;      ///< --ep N
+  std::string collective_link;       ///< --collective-link nvlink|ib; "" = the pipeline link
   int mtp_num_layers = -1;           ///< --mtp D; −1 = the model's
   bool split = false;                ///< --split: R7 as split/ reads it
   std::string html_path;             ///< --html F: tables and one SVG timeline per layout

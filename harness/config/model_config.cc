@@ -20,6 +20,32 @@ bool ModelConfig::is_moe_layer(int64_t layer) const {
   return moe_layer_freq[static_cast<size_t>(layer)] == 1;
 }
 
+std::string context_parallel_misfit(const ModelConfig& m, int cp) {
+  if (cp <= 1 || m.seq_length % (2 * cp) == 0) return "";
+  return fmt::format(
+      "needs seq_length to be a multiple of 2 · cp = {} (this model: {}): each CP rank holds two "
+      "of 2 · cp equal chunks",
+      2 * cp, m.seq_length);
+}
+
+std::string expert_parallel_misfit(const ModelConfig& m, int ep) {
+  if (ep <= 1) return "";
+  if (m.num_moe_experts == 0) {
+    return "needs an MoE model (num_moe_experts > 0): there are no experts to split";
+  }
+  bool any_moe = false;
+  for (int64_t l = 0; l < m.num_layers; ++l) any_moe = any_moe || m.is_moe_layer(l);
+  if (!any_moe) {
+    return "needs at least one MoE layer (moe_layer_freq is all 0): there are no experts to split";
+  }
+  if (m.num_moe_experts % ep != 0) {
+    return fmt::format(
+        "needs num_moe_experts ({}) to be a multiple of ep: each EP rank holds E / ep experts",
+        m.num_moe_experts);
+  }
+  return "";
+}
+
 namespace {
 
 void validate_moe(const ModelConfig& c) {

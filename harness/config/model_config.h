@@ -82,4 +82,15 @@ struct ModelConfig {
   void validate() const;
 };
 
+/// Why `m` cannot be split over `cp` context-parallel ranks ("" when it can, and for cp = 1):
+/// Megatron's load-balanced split gives each CP rank two of 2·cp equal sequence chunks, so
+/// seq_length must be a multiple of 2·cp. The one statement of that rule: the run plan
+/// (engine/plan.cc) and the simulator (sim/simulate.h) both ask it. Throws nothing.
+std::string context_parallel_misfit(const ModelConfig& m, int cp);
+/// Why `m`'s experts cannot be split over `ep` expert-parallel ranks ("" when they can, and for
+/// ep = 1): there must be routed experts (num_moe_experts > 0) in at least one layer (decoder or
+/// MTP), and E a multiple of ep (each EP rank holds E / ep of them). Asked by the run plan and the
+/// simulator. Throws nothing.
+std::string expert_parallel_misfit(const ModelConfig& m, int ep);
+
 }  // namespace mtp::config

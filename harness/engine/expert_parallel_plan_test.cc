@@ -58,7 +58,10 @@ TEST_F(ExpertParallelPlanTest, EveryBrokenPreconditionIsNamed) {
        "needs optimizer = \"adam\""},
       {[&] { variant_.accumulation = config::Accumulation::kCanonical; },
        "needs accumulation = \"megatron\""},
-      {[&] { training_.record_copies = true; }, "needs [training] record_copies = false"},
+      {[&] { model_.moe_layer_freq.assign(static_cast<size_t>(model_.num_layers), 0); },
+       "needs at least one MoE layer (moe_layer_freq is all 0)"},
+      {[&] { training_.record_copies = true; },
+       "needs record_copies off ([training] record_copies = false and no --record-copies)"},
   };
   for (const auto& [break_rule, rule] : cases) {
     SCOPED_TRACE(rule);

@@ -88,11 +88,8 @@ void check_context_parallel(const RunPlan& plan) {
   auto refuse = [&v, cp](const std::string& rule) {
     throw InputError(fmt::format("variant \"{}\": cp = {} {}", v.name, cp, rule));
   };
-  if (plan.model.seq_length % (2 * cp) != 0) {
-    refuse(
-        fmt::format("needs seq_length to be a multiple of 2 · cp = {} (this model: {}): each "
-                    "CP rank holds two of 2 · cp equal chunks",
-                    2 * cp, plan.model.seq_length));
+  if (const std::string why = config::context_parallel_misfit(plan.model, cp); !why.empty()) {
+    refuse(why);
   }
   if (plan.model.attention_backend == config::AttentionBackend::kFlash) {
     refuse("needs attention_backend = \"unfused\" (the flash kernel takes no global positions)");
@@ -110,13 +107,8 @@ void check_expert_parallel(const RunPlan& plan) {
   auto refuse = [&v, ep](const std::string& rule) {
     throw InputError(fmt::format("variant \"{}\": ep = {} {}", v.name, ep, rule));
   };
-  const int64_t E = plan.model.num_moe_experts;
-  if (E == 0) refuse("needs an MoE model (num_moe_experts > 0): there are no experts to split");
-  if (E % ep != 0) {
-    refuse(
-        fmt::format("needs num_moe_experts ({}) to be a multiple of ep: each EP rank holds "
-                    "E / ep experts",
-                    E));
+  if (const std::string why = config::expert_parallel_misfit(plan.model, ep); !why.empty()) {
+    refuse(why);
   }
   const int group = v.data_parallel_size * v.context_parallel_size;
   if (group % ep != 0) {
@@ -135,8 +127,8 @@ void check_expert_parallel(const RunPlan& plan) {
   }
   if (plan.training.record_copies) {
     refuse(
-        "needs [training] record_copies = false: a routed expert has copies only in its "
-        "expert-data-parallel group");
+        "needs record_copies off ([training] record_copies = false and no --record-copies): a "
+        "routed expert has copies only in its expert-data-parallel group");
   }
 }
 

@@ -29,9 +29,11 @@ uint64_t dtype_bytes(config::DType d) {
 /// Main grads and masters: fp32 for bf16, else the training dtype (engine/dtypes.h main_type).
 uint64_t main_bytes(config::DType d) { return d == config::DType::kBFloat16 ? 4 : dtype_bytes(d); }
 
-/// Saved activations of model chunk `stage` for one microbatch, in bytes (sim/activation.h).
+/// Saved activations of model chunk `stage` for one microbatch on one context-parallel rank, in
+/// bytes (sim/activation.h).
 uint64_t stage_activation_bytes(const RunPlan& plan, const layout::StagePlan& st) {
-  return sim::stage_activation_bytes(plan.model, st, dtype_bytes(plan.training.dtype));
+  return sim::stage_activation_bytes(plan.model, st, dtype_bytes(plan.training.dtype),
+                                     plan.context_parallel_size());
 }
 
 /// The most activation bytes pipeline rank `p` holds at any point of its op order.

@@ -609,8 +609,12 @@ void apply_variant_like(RecordRun& run, const config::VariantSpec& like) {
   }
   if (run.variant.expert_parallel_size != like.expert_parallel_size) {
     run.notes.push_back(fmt::format(
-        "--variant-like {}: ep = {} (the record: ep = {}); an expert's grad then sums every EP "
-        "rank's tokens in one GEMM, so expect the expert grads to differ in their last bits",
+        "--variant-like {}: ep = {} (the record: ep = {}); each expert's grad then sums another "
+        "grouping of the ranks' tokens (one GEMM over the tokens its EP rank receives, then the "
+        "expert-data-parallel sum), and every grad upstream of an MoE layer follows, so expect "
+        "the grads to differ in their last bits (and step 1's losses where an expert's GEMM is "
+        "not row-invariant): judge with --class rel_l2:B (scenarios/cp_ep.toml holds "
+        "rel_l2:1e-10 in float64)",
         like.name, like.expert_parallel_size, run.variant.expert_parallel_size));
   }
   if (run.variant.inject != like.inject) {

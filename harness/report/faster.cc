@@ -15,12 +15,16 @@ ExpectationResult evaluate_faster(const scenario::Expectation& e,
   const scenario::SimulatedClaim& c = *e.simulated;
   const config::ModelConfig m = c.preset.empty() ? scenario_model : sim::preset_model(c.preset);
   const sim::CostTable costs = sim::read_costs(c.costs);
+  sim::Parallelism par;
+  par.cp = c.cp;
+  par.ep = c.ep;
+  if (!c.collective_link.empty()) par.collective_link = sim::named_link(c.collective_link);
   std::vector<double> step;
   std::vector<std::string> stage;
   for (const std::string& text : c.layouts) {
     const sim::SimulationPlan plan =
         sim::plan_simulation(m, text, c.pipeline_size, c.num_microbatches, c.schedule, 0, c.split);
-    const auto stages = sim::stage_costs(m, plan.layout, costs, 2);
+    const auto stages = sim::stage_costs(m, plan.layout, costs, 2, par);
     const sim::SimResult r = sim::simulate(plan.layout, stages, plan.schedule, costs.link);
     step.push_back(r.step_ms);
     stage.push_back(fmt::format("bubble {:.1f} %, imbalance {:.3f}", 100.0 * r.bubble_fraction,
@@ -46,10 +50,15 @@ ExpectationResult evaluate_faster(const scenario::Expectation& e,
   }
   p.result.equal = p.holds;
   p.verdict = fmt::format(
-      "{}simulated step {:.1f} ms = {:.3f} x {:.1f} ms (at most {:g}); {} vs {} (P {}, M {}, costs "
-      "{})",
+      "{}simulated step {:.1f} ms = {:.3f} x {:.1f} ms (at most {:g}); {} vs {} (P {}, M {}{}, "
+      "costs {})",
       p.holds ? "" : "SLOWER THAN CLAIMED: ", step[1], ratio, step[0], c.at_most, stage[1],
-      stage[0], c.pipeline_size, c.num_microbatches, c.costs);
+      stage[0], c.pipeline_size, c.num_microbatches,
+      c.cp > 1 || c.ep > 1
+          ? fmt::format(", CP {}, EP {} over {}", c.cp, c.ep,
+                        par.collective_link ? par.collective_link->name : costs.link.name)
+          : "",
+      c.costs);
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   out.holds = p.holds;
   out.pairs.push_back(std::move(p));
@@ -64,6 +73,9 @@ std::string resimulate_command(const scenario::Expectation& e, const std::string
                   c.costs, c.pipeline_size, c.num_microbatches);
   if (!c.schedule.empty()) cmd += " --schedule " + c.schedule;
   if (c.split) cmd += " --split";
+  if (c.cp > 1) cmd += fmt::format(" --cp {}", c.cp);
+  if (c.ep > 1) cmd += fmt::format(" --ep {}", c.ep);
+  if (!c.collective_link.empty()) cmd += " --collective-link " + c.collective_link;
   for (const auto& l : c.layouts) cmd += " --layout '" + l + "'";
   return cmd;
 }

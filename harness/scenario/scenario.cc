@@ -676,6 +676,12 @@ void check_simulated_claim(const Ctx& ctx, const toml::table& t, const Expectati
       ctx.fail(t.get("preset"), fmt::format("{}: {}", w, err.what()));
     }
   }
+  if (const std::string why = config::context_parallel_misfit(m, c.cp); !why.empty()) {
+    ctx.fail(t.get("cp"), fmt::format("{}: cp = {} {}", w, c.cp, why));
+  }
+  if (const std::string why = config::expert_parallel_misfit(m, c.ep); !why.empty()) {
+    ctx.fail(t.get("ep"), fmt::format("{}: ep = {} {}", w, c.ep, why));
+  }
   for (const std::string& text : c.layouts) {
     try {
       sim::plan_simulation(m, text, c.pipeline_size, c.num_microbatches, c.schedule, 0, c.split);
@@ -724,6 +730,16 @@ Expectation parse_faster(const Ctx& ctx, const toml::table& t, const std::string
   c.costs = get_string(ctx, t, "costs", w, "");
   c.preset = get_string(ctx, t, "preset", w, "");
   c.split = get_bool(ctx, t, "split", w, false);
+  c.cp = get_int_in(ctx, t, "cp", w, 1, 1, 4096);
+  c.ep = get_int_in(ctx, t, "ep", w, 1, 1, 4096);
+  c.collective_link = get_string(ctx, t, "collective_link", w, "");
+  if (t.get("collective_link")) {
+    try {
+      sim::named_link(c.collective_link);
+    } catch (const InputError& err) {
+      ctx.fail(t.get("collective_link"), fmt::format("{}: collective_{}", w, err.what()));
+    }
+  }
   if (c.costs.empty()) {
     ctx.fail(t.get("costs") ? t.get("costs") : &t,
              fmt::format("{}: costs names the node costs (mtp-harness calibrate's JSON)", w));
@@ -746,9 +762,28 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
     w = fmt::format("expectation \"{}\"", shown_name(n->value<std::string>().value()));
   }
   check_keys(ctx, t, w,
-             {"name", "variants", "class", "records", "include", "exclude", "steps", "why",
-              "first_divergence", "first_divergence_step", "allow_nonfinite", "detects", "layouts",
-              "pp", "microbatches", "schedule", "costs", "preset", "split"});
+             {"name",
+              "variants",
+              "class",
+              "records",
+              "include",
+              "exclude",
+              "steps",
+              "why",
+              "first_divergence",
+              "first_divergence_step",
+              "allow_nonfinite",
+              "detects",
+              "layouts",
+              "pp",
+              "microbatches",
+              "schedule",
+              "costs",
+              "preset",
+              "split",
+              "cp",
+              "ep",
+              "collective_link"});
   e.name = get_string(ctx, t, "name", w, "");
   if (!valid_name(e.name)) {
     ctx.fail(t.get("name") ? t.get("name") : &t,
@@ -759,8 +794,8 @@ Expectation parse_expectation(const Ctx& ctx, const toml::table& t, size_t index
   w = fmt::format("expectation \"{}\"", e.name);
   const std::string cls = get_string(ctx, t, "class", w, "");
   if (cls.rfind("faster:", 0) == 0) return parse_faster(ctx, t, w, e, cls);
-  for (const char* key :
-       {"layouts", "pp", "microbatches", "schedule", "costs", "preset", "split"}) {
+  for (const char* key : {"layouts", "pp", "microbatches", "schedule", "costs", "preset", "split",
+                          "cp", "ep", "collective_link"}) {
     if (t.get(key)) {
       ctx.fail(t.get(key), fmt::format("{}: {} belongs to class \"faster:X\" only", w, key));
     }
@@ -1052,6 +1087,19 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
         }
       }
       if (e.judge == Judge::kFaster) check_simulated_claim(ctx, *node.as_table(), e, sc.model);
+      if (e.judge == Judge::kReplicas) {
+        for (const auto& vname : e.variants) {
+          const config::VariantSpec& v = sc.variant(vname);
+          if (v.expert_parallel_size > 1) {
+            ctx.fail(node.as_table()->get("variants"),
+                     fmt::format("expectation \"{}\": class \"replicas\" cannot judge variant "
+                                 "\"{}\" (ep = {}): a routed expert is held by one rank of "
+                                 "each EP group, so its copies are not every rank's, and "
+                                 "record_copies is refused with ep > 1",
+                                 e.name, vname, v.expert_parallel_size));
+          }
+        }
+      }
       if (e.judge == Judge::kReplicas && !sc.training.record_copies) {
         const toml::table& et = *node.as_table();
         ctx.fail(et.get("class"),

@@ -39,8 +39,11 @@ struct SimulatedClaim {
   int num_microbatches = 1;
   std::string schedule;
   std::string costs;
-  std::string preset;  ///< "" = the scenario's [model]
-  bool split = false;  ///< layouts read as split/ reads them
+  std::string preset;           ///< "" = the scenario's [model]
+  bool split = false;           ///< layouts read as split/ reads them
+  int cp = 1;                   ///< context-parallel size simulated (sim/simulate.h Parallelism)
+  int ep = 1;                   ///< expert-parallel size simulated
+  std::string collective_link;  ///< "nvlink" | "ib"; "" = the costs file's link
   double at_most = 1.0;
 };
 

@@ -219,6 +219,11 @@ TEST(ScenarioTest, ReplicasExpectations) {
       HasSubstr("class \"replicas\" checks the copies record only"));
   EXPECT_THAT(error_of(with("record_copies = true\n", "variants = []\n")),
               HasSubstr("at least one variant"));
+  // An expert-parallel variant has no copies record to judge: refused at the expectation.
+  std::string ep = with("record_copies = true\n", "variants = [\"b\"]\n");
+  ep.replace(ep.find("pp = 3\n"), 7, "pp = 3\ndp = 2\nep = 2\n");
+  EXPECT_THAT(error_of(ep), HasSubstr("expectation \"r\": class \"replicas\" cannot judge variant "
+                                      "\"b\" (ep = 2)"));
   // include/exclude select parameters by name: a pattern matching none is an error.
   const Scenario none = parse_scenario(
       with("record_copies = true\n", "variants = [\"b\"]\ninclude = [\"nothing.*\"]\n"),

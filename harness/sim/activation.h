@@ -14,21 +14,26 @@
 
 namespace mtp::sim {
 
-/// Saved activations of one decoder (or MTP) layer for one microbatch, in bytes, with elements of
-/// `element_bytes`: (13·h + 3·F_eff)·s·b elements, F_eff = F for a dense MLP, topk·F_moe + F_shared
-/// (+ E fp32 router scores) for MoE, plus 2·a·s²·b scores and probabilities in max(dtype, fp32)
-/// (flash attention: a·s·b fp32 log-sum-exp instead). Throws nothing.
+/// Saved activations of one decoder (or MTP) layer for one microbatch on one of `cp`
+/// context-parallel ranks, in bytes, with elements of `element_bytes`; s_l = s / cp tokens are
+/// the rank's own: (13·h + 3·F_eff)·s_l·b elements, F_eff = F for a dense MLP, topk·F_moe +
+/// F_shared (+ E fp32 router scores) for MoE, plus 2·a·s_l·s·b scores and probabilities in
+/// max(dtype, fp32) (its queries against every key; flash attention: a·s_l·b fp32 log-sum-exp
+/// instead), plus, when cp > 1, the all-gathered K and V (2·s·b·ng·hn) the attention keeps.
+/// cp = 1 is the whole sequence. Throws nothing.
 uint64_t layer_activation_bytes(const config::ModelConfig& m, bool moe, bool flash,
-                                uint64_t element_bytes);
+                                uint64_t element_bytes, int cp = 1);
 
-/// One output head (LM or an MTP depth): s·b·V logits in the training dtype plus their fp32 cast
-/// and log-softmax, plus 2·s·b·h for the final layernorm. Throws nothing.
-uint64_t head_activation_bytes(const config::ModelConfig& m, uint64_t element_bytes);
+/// One output head (LM or an MTP depth) on one of `cp` context-parallel ranks: s_l·b·V logits in
+/// the training dtype plus their fp32 cast and log-softmax, plus 2·s_l·b·h for the final
+/// layernorm (s_l = s / cp). Throws nothing.
+uint64_t head_activation_bytes(const config::ModelConfig& m, uint64_t element_bytes, int cp = 1);
 
-/// Saved activations of model chunk `st` for one microbatch: the embedding output (s·b·h), its
-/// decoder layers, each MTP depth (6·s·b·h for two norms, the 2h concatenation and eh_proj, plus
-/// its layer and head) and, with `L`, the LM head. Throws nothing.
+/// Saved activations of model chunk `st` for one microbatch on one of `cp` context-parallel
+/// ranks: the embedding output (s_l·b·h), its decoder layers, each MTP depth (6·s_l·b·h for two
+/// norms, the 2h concatenation and eh_proj, plus its layer and head) and, with `L`, the LM head.
+/// Throws nothing.
 uint64_t stage_activation_bytes(const config::ModelConfig& m, const layout::StagePlan& st,
-                                uint64_t element_bytes);
+                                uint64_t element_bytes, int cp = 1);
 
 }  // namespace mtp::sim

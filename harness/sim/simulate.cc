@@ -39,33 +39,80 @@ SimulationPlan plan_simulation(const config::ModelConfig& model, const std::stri
   return p;
 }
 
+double ring_collective_ms(const Link& link, int n, double bytes) {
+  if (n <= 1) return 0.0;
+  return (n - 1) * link.message_ms(bytes / n);
+}
+
 std::vector<StageCost> stage_costs(const config::ModelConfig& model,
                                    const layout::PipelineLayout& layout, const CostTable& costs,
-                                   uint64_t element_bytes) {
+                                   uint64_t element_bytes, const Parallelism& par) {
+  if (par.cp < 1 || par.ep < 1) {
+    throw InputError(fmt::format("cp = {}, ep = {}: each must be >= 1", par.cp, par.ep));
+  }
+  if (const std::string why = config::context_parallel_misfit(model, par.cp); !why.empty()) {
+    throw InputError(fmt::format("cp = {} {}", par.cp, why));
+  }
+  if (const std::string why = config::expert_parallel_misfit(model, par.ep); !why.empty()) {
+    throw InputError(fmt::format("ep = {} {}", par.ep, why));
+  }
+  const Link& link = par.collective_link ? *par.collective_link : costs.link;
+  const double eb = static_cast<double>(element_bytes);
+  const double local_tokens =
+      static_cast<double>(model.seq_length / par.cp * model.micro_batch_size);
+  // One attention layer under CP: K and V each all-gathered whole (s·b·ng·hn) in the forward,
+  // their gradients reduce-scattered in the backward (model/layers.cc, context_parallel.h).
+  const double kv_ms =
+      2.0 * ring_collective_ms(link, par.cp,
+                               static_cast<double>(model.seq_length * model.micro_batch_size *
+                                                   model.num_query_groups * model.kv_channels()) *
+                                   eb);
+  // One MoE layer under EP: the expert-count all-gather (E int64 per member), then dispatch and
+  // combine each moving topk·h elements per local token (model/expert_parallel.h).
+  const double a2a_ms = ring_collective_ms(
+      link, par.ep,
+      local_tokens * static_cast<double>(model.moe_router_topk * model.hidden_size) * eb);
+  const double counts_ms =
+      ring_collective_ms(link, par.ep, static_cast<double>(model.num_moe_experts * 8 * par.ep));
+  const uint64_t hidden_bytes = static_cast<uint64_t>(model.seq_length / par.cp *
+                                                      model.micro_batch_size * model.hidden_size) *
+                                element_bytes;
   std::vector<StageCost> out;
-  const uint64_t hidden_bytes =
-      static_cast<uint64_t>(model.seq_length * model.micro_batch_size * model.hidden_size) *
-      element_bytes;
   int depths_so_far = 0;
   for (const layout::StagePlan& st : layout.stages) {
     StageCost c;
-    auto add = [&c](const NodeCost& n) {
-      c.forward_ms += n.forward_ms;
-      c.backward_ms += n.backward_ms;
+    auto add = [&c, &par](const NodeCost& n) {
+      c.forward_ms += n.forward_ms / par.cp;
+      c.backward_ms += n.backward_ms / par.cp;
     };
-    add(costs.at(CostNode::kChunkOp));  // every stage is one op per microbatch, even empty
+    auto add_layer = [&](CostNode node, bool moe) {
+      add(costs.at(node));
+      const double fwd_a2a = moe ? 2.0 * a2a_ms : 0.0, bwd_a2a = fwd_a2a;
+      const double fwd = kv_ms + fwd_a2a + (moe ? counts_ms : 0.0), bwd = kv_ms + bwd_a2a;
+      c.forward_ms += fwd;
+      c.backward_ms += bwd;
+      c.forward_collective_ms += fwd;
+      c.backward_collective_ms += bwd;
+      c.forward_a2a_ms += fwd_a2a;
+      c.backward_a2a_ms += bwd_a2a;
+    };
+    const NodeCost op = costs.at(CostNode::kChunkOp);  // host work per op: not divided by CP
+    c.forward_ms += op.forward_ms;
+    c.backward_ms += op.backward_ms;
     std::vector<std::string> items;
     if (st.has_embedding) {
       add(costs.at(CostNode::kEmbedding));
       items.emplace_back("E");
     }
     for (int layer : st.decoder_layers) {
-      add(costs.at(model.is_moe_layer(layer) ? CostNode::kDecoderMoe : CostNode::kDecoderDense));
+      const bool moe = model.is_moe_layer(layer);
+      add_layer(moe ? CostNode::kDecoderMoe : CostNode::kDecoderDense, moe);
       items.push_back(fmt::format("t{}", layer));
     }
     if (st.owns_final_layernorm) add(costs.at(CostNode::kFinalLayernorm));
     for (int k : st.mtp_depths) {
-      add(costs.at(model.mtp_layer_is_moe() ? CostNode::kMtpBlockMoe : CostNode::kMtpBlockDense));
+      const bool moe = model.mtp_layer_is_moe();
+      add_layer(moe ? CostNode::kMtpBlockMoe : CostNode::kMtpBlockDense, moe);
       items.push_back(fmt::format("m{}", k));
     }
     depths_so_far += static_cast<int>(st.mtp_depths.size());
@@ -74,7 +121,7 @@ std::vector<StageCost> stage_costs(const config::ModelConfig& model,
       for (int64_t k = 0; k < model.mtp_num_layers; ++k) add(costs.at(CostNode::kMtpHead));
       items.emplace_back("L");
     }
-    c.activation_bytes = stage_activation_bytes(model, st, element_bytes);
+    c.activation_bytes = stage_activation_bytes(model, st, element_bytes, par.cp);
     c.message_bytes = hidden_bytes * static_cast<uint64_t>(1 + depths_so_far);
     c.has_mtp = !st.mtp_depths.empty();
     c.has_loss = st.has_loss;
@@ -85,6 +132,18 @@ std::vector<StageCost> stage_costs(const config::ModelConfig& model,
   }
   return out;
 }
+
+namespace {
+
+/// A combined 1F1B block of `f`'s forward and `b`'s backward: each microbatch's all-to-alls run
+/// beside the other's compute, so max(compute, all-to-all); F + B exactly without EP.
+double combined_pair_ms(const StageCost& f, const StageCost& b) {
+  const double a2a = f.forward_a2a_ms + b.backward_a2a_ms;
+  if (a2a == 0.0) return f.forward_ms + b.backward_ms;
+  return std::max(f.forward_ms + b.backward_ms - a2a, a2a);
+}
+
+}  // namespace
 
 SimResult simulate(const layout::PipelineLayout& layout, const std::vector<StageCost>& stages,
                    const schedule::ScheduleConfig& cfg, const Link& link) {
@@ -158,7 +217,7 @@ SimResult simulate(const layout::PipelineLayout& layout, const std::vector<Stage
                                (j == S - 1 || known(bwd_end[j + 1][b.microbatch]));
           if (!b_ready) break;
           start = std::max(start, ready_at(p, b));
-          duration += stages[j].backward_ms;
+          duration = combined_pair_ms(stages[i], stages[j]);
           second = b;
         }
         const double end = start + duration;
@@ -200,9 +259,14 @@ SimResult simulate(const layout::PipelineLayout& layout, const std::vector<Stage
   }
   for (int p = 0; p < P; ++p) {
     RankTime& rt = res.ranks[p];
-    for (const SimOp& o : done[p]) {
+    for (size_t k = 0; k < done[p].size(); ++k) {
+      const SimOp& o = done[p][k];
       const StageCost& sc = stages[o.stage];
-      rt.busy_ms += o.type == schedule::OpType::kForward ? sc.forward_ms : sc.backward_ms;
+      if (o.combined) {  // its partner (pushed right after it) shares the block
+        rt.busy_ms += combined_pair_ms(sc, stages[done[p][++k].stage]);
+      } else {
+        rt.busy_ms += o.type == schedule::OpType::kForward ? sc.forward_ms : sc.backward_ms;
+      }
     }
     rt.idle_ms = res.step_ms - rt.busy_ms;
     for (int v = 0; v < V; ++v) {

@@ -12,6 +12,7 @@
 #include <map>
 #include <tuple>
 
+#include "harness/sim/activation.h"
 #include "harness/sim/timeline_svg.h"
 
 namespace mtp::sim {
@@ -183,17 +184,21 @@ TEST(SimulateTest, EveryScheduleObeysTheExecutorsDependencies) {
   EXPECT_GT(checked, 30);
 }
 
-// Stage prices from the layout: what each stage holds, the MTP hidden states carried to the loss
-// stage, and the timeline names what ran.
-TEST(SimulateTest, StageCostsFollowTheLayoutAndTheTimelineShowsIt) {
+/// Four decoder layers (0 dense, 1–3 MoE with 4 experts), D = 1, h 8, b 1, sequence `s`.
+config::ModelConfig four_layer_moe(int64_t s) {
   config::ModelConfig m;
   m.num_layers = 4;
   m.mtp_num_layers = 1;
   m.hidden_size = 8;
-  m.seq_length = 4;
+  m.seq_length = s;
   m.micro_batch_size = 1;
   m.num_moe_experts = 4;
   m.moe_layer_freq = {0, 1, 1, 1};
+  return m;
+}
+
+/// Hand-made prices of every node four_layer_moe uses (no chunk op), exact in binary.
+CostTable four_layer_moe_costs() {
   CostTable costs;
   costs.nodes = {{CostNode::kEmbedding, {0.5, 0.25}},
                  {CostNode::kDecoderDense, {1, 2}},
@@ -202,6 +207,14 @@ TEST(SimulateTest, StageCostsFollowTheLayoutAndTheTimelineShowsIt) {
                  {CostNode::kFinalLayernorm, {0.125, 0.25}},
                  {CostNode::kOutputHead, {2, 3}},
                  {CostNode::kMtpHead, {2.5, 3.5}}};
+  return costs;
+}
+
+// Stage prices from the layout: what each stage holds, the MTP hidden states carried to the loss
+// stage, and the timeline names what ran.
+TEST(SimulateTest, StageCostsFollowTheLayoutAndTheTimelineShowsIt) {
+  config::ModelConfig m = four_layer_moe(4);
+  CostTable costs = four_layer_moe_costs();
   const auto lay = layout::build_layout("Et*2|t*2|m|L", 4, 4, 1, layout::MtpRule::kOneStage);
   const auto s = stage_costs(m, lay, costs, 2);
   ASSERT_EQ(s.size(), 4u);
@@ -249,6 +262,147 @@ TEST(SimulateTest, EveryStageCarriesOneChunkOp) {
   const auto z = stage_costs(m, lay, costs, 2);
   EXPECT_DOUBLE_EQ(z[2].forward_ms, 0.0);
   EXPECT_DOUBLE_EQ(z[0].forward_ms, 0.5 + 1);
+}
+
+// Context and expert parallelism priced by hand. s = 8, b = 1, h = 8, ng = 4, hn = 2, E = 4,
+// topk 2, bf16; a link of 1 µs and 1 GB/s (1 byte = 1e-6 ms). CP = 2: K (s·b·ng·hn·2 = 128
+// bytes) all-gathered as one message of 64 bytes: 0.001064 ms, K and V: 0.002128 per attention
+// layer each way. EP = 2: a rank's 4 tokens · 2 · 8 · 2 = 128 bytes, half to the other member:
+// 0.001064 per all-to-all, dispatch + combine 0.002128 each way; the counts (E int64 each,
+// 64 bytes gathered) 0.001032 forward. Node times are halved by CP; the chunk op is not.
+TEST(SimulateTest, StageCostsUnderContextAndExpertParallelism) {
+  config::ModelConfig m = four_layer_moe(8);
+  m.num_attention_heads = 4;
+  m.num_query_groups = 4;
+  m.moe_router_topk = 2;
+  CostTable costs = four_layer_moe_costs();
+  costs.nodes[CostNode::kChunkOp] = {0.0625, 0.375};
+  costs.link.latency_us = 1.0;
+  costs.link.bandwidth_gb_per_s = 1.0;
+  const auto lay = layout::build_layout("Et*2|t*2|m|L", 4, 4, 1, layout::MtpRule::kOneStage);
+  Parallelism par;
+  par.cp = 2;
+  par.ep = 2;
+  const auto s = stage_costs(m, lay, costs, 2, par);
+  ASSERT_EQ(s.size(), 4u);
+  const double kv = 0.002128, a2a = 0.002128, counts = 0.001032;
+  // Stage 0: E, dense t0, MoE t1.
+  EXPECT_NEAR(s[0].forward_ms, 0.0625 + (0.5 + 1 + 3) / 2 + 2 * kv + a2a + counts, 1e-15);
+  EXPECT_NEAR(s[0].backward_ms, 0.375 + (0.25 + 2 + 6) / 2 + 2 * kv + a2a, 1e-15);
+  EXPECT_NEAR(s[0].forward_collective_ms, 2 * kv + a2a + counts, 1e-15);
+  EXPECT_NEAR(s[0].backward_collective_ms, 2 * kv + a2a, 1e-15);
+  EXPECT_NEAR(s[0].forward_a2a_ms, a2a, 1e-15);
+  // Stage 2: the MTP block, MoE; stage 3: heads only, no collective.
+  EXPECT_NEAR(s[2].backward_ms, 0.375 + 8.0 / 2 + kv + a2a, 1e-15);
+  EXPECT_NEAR(s[3].forward_ms, 0.0625 + (2 + 2.5) / 2, 1e-15);
+  EXPECT_EQ(s[3].forward_collective_ms, 0.0);
+  // Messages carry the rank's s / CP tokens: 4·1·8·2 bytes per hidden state.
+  EXPECT_EQ(s[1].message_bytes, 64u);
+  EXPECT_EQ(s[2].message_bytes, 128u);  // cat(h0, h1)
+  // A collective link of its own: 10 µs each message instead of 1. Stage 0's forward sends 7:
+  // K and V of two layers, dispatch and combine, the counts.
+  Link slow = costs.link;
+  slow.latency_us = 10.0;
+  par.collective_link = slow;
+  const auto t = stage_costs(m, lay, costs, 2, par);
+  EXPECT_NEAR(t[0].forward_collective_ms - s[0].forward_collective_ms, 7 * 0.009, 1e-15);
+  // cp = ep = 1: the measured times whole, nothing added (sums exact in binary).
+  const auto one = stage_costs(m, lay, costs, 2, Parallelism{});
+  EXPECT_EQ(one[0].forward_ms, 0.0625 + 0.5 + 1 + 3);
+  EXPECT_EQ(one[2].backward_ms, 0.375 + 8);
+  EXPECT_EQ(one[1].message_bytes, 8u * 8 * 2);
+  for (const StageCost& c : one) EXPECT_EQ(c.forward_collective_ms + c.backward_a2a_ms, 0.0);
+}
+
+// Activations of a CP rank, closed form: h 8, F 128, a 4, s 8, b 1, bf16, unfused attention.
+// cp = 1: (13·8 + 3·128)·8·2 = 7808 plus scores 2·4·8·8·4 = 2048. cp = 2: (488)·4·2 = 3904,
+// scores of its 4 queries against 8 keys 2·4·4·8·4 = 1024, the gathered K and V 2·8·4·2·2 = 256.
+TEST(SimulateTest, ActivationsOfAContextParallelRank) {
+  config::ModelConfig m;
+  m.hidden_size = 8;
+  m.ffn_hidden_size = 128;
+  m.num_attention_heads = 4;
+  m.num_query_groups = 4;
+  m.seq_length = 8;
+  m.micro_batch_size = 1;
+  EXPECT_EQ(layer_activation_bytes(m, false, false, 2), 7808u + 2048u);
+  EXPECT_EQ(layer_activation_bytes(m, false, false, 2, 2), 3904u + 1024u + 256u);
+  // A head: s_l·b·V·(2 + 8) + 2·s_l·b·h·2 with V = 256.
+  EXPECT_EQ(head_activation_bytes(m, 2, 2), 4u * 256 * 10 + 2u * 4 * 8 * 2);
+}
+
+// What does not split is refused by name: s = 8 over 2·3 chunks, E = 4 over 3 ranks, a dense
+// model over EP, sizes below 1.
+TEST(SimulateTest, ParallelSizesThatDoNotFitAreRefused) {
+  config::ModelConfig m;
+  m.num_layers = 2;
+  m.seq_length = 8;
+  m.hidden_size = 8;
+  m.micro_batch_size = 1;
+  CostTable costs;
+  costs.nodes = {{CostNode::kEmbedding, {1, 1}},
+                 {CostNode::kDecoderDense, {1, 1}},
+                 {CostNode::kDecoderMoe, {1, 1}},
+                 {CostNode::kFinalLayernorm, {1, 1}},
+                 {CostNode::kOutputHead, {1, 1}}};
+  const auto lay = make_layout("Et|tL", 2, 2);
+  auto refused = [&](int cp, int ep, const std::string& what) {
+    Parallelism par;
+    par.cp = cp;
+    par.ep = ep;
+    try {
+      stage_costs(m, lay, costs, 2, par);
+      ADD_FAILURE() << "cp " << cp << " ep " << ep << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(what));
+    }
+  };
+  refused(1, 2, "ep = 2 needs an MoE model");
+  refused(3, 1, "cp = 3 needs seq_length to be a multiple of 2 · cp = 6 (this model: 8)");
+  refused(0, 1, "cp = 0, ep = 1: each must be >= 1");
+  m.num_moe_experts = 4;
+  m.moe_layer_freq = {0, 0};
+  refused(1, 2, "needs at least one MoE layer");
+  m.moe_layer_freq = {0, 1};
+  refused(1, 3, "ep = 3 needs num_moe_experts (4) to be a multiple of ep");
+  Parallelism ok;
+  ok.cp = 4;
+  ok.ep = 4;
+  EXPECT_NO_THROW(stage_costs(m, lay, costs, 2, ok));
+}
+
+// Combined 1F1B with all-to-alls: a steady pair lasts max(compute, all-to-all) of its forward and
+// backward: F 1 ms (0.5 of it all-to-all) and B 2 ms (0.5): compute 2, all-to-all 1 → 2 ms
+// instead of 3; with F's 0.75 and B's 1.5 the all-to-alls (2.25) outlast the compute (0.75).
+// Every rank's busy time counts each block once, and the step shortens.
+TEST(SimulateTest, CombinedPairsHideTheirAllToAlls) {
+  const auto lay = make_layout("Et|tL", 2, 2);
+  const auto cfg = config(ScheduleKind::kCombined1F1B, 2, 1, 6);
+  const SimResult plain = simulate(lay, uniform(2, 1.0, 2.0), cfg, no_delay());
+  for (auto [fa, ba, block] : {std::tuple{0.5, 0.5, 2.0}, std::tuple{0.75, 1.5, 2.25}}) {
+    auto st = uniform(2, 1.0, 2.0);
+    for (auto& c : st) {
+      c.forward_a2a_ms = c.forward_collective_ms = fa;
+      c.backward_a2a_ms = c.backward_collective_ms = ba;
+    }
+    const SimResult r = simulate(lay, st, cfg, no_delay());
+    for (int p = 0; p < 2; ++p) {
+      int pairs = 0, singles_f = 0, singles_b = 0;
+      for (const SimOp& o : r.ops) {
+        if (o.pipeline_rank != p) continue;
+        if (o.combined) {
+          EXPECT_DOUBLE_EQ(o.end_ms - o.start_ms, block);
+          pairs += o.type == OpType::kForward;
+        } else {
+          (o.type == OpType::kForward ? singles_f : singles_b) += 1;
+        }
+      }
+      EXPECT_GT(pairs, 0) << "rank " << p;
+      EXPECT_DOUBLE_EQ(r.ranks[p].busy_ms, singles_f * 1.0 + singles_b * 2.0 + pairs * block);
+      EXPECT_DOUBLE_EQ(r.ranks[p].idle_ms, r.step_ms - r.ranks[p].busy_ms);
+    }
+    EXPECT_LT(r.step_ms, plain.step_ms);
+  }
 }
 
 // What the executor refuses, the simulator refuses too: combined 1F1B with D > 1, D >= s.
