@@ -118,11 +118,25 @@ why = "false on purpose"
   EXPECT_EQ(s["expert_parallel_size"], 8);
   EXPECT_EQ(s["collective_link"]["name"], "ib");
   EXPECT_GT(s["layouts"][0]["most_loaded_stage_collective_ms"].get<double>(), 0.0);
+  EXPECT_GT(s["layouts"][0]["most_loaded_stage_ms"].get<double>(),
+            s["layouts"][0]["most_loaded_stage_collective_ms"].get<double>());
+  EXPECT_GT(s["layouts"][0]["most_loaded_stage_all_to_all_ms"].get<double>(), 0.0);
   r =
       run("simulate --preset small --costs golden/perf/costs_h200_small.json --pp 4 "
           "--microbatches 8 --ep 2 --layout 'Et*2|t*2|t*2|t*2mL'");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("--ep 2: needs an MoE model"));
+  r =
+      run("simulate --preset dsv3 --costs golden/perf/costs_h200_dsv3.json --pp 16 "
+          "--microbatches 64 --collective-link ib --layout 'Et|(tt|)*30mL'");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--collective-link prices the CP and EP collectives"));
+  bad = sc;
+  bad.replace(bad.find("ep = 64\n"), 8, "");
+  std::ofstream(dir.file("l.toml")) << bad;
+  r = run("check " + dir.file("l.toml") + " --variant ref_p1 --out " + dir.file("o3"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("collective_link prices the CP and EP collectives: set cp or ep"));
 }
 
 // A replicas expectation on a variant without copies (P = 1, DP = 1) fails with a note, never

@@ -77,6 +77,10 @@ int run_simulate(const SimulateOptions& opt) {
   par.cp = opt.context_parallel_size;
   par.ep = opt.expert_parallel_size;
   if (!opt.collective_link.empty()) par.collective_link = sim::named_link(opt.collective_link);
+  if (par.collective_link && par.cp == 1 && par.ep == 1) {
+    throw InputError(
+        "--collective-link prices the CP and EP collectives: give --cp or --ep > 1 with it");
+  }
   const sim::Link& collective_link = par.collective_link ? *par.collective_link : costs.link;
   if (const std::string why = config::context_parallel_misfit(model, par.cp); !why.empty()) {
     throw InputError(fmt::format("--cp {}: {} ({})", par.cp, why, model_name));
@@ -182,7 +186,9 @@ int run_simulate(const SimulateOptions& opt) {
          {"bubble_fraction", s.bubble_fraction},
          {"rank_imbalance", s.rank_imbalance},
          {"most_loaded_stage", s.most_loaded_stage},
+         {"most_loaded_stage_ms", ml.forward_ms + ml.backward_ms},
          {"most_loaded_stage_collective_ms", ml.forward_collective_ms + ml.backward_collective_ms},
+         {"most_loaded_stage_all_to_all_ms", ml.forward_a2a_ms + ml.backward_a2a_ms},
          {"ratio_to_first", ratio(s.step_ms)},
          {"ranks", ranks}});
   }

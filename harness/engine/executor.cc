@@ -58,9 +58,7 @@ class RankExecutor {
   void run_ops() {
     for (size_t j = 0; j < ops_.size(); ++j) {
       if (options_.overlap_p2p && j + 1 < ops_.size()) post(j + 1);
-      const bool pair = split_ && ops_[j].phase == schedule::Phase::kSteady &&
-                        ops_[j].type == OpType::kForward && j + 1 < ops_.size() &&
-                        ops_[j + 1].type == OpType::kBackward;
+      const bool pair = schedule::combined_pair_at(split_, ops_, j);
       if (pair) {
         if (options_.overlap_p2p && j + 2 < ops_.size()) post(j + 2);
         combined(j, j + 1);

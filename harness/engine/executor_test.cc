@@ -15,6 +15,7 @@
 
 #include "harness/config/testing/tiny_model.h"
 #include "harness/engine/plan.h"
+#include "harness/engine/testing/random_microbatches.h"
 #include "reference/reference.h"
 
 namespace mtp::engine {
@@ -54,18 +55,8 @@ Step run_step(schedule::ScheduleKind kind, bool hooks) {
   const RunPlan plan = plan_variant(cfg, training, variant, *impl);
   auto chunks = impl->build_chunks(plan.layout, plan.model, make_initial_weights(plan.model, 7),
                                    at::kFloat, at::Device(at::kCPU));
-  std::vector<MicrobatchTensors> mbs;
-  for (int64_t i = 0; i < training.num_microbatches; ++i) {
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(100 + i);
-    auto tokens =
-        at::randint(cfg.vocab_size, {cfg.micro_batch_size, cfg.seq_length}, gen, at::kLong);
-    MicrobatchTensors mb;
-    mb.tokens = tokens;
-    mb.labels = at::roll(tokens, -1, 1);
-    mb.loss_mask = at::ones({cfg.micro_batch_size, cfg.seq_length}, at::kFloat);
-    mb.num_microbatches = training.num_microbatches;
-    mbs.push_back(mb);
-  }
+  const std::vector<MicrobatchTensors> mbs =
+      testing::random_microbatches(cfg, training.num_microbatches, 100);
   auto transport = transport::make_in_process_transport(2, {});
   Step out;
   out.seen.resize(2);

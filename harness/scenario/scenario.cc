@@ -739,6 +739,12 @@ Expectation parse_faster(const Ctx& ctx, const toml::table& t, const std::string
     } catch (const InputError& err) {
       ctx.fail(t.get("collective_link"), fmt::format("{}: collective_{}", w, err.what()));
     }
+    if (c.cp == 1 && c.ep == 1) {
+      ctx.fail(t.get("collective_link"),
+               fmt::format("{}: collective_link prices the CP and EP collectives: set cp or ep "
+                           "> 1 with it",
+                           w));
+    }
   }
   if (c.costs.empty()) {
     ctx.fail(t.get("costs") ? t.get("costs") : &t,

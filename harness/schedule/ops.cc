@@ -35,4 +35,9 @@ std::vector<Op> rank_ops(const ScheduleConfig& config, int rank) {
   return schedule_def(config.kind).ops(config, rank, warmup);
 }
 
+bool combined_pair_at(bool combined, const std::vector<Op>& ops, size_t j) {
+  return combined && j + 1 < ops.size() && ops[j].phase == Phase::kSteady &&
+         ops[j].type == OpType::kForward && ops[j + 1].type == OpType::kBackward;
+}
+
 }  // namespace mtp::schedule

@@ -99,6 +99,12 @@ std::vector<TableEntry> interleaved_table(const ScheduleConfig& config);
 /// forward_backward_{no_pipelining, pipelining_without_interleaving, pipelining_with_interleaving}.
 std::vector<Op> rank_ops(const ScheduleConfig& config, int rank);
 
+/// Whether ops[j] and ops[j + 1] of a rank's op list (rank_ops) run as one combined 1F1B step:
+/// under a schedule whose ScheduleDef::combined_steps is set (`combined`), a steady-state
+/// forward followed by a backward (Megatron combined_1f1b.py's steady loop). The one statement of
+/// the pairing the executor runs and the cost simulator plays. Throws nothing.
+bool combined_pair_at(bool combined, const std::vector<Op>& ops, size_t j);
+
 /// One sub-step of a combined 1F1B step: run the next node of kind `node` of the forward
 /// microbatch (`side` kForward) or of the backward one (kBackward).
 struct SubStep {

@@ -194,10 +194,7 @@ SimResult simulate(const layout::PipelineLayout& layout, const std::vector<Stage
     for (int p = 0; p < P; ++p) {
       while (next[p] < ops[p].size()) {
         const schedule::Op& op = ops[p][next[p]];
-        const bool pair = combined && op.phase == schedule::Phase::kSteady &&
-                          op.type == schedule::OpType::kForward && next[p] + 1 < ops[p].size() &&
-                          ops[p][next[p] + 1].phase == schedule::Phase::kSteady &&
-                          ops[p][next[p] + 1].type == schedule::OpType::kBackward;
+        const bool pair = schedule::combined_pair_at(combined, ops[p], next[p]);
         const int i = stage_of(p, op);
         if (op.type == schedule::OpType::kBackward && !known(fwd_end[i][op.microbatch])) break;
         if (op.type == schedule::OpType::kBackward && i < S - 1 &&

@@ -119,7 +119,9 @@ struct RankTime {
   double idle_ms = 0.0;  ///< step_ms − busy_ms (the bubble as this rank sees it)
   uint64_t peak_activation_bytes = 0;  ///< most saved activations at any point of its op order
   int peak_in_flight = 0;              ///< most microbatch-chunks forwarded and not yet backwarded
-  double work_ms = 0.0;                ///< Σ over its stages of M·(forward + backward)
+  /// Σ over its stages of M·(forward + backward), all-to-alls whole: a combined 1F1B pair hides
+  /// part of them, so with EP the work can exceed the step (and rank_imbalance is the stages')
+  double work_ms = 0.0;
 };
 
 struct SimResult {
