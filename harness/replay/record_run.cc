@@ -634,11 +634,14 @@ void apply_variant_like(RecordRun& run, const config::VariantSpec& like) {
   run.variant = v;
   run.training.num_microbatches = K / like.data_parallel_size;
   run.notes.push_back(fmt::format(
-      "--variant-like {}: {} {} (P = {}, DP = {}, M = {}, {}); model, hyperparameters and the "
-      "global batch from the record",
+      "--variant-like {}: {} {} (P = {}, DP = {}{}{}, M = {}, {}); model, hyperparameters and "
+      "the global batch from the record",
       like.name, config::enum_name(like.implementation),
       like.layout.empty() ? "the even split" : "\"" + like.layout + "\"", like.pipeline_size,
-      like.data_parallel_size, run.training.num_microbatches, config::enum_name(like.optimizer)));
+      like.data_parallel_size,
+      like.context_parallel_size > 1 ? fmt::format(", CP = {}", like.context_parallel_size) : "",
+      like.expert_parallel_size > 1 ? fmt::format(", EP = {}", like.expert_parallel_size) : "",
+      run.training.num_microbatches, config::enum_name(like.optimizer)));
 }
 
 }  // namespace mtp::replay

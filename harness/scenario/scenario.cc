@@ -1058,6 +1058,22 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
       continue;
     }
     check_variant_layout(ctx, *node.as_table(), v, config::variant_model(sc.model, v));
+    // The model-level CP / EP rules at parse time, so a bad variant fails the scenario whichever
+    // variants a run selects (the planner states the implementation's rules: engine/plan.cc).
+    {
+      const config::ModelConfig vm = config::variant_model(sc.model, v);
+      const toml::table& vt = *node.as_table();
+      if (const std::string why = config::context_parallel_misfit(vm, v.context_parallel_size);
+          !why.empty()) {
+        ctx.fail(vt.get("cp"),
+                 fmt::format("variant \"{}\": cp = {} {}", v.name, v.context_parallel_size, why));
+      }
+      if (const std::string why = config::expert_parallel_misfit(vm, v.expert_parallel_size);
+          !why.empty()) {
+        ctx.fail(vt.get("ep"),
+                 fmt::format("variant \"{}\": ep = {} {}", v.name, v.expert_parallel_size, why));
+      }
+    }
     if (v.inject && !sc.fault_injection) {
       ctx.fail(node.as_table()->get("inject"),
                fmt::format("variant \"{}\": inject plants a bug; only a scenario whose [scenario] "

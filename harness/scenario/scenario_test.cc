@@ -222,6 +222,7 @@ TEST(ScenarioTest, ReplicasExpectations) {
   // An expert-parallel variant has no copies record to judge: refused at the expectation.
   std::string ep = with("record_copies = true\n", "variants = [\"b\"]\n");
   ep.replace(ep.find("pp = 3\n"), 7, "pp = 3\ndp = 2\nep = 2\n");
+  ep.replace(ep.find("seq_length = 8\n"), 15, "seq_length = 8\nnum_moe_experts = 4\n");
   EXPECT_THAT(error_of(ep), HasSubstr("expectation \"r\": class \"replicas\" cannot judge variant "
                                       "\"b\" (ep = 2)"));
   // include/exclude select parameters by name: a pattern matching none is an error.
@@ -234,6 +235,23 @@ TEST(ScenarioTest, ReplicasExpectations) {
   } catch (const InputError& err) {
     EXPECT_THAT(err.what(), HasSubstr("expectation \"r\": include/exclude select no tensor"));
   }
+}
+
+// A variant's cp and ep must fit the model (config::context_parallel_misfit,
+// expert_parallel_misfit): refused when the scenario is parsed, at the key, whichever variants a
+// run then selects.
+TEST(ScenarioTest, ContextAndExpertParallelSizesMustFitTheModel) {
+  auto with_b = [](const std::string& keys) {
+    std::string t = kMinimal;
+    t.replace(t.find("pp = 3\n"), 7, "pp = 3\n" + keys);
+    return t;
+  };
+  EXPECT_THAT(error_of(with_b("cp = 3\n")),
+              HasSubstr("test.toml:22:6: variant \"b\": cp = 3 needs seq_length to be a multiple "
+                        "of 2 · cp = 6 (this model: 8)"));
+  EXPECT_THAT(error_of(with_b("dp = 2\nep = 2\n")),
+              HasSubstr("test.toml:23:6: variant \"b\": ep = 2 needs an MoE model"));
+  EXPECT_NO_THROW(parse_scenario(with_b("cp = 2\n"), "test.toml"));
 }
 
 // mtp_num_layers unset is Megatron's None: no MTP (D = 0), so a layout with 'm' is refused (R5);
