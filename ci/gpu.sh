@@ -38,6 +38,13 @@
 #              the one GPU (float64), twice (the runs must be identical), and each variant's GPU
 #              record against its CPU-thread record (rel_l2:1e-9: cuBLAS and OpenBLAS round
 #              float64 differently; the measured worst is printed)
+#     anchor   the PyTorch anchor (issue 25 §1, ci/torch_anchor/README.md): the anchor's model
+#              checked against the harness's record (anchor.py check, compare rel_l2:1e-5),
+#              then BM_PipelineStep's bf16 flash harness-kernel rows of both sizes (P = 1, CUDA
+#              graphs, P4 V2; reference and candidate; MTP_BENCH_REPETITIONS, default 5) and
+#              each anchor case (MTP_ANCHOR_CASES, default small:eager small:compile
+#              tiny:eager tiny:compile) in a fresh process, and the table of every harness row's
+#              ratio to the anchors of the same job (OUT_DIR/anchor_table.md, JSON beside it)
 #     megatron the Megatron-LM recorder (ci/megatron_recorder/README.md), with a Megatron-LM tree
 #              carried at build-megatron/Megatron-LM (megatron/ and REVISION): Megatron trains
 #              ci/megatron_recorder/source.toml's run for 3 steps both ways (--init harness,
@@ -305,6 +312,29 @@ else
     --rounds "${MTP_AB_ROUNDS:-5}" --json $work/perf_ab.json
   grep -E "^ |^# " "$log/ab.log" | tee -a "$summary"
 fi
+fi
+if want anchor; then
+step anchor_source $B run ci/megatron_recorder/source.toml --variant ref_p1 --device cuda \
+  --out $R/anchor/source.h5
+step anchor_check python3 ci/torch_anchor/anchor.py check $R/anchor/source.h5 --device cuda \
+  --out $R/anchor/anchor.h5
+step anchor_check_compare $B compare $R/anchor/source.h5 $R/anchor/anchor.h5 --steps 1 \
+  --records loss,grad --class rel_l2:1e-5
+grep -E "^EQUAL|^DIFFERENT|^verdict" "$log/anchor_check_compare.log" | sed "s/^/  anchor model vs harness: /" | tee -a "$summary"
+step anchor_harness env TMPDIR=/tmp timeout 400 $build/train_step_benchmark \
+  --benchmark_filter="${MTP_ANCHOR_FILTER:-BM_PipelineStep/(small|tiny)/(p1|p1graphs|p4v2)/bf16/flash/(reference|candidate)/harness/cuda}" \
+  --benchmark_repetitions=${MTP_BENCH_REPETITIONS:-5} --benchmark_display_aggregates_only=true \
+  --benchmark_out=$out/anchor_harness.json --benchmark_out_format=json
+grep -E "^BM_.*_median" "$log/anchor_harness.log" >> "$summary"
+for c in ${MTP_ANCHOR_CASES:-small:eager small:compile tiny:eager tiny:compile}; do
+  size=${c%%:*}; mode=${c#*:}
+  step "anchor_${size}_${mode}" timeout 400 python3 ci/torch_anchor/anchor.py time --size $size \
+    --mode $mode --json $out/anchor_${size}_${mode}.json
+  grep -E "^BM_TorchAnchor|Error|error" "$log/anchor_${size}_${mode}.log" | tail -3 | tee -a "$summary"
+done
+step anchor_table python3 ci/torch_anchor/anchor.py table $out/anchor_harness.json \
+  $out/anchor_*_*.json --markdown $out/anchor_table.md
+cat "$log/anchor_table.log" >> "$summary"
 fi
 if want megatron; then
 meg=${MTP_MEGATRON_TREE:-build-megatron/Megatron-LM}
