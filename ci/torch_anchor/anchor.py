@@ -31,7 +31,6 @@ Exit: 0 done, 1 the bitwise repeat check failed (time), 2 bad input.
 
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -352,10 +351,9 @@ def table(args):
         ref = mine[anchor_names[0]][1]
         for n in sorted(rows):
             tps, r, reps = rows[n]
-            for key in ("parameters",):
-                if key in r and int(r[key]) != int(ref["parameters"]):
-                    raise InputError(f"{args.harness}: {n} has {int(r[key])} parameters, the "
-                                     f"{size} anchor {int(ref['parameters'])}: not the same model")
+            if "parameters" in r and int(r["parameters"]) != int(ref["parameters"]):
+                raise InputError(f"{args.harness}: {n} has {int(r['parameters'])} parameters, "
+                                 f"the {size} anchor {int(ref['parameters'])}: not the same model")
             lines.append(f"| {n.split('/', 1)[1]} | {reps} | {tps / 1e3:.1f}K | "
                          + " | ".join(f"{tps / mine[a][0]:.2f}" for a in anchor_names) + " |")
         lines.append("")
