@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <vector>
 
 #include "harness/config/param_specs.h"
+#include "harness/model/fan_out.h"
 #include "harness/model/moe.h"
 #include "harness/model/mtp.h"
 
@@ -49,14 +51,18 @@ void append_layer(ChunkProgram& prog, int layer, const std::string& prefix, bool
   }
   prog.add(NodeKind::kAttention, layer, [st, pre, attention, c](ChunkProgram& p) {
     at::Tensor h = attention(pre ? pre(p) : p.hidden);
-    at::Tensor x2 = norm(h, st->w.pre_mlp_layernorm, *c);
     const MoeWeights& moe = *st->w.moe;
+    // The normed input's three readers get their gradients summed in the order one autograd
+    // thread adds them (dispatch, router, shared expert), also when the dispatch's all-to-all
+    // runs its backward on another thread (fan_out.h).
+    const std::vector<at::Tensor> x2 =
+        fan_out(norm(h, st->w.pre_mlp_layernorm, *c), moe.shared_expert ? 3 : 2);
     st->residual = p.cut(h);
-    if (moe.shared_expert) st->shared = p.cut(shared_expert_forward(x2, *moe.shared_expert));
-    st->plan = route(x2, moe.router, *c);
+    if (moe.shared_expert) st->shared = p.cut(shared_expert_forward(x2[2], *moe.shared_expert));
+    st->plan = route(x2[1], moe.router, *c);
     st->gates = p.cut(st->plan.gates);
     st->plan.gates = st->gates;
-    p.hidden = dispatch(x2, st->plan);  // "dispatch preprocess": permute in the attn node
+    p.hidden = dispatch(x2[0], st->plan);  // "dispatch preprocess": permute in the attn node
   });
   prog.add(NodeKind::kDispatch, layer, [st, ep](ChunkProgram& p) {
     if (ep == nullptr) {
