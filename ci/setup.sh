@@ -13,7 +13,8 @@ pkgs=(build-essential cmake ninja-build git pkg-config
 if [ "${1:-}" != "tool" ]; then
   pkgs+=(chromium         # renders the HTML report to PNG in harness/report's test
          clang-14 libclang-rt-14-dev llvm-14  # ci/sanitize.sh: ASan/UBSan/libFuzzer, symbolizer
-         clang-format-14)  # ci/format.sh (run by ci/test.sh): the C++ style of .clang-format
+         clang-format-14   # ci/format.sh (run by ci/test.sh): the C++ style of .clang-format
+         python3-torch python3-h5py)  # ci/torch_anchor's CTest anchor.torch_model
 fi
 missing=()
 for p in "${pkgs[@]}"; do
