@@ -64,6 +64,13 @@
 //                       TFLOP/s for fp32 (no tensor cores: TF32 is off). CUDA rows only, and only
 //                       meaningful on an H200 (the peaks are in the run context)
 //   parameters          (BM_PipelineStep) unique parameters, MTP included
+//   aten_ops_per_microbatch, dispatched_ops_per_microbatch, autograd_nodes_per_microbatch
+//                       (BM_PipelineStep) the host's work: ATen operators (nested ones too),
+//                       the dispatched ones (called by no other operator) and autograd nodes of
+//                       one more, untimed step, over M (kernels/testing/op_count.h; every
+//                       thread; the same on every machine for the same code and device kind);
+//                       MTP_BENCH_OP_HISTOGRAM=N prints that step's N most frequent
+//                       dispatched operators and nodes
 //   wall_s, first_step_end_s, record_MB_per_step  (BM_TrainStep) the run's wall time, the end
 //                       of its step 1, and the record's growth per extra step
 #include <ATen/ATen.h>
@@ -98,6 +105,7 @@
 #include "harness/perf/model_flops.h"
 #include "harness/transport/transport.h"
 #include "kernels/testing/benchmark_util.h"
+#include "kernels/testing/op_count.h"
 #include "kernels/testing/trace_util.h"
 #include "reference/reference.h"
 
@@ -347,6 +355,16 @@ std::string trace_path(const std::string& name) {
   return (fs::path(dir) / (file + ".trace.json")).string();
 }
 
+/// $MTP_BENCH_OP_HISTOGRAM as a row count (0 when unset or not a positive number): BM_PipelineStep
+/// then prints that many of the counted step's most frequent operators and nodes to stderr.
+size_t op_histogram_rows() {
+  const char* v = std::getenv("MTP_BENCH_OP_HISTOGRAM");
+  if (v == nullptr) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return end != v && *end == '\0' && n > 0 ? static_cast<size_t>(n) : 0;
+}
+
 /// Sets tokens_per_second, model_TFLOPs and (CUDA) MFU from `seconds` over `steps` steps.
 void set_throughput_counters(benchmark::State& state, const Setting& s,
                              const mtp::config::ModelConfig& cfg, double steps, double seconds) {
@@ -423,6 +441,25 @@ void BM_PipelineStep(benchmark::State& state, Setting setting) {
       trace.start();
       mtp::engine::run_pipeline_step(chunks, layout, plan.schedule, mbs, *transport, exec);
       trace.stop_and_save(at::zeros({1}, at::TensorOptions().device(device)), path);
+      reset_grads();
+    }
+    {  // one more untimed step, its host work counted (kernels/testing/op_count.h)
+      mtp::bench::OpCount count(op_histogram_rows() > 0);
+      mtp::engine::run_pipeline_step(chunks, layout, plan.schedule, mbs, *transport, exec);
+      count.stop();
+      const double m = static_cast<double>(setting.size.microbatches);
+      state.counters["aten_ops_per_microbatch"] = static_cast<double>(count.operators()) / m;
+      state.counters["dispatched_ops_per_microbatch"] = static_cast<double>(count.dispatched()) / m;
+      state.counters["autograd_nodes_per_microbatch"] = static_cast<double>(count.nodes()) / m;
+      if (const size_t rows = op_histogram_rows(); rows > 0) {
+        std::fprintf(stderr,
+                     "# BM_PipelineStep/%s: the %zu most frequent operators and nodes of "
+                     "one step (%lld operators, %lld dispatched, %lld nodes)\n",
+                     setting_name(setting).c_str(), rows, static_cast<long long>(count.operators()),
+                     static_cast<long long>(count.dispatched()),
+                     static_cast<long long>(count.nodes()));
+        count.print_top(stderr, rows);
+      }
       reset_grads();
     }
     state.counters["parameters"] = static_cast<double>(count_parameters(init));
