@@ -67,8 +67,9 @@
 //   aten_ops_per_microbatch, dispatched_ops_per_microbatch, autograd_nodes_per_microbatch
 //                       (BM_PipelineStep) the host's work: ATen operators (nested ones too),
 //                       the dispatched ones (called by no other operator) and autograd nodes of
-//                       one more, untimed step, over M (kernels/testing/op_count.h; every
-//                       thread; the same on every machine for the same code and device kind);
+//                       the untimed warm-up step, over M (kernels/testing/op_count.h; every
+//                       thread; the same on every machine for the same code and device kind;
+//                       p1graphs: the step that captures the graphs, i.e. the eager step's);
 //                       MTP_BENCH_OP_HISTOGRAM=N prints that step's N most frequent
 //                       dispatched operators and nodes
 //   wall_s, first_step_end_s, record_MB_per_step  (BM_TrainStep) the run's wall time, the end
@@ -380,6 +381,24 @@ void set_throughput_counters(benchmark::State& state, const Setting& s,
   }
 }
 
+/// Sets aten_ops_per_microbatch, dispatched_ops_per_microbatch and autograd_nodes_per_microbatch
+/// from `count` (one step) and prints its histogram when $MTP_BENCH_OP_HISTOGRAM asks.
+void set_host_work_counters(benchmark::State& state, const Setting& setting,
+                            const mtp::bench::OpCount& count) {
+  const double m = static_cast<double>(setting.size.microbatches);
+  state.counters["aten_ops_per_microbatch"] = static_cast<double>(count.operators()) / m;
+  state.counters["dispatched_ops_per_microbatch"] = static_cast<double>(count.dispatched()) / m;
+  state.counters["autograd_nodes_per_microbatch"] = static_cast<double>(count.nodes()) / m;
+  if (const size_t rows = op_histogram_rows(); rows > 0) {
+    std::fprintf(stderr,
+                 "# BM_PipelineStep/%s: the %zu most frequent operators and nodes of one step "
+                 "(%lld operators, %lld dispatched, %lld nodes)\n",
+                 setting_name(setting).c_str(), rows, static_cast<long long>(count.operators()),
+                 static_cast<long long>(count.dispatched()), static_cast<long long>(count.nodes()));
+    count.print_top(stderr, rows);
+  }
+}
+
 /// BM_PipelineStep: forward + backward of one step (run_pipeline_step), see the file comment.
 void BM_PipelineStep(benchmark::State& state, Setting setting) {
   if (auto why = mtp::bench::device_unavailable(setting.dev)) {
@@ -423,8 +442,13 @@ void BM_PipelineStep(benchmark::State& state, Setting setting) {
       if (main_grads) main_grads->zero();
     };
     DeviceTimer timer(device);
-    mtp::engine::run_pipeline_step(chunks, layout, plan.schedule, mbs, *transport, exec);
-    reset_grads();  // the warm-up step
+    {  // the warm-up step, its host work counted (kernels/testing/op_count.h)
+      mtp::bench::OpCount count(op_histogram_rows() > 0);
+      mtp::engine::run_pipeline_step(chunks, layout, plan.schedule, mbs, *transport, exec);
+      count.stop();
+      set_host_work_counters(state, setting, count);
+      reset_grads();
+    }
     double seconds = 0.0;
     for (auto _ : state) {
       timer.Start();
@@ -441,25 +465,6 @@ void BM_PipelineStep(benchmark::State& state, Setting setting) {
       trace.start();
       mtp::engine::run_pipeline_step(chunks, layout, plan.schedule, mbs, *transport, exec);
       trace.stop_and_save(at::zeros({1}, at::TensorOptions().device(device)), path);
-      reset_grads();
-    }
-    {  // one more untimed step, its host work counted (kernels/testing/op_count.h)
-      mtp::bench::OpCount count(op_histogram_rows() > 0);
-      mtp::engine::run_pipeline_step(chunks, layout, plan.schedule, mbs, *transport, exec);
-      count.stop();
-      const double m = static_cast<double>(setting.size.microbatches);
-      state.counters["aten_ops_per_microbatch"] = static_cast<double>(count.operators()) / m;
-      state.counters["dispatched_ops_per_microbatch"] = static_cast<double>(count.dispatched()) / m;
-      state.counters["autograd_nodes_per_microbatch"] = static_cast<double>(count.nodes()) / m;
-      if (const size_t rows = op_histogram_rows(); rows > 0) {
-        std::fprintf(stderr,
-                     "# BM_PipelineStep/%s: the %zu most frequent operators and nodes of "
-                     "one step (%lld operators, %lld dispatched, %lld nodes)\n",
-                     setting_name(setting).c_str(), rows, static_cast<long long>(count.operators()),
-                     static_cast<long long>(count.dispatched()),
-                     static_cast<long long>(count.nodes()));
-        count.print_top(stderr, rows);
-      }
       reset_grads();
     }
     state.counters["parameters"] = static_cast<double>(count_parameters(init));
