@@ -85,9 +85,13 @@ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,nohea
 ngpu=$(nvidia-smi -L | wc -l)
 
 build=build-gpu
+# benchmark_DIR pinned: an H200 image of 2026-12-06 has Google Benchmark 1.8.3 in /usr, whose
+# config CMake found before the brought 1.7.1 one, so the programs compiled against 1.7.1's
+# headers linked against 1.8.3 (undefined benchmark::State::SkipWithError(char const*)).
 step configure cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DNCCL_ROOT="$nccl_root" \
-  -DCMAKE_PREFIX_PATH="$torch_prefix;/tmp/pfx/usr;/tmp/pfx/usr/share" || { tail -40 "$log/configure.log" | tee -a "$summary"; }
+  -DCMAKE_PREFIX_PATH="$torch_prefix;/tmp/pfx/usr;/tmp/pfx/usr/share" \
+  -Dbenchmark_DIR=/tmp/pfx/usr/lib/x86_64-linux-gnu/cmake/benchmark || { tail -40 "$log/configure.log" | tee -a "$summary"; }
 if ! step build cmake --build $build -j "$(nproc)" -- -k 0; then
   grep -E "error|FAILED" "$log/build.log" | head -60 | tee -a "$summary"
   tar -C "$work" -czf "$out/results.tar.gz" logs
