@@ -69,7 +69,8 @@
 //                       the dispatched ones (called by no other operator) and autograd nodes of
 //                       the untimed warm-up step, over M (kernels/testing/op_count.h; every
 //                       thread; the same on every machine for the same code and device kind;
-//                       p1graphs: the step that captures the graphs, i.e. the eager step's);
+//                       p1graphs: its first microbatch eager, the second captured, the rest
+//                       replayed, so not a later step's);
 //                       MTP_BENCH_OP_HISTOGRAM=N prints that step's N most frequent
 //                       dispatched operators and nodes
 //   wall_s, first_step_end_s, record_MB_per_step  (BM_TrainStep) the run's wall time, the end
