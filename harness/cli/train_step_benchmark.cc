@@ -72,14 +72,17 @@
 //                       p1graphs: its first microbatch eager, the second captured, the rest
 //                       replayed, so not a later step's);
 //                       MTP_BENCH_OP_HISTOGRAM=N prints that step's N most frequent
-//                       dispatched operators and nodes
+//                       dispatched operators and nodes (any other value than a whole number
+//                       ≥ 0 stops the program with exit code 2 before any benchmark)
 //   wall_s, first_step_end_s, record_MB_per_step  (BM_TrainStep) the run's wall time, the end
 //                       of its step 1, and the record's growth per extra step
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 #include <c10/core/GradMode.h>
+#include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -95,6 +98,7 @@
 #include <vector>
 
 #include "candidate/candidate.h"
+#include "harness/common/error.h"
 #include "harness/common/temp_file.h"
 #include "harness/config/model_config.h"
 #include "harness/data/microbatch.h"
@@ -357,14 +361,22 @@ std::string trace_path(const std::string& name) {
   return (fs::path(dir) / (file + ".trace.json")).string();
 }
 
-/// $MTP_BENCH_OP_HISTOGRAM as a row count (0 when unset or not a positive number): BM_PipelineStep
-/// then prints that many of the counted step's most frequent operators and nodes to stderr.
+/// $MTP_BENCH_OP_HISTOGRAM as a row count (0 when unset): BM_PipelineStep then prints that many
+/// of the counted step's most frequent operators and nodes to stderr. Throws InputError naming
+/// the variable and its value when it is set to anything but a whole number ≥ 0.
 size_t op_histogram_rows() {
   const char* v = std::getenv("MTP_BENCH_OP_HISTOGRAM");
   if (v == nullptr) return 0;
   char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  return end != v && *end == '\0' && n > 0 ? static_cast<size_t>(n) : 0;
+  errno = 0;
+  const long long n = std::strtoll(v, &end, 10);
+  if (end == v || *end != '\0' || n < 0 || errno == ERANGE) {
+    throw mtp::InputError(fmt::format(
+        "MTP_BENCH_OP_HISTOGRAM=\"{}\": expected the number of rows to print, a whole number "
+        ">= 0 (0: none)",
+        v));
+  }
+  return static_cast<size_t>(n);
 }
 
 /// Sets tokens_per_second, model_TFLOPs and (CUDA) MFU from `seconds` over `steps` steps.
@@ -630,6 +642,7 @@ int main(int argc, char** argv) {
   // CUBLAS_WORKSPACE_CONFIG) before the first tensor op, as every run_variant() applies them.
   try {
     mtp::engine::apply_determinism();
+    op_histogram_rows();  // a malformed value stops the run before any benchmark
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_step_benchmark: %s\n", e.what());
     return 2;

@@ -13,6 +13,7 @@
 
 #include "harness/common/error.h"
 #include "harness/engine/determinism.h"
+#include "harness/gpu/side_stream.h"
 #include "harness/transport/transport.h"
 
 namespace mtp::engine {
@@ -377,9 +378,13 @@ class RankExecutor {
           const size_t comm_idx = first_is_comm ? *a : *b2;
           const size_t compute_idx = first_is_comm ? *b2 : *a;
           const at::ThreadLocalState tls;  // grad mode and dispatch state of this thread
+          // The side stream starts after the compute issued so far, not after the paired node's.
+          const gpu::SideStreamFence fence(options_.device);
           std::future<void> side = std::async(std::launch::async, [&, tls] {
             at::ThreadLocalStateGuard guard(tls);
             pin_thread_determinism();
+            const gpu::SideStreamFence::Scope on_side(
+                fence, /*side_stream_current=*/comm_step.side == OpType::kBackward);
             run_at(comm_step.side, comm_idx, /*finish=*/false);
           });
           std::exception_ptr compute_error;

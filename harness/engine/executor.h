@@ -43,9 +43,12 @@ struct ExecutionOptions {
   /// communication stream against the compute stream). The pairs are the adjacent sub-steps of
   /// ScheduleDef::combined_order with one all-to-all node and one compute node of opposite
   /// sides. The values, and so the bits, are those of the serial order: the two nodes share no
-  /// tensor, and main grads are accumulated after the pair joins, in the serial order. On the GPU
-  /// the side thread issues to the same stream (no side stream).
+  /// tensor, and main grads are accumulated after the pair joins, in the serial order. On a CUDA
+  /// `device` the all-to-alls' copies run on the device's side stream, ordered after the rank's
+  /// compute issued before the pair (gpu/side_stream.h), so they overlap the paired compute node.
   bool overlap_expert_comm = false;
+  /// The device the rank's chunks run on (CUDA: where the side stream of overlap_expert_comm is).
+  at::Device device = at::kCPU;
   /// Called with the stage index after every backward call of a chunk (the whole chunk's, or a
   /// node's in combined 1F1B): where Megatron's DDP hook moves .grad into the main grads.
   std::function<void(int stage)> after_backward;

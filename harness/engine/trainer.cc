@@ -130,6 +130,7 @@ class RankWorker {
       ExecutionOptions exec;
       exec.overlap_p2p = plan_.variant.overlap_p2p;
       exec.overlap_expert_comm = ep_ != nullptr;
+      exec.device = ctx_.device;
       const bool canonical = plan_.model.accumulation == config::Accumulation::kCanonical;
       if (canonical) {
         // Each (global microbatch, use) contribution kept apart (canonical_grads.h).

@@ -3,6 +3,7 @@
 #include "harness/gpu/cuda_graph.h"
 #include "harness/gpu/device_clock.h"
 #include "harness/gpu/gpu.h"
+#include "harness/gpu/side_stream.h"
 
 namespace mtp::gpu {
 namespace {
@@ -38,5 +39,24 @@ DeviceClock::~DeviceClock() = default;
 int DeviceClock::mark() { no_cuda("DeviceClock"); }
 double DeviceClock::elapsed_ms(int, int) { no_cuda("DeviceClock"); }
 void DeviceClock::clear() {}
+
+// Without CUDA a device is the CPU (a CUDA device is refused when the run is set up), where the
+// side stream has nothing to order.
+struct SideStreamFence::Impl {};
+SideStreamFence::SideStreamFence(const at::Device& device) {
+  if (device.is_cuda()) no_cuda("side stream");
+}
+SideStreamFence::~SideStreamFence() = default;
+struct SideStreamFence::Scope::Impl {};
+SideStreamFence::Scope::Scope(const SideStreamFence&, bool) {}
+SideStreamFence::Scope::~Scope() = default;
+at::Tensor on_side_stream(const at::Device& device, const std::function<at::Tensor()>& work) {
+  if (device.is_cuda()) no_cuda("side stream");
+  return work();
+}
+at::Tensor side_copy(const at::Tensor& t, const at::Device& to) {
+  if (to.is_cuda()) no_cuda("side stream");
+  return t.to(to);
+}
 
 }  // namespace mtp::gpu

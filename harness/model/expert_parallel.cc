@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "harness/common/error.h"
+#include "harness/gpu/side_stream.h"
 
 namespace mtp::model {
 namespace {
@@ -31,14 +32,16 @@ ExpertCounts unflatten(const std::vector<int64_t>& flat, int members) {
 
 /// The autograd node of dispatch (`to_experts`) and combine (the other direction): its backward
 /// is the opposite move. For a CUDA `device` the node's input and output are CPU copies and the
-/// all-to-all runs on `device`, so that autograd runs the backward on the calling thread
-/// (ContextParallel's AllGatherSequence explains the deadlock this avoids).
+/// all-to-all runs on `device`'s side stream, so that autograd runs the backward on the calling
+/// thread (ContextParallel's AllGatherSequence explains the deadlock this avoids).
 struct ExpertAllToAll : public torch::autograd::Function<ExpertAllToAll> {
   static at::Tensor move(ExpertParallel* ep, bool to_experts, const at::Tensor& x,
                          const ExpertCounts& c, const at::Device& device) {
-    const at::Tensor in = x.to(device);
-    const at::Tensor out = to_experts ? ep->move_to_experts(in, c) : ep->move_to_sources(in, c);
-    return out.to(x.device());
+    return gpu::on_side_stream(device, [&] {
+      const at::Tensor in = gpu::side_copy(x, device);
+      const at::Tensor out = to_experts ? ep->move_to_experts(in, c) : ep->move_to_sources(in, c);
+      return gpu::side_copy(out, x.device());
+    });
   }
   static at::Device device_of(AutogradContext* ctx) {
     return {static_cast<at::DeviceType>(ctx->saved_data["device_type"].toInt()),
@@ -68,14 +71,51 @@ struct ExpertAllToAll : public torch::autograd::Function<ExpertAllToAll> {
   }
 };
 
+/// A CUDA tensor's CPU copy inside autograd, both ways in side-stream sections (page-locked host
+/// memory; the gradient's device copy marked as used by the compute stream, side_stream.h),
+/// which LibTorch's own copy node would not do. A CPU node (its output is on the CPU), so
+/// autograd runs its backward on the calling thread.
+struct ToHost : public torch::autograd::Function<ToHost> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
+    ctx->saved_data["device_type"] = static_cast<int64_t>(x.device().type());
+    ctx->saved_data["device_index"] = static_cast<int64_t>(x.device().index());
+    return gpu::on_side_stream(x.device(), [&] { return gpu::side_copy(x, at::kCPU); });
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const at::Device device = ExpertAllToAll::device_of(ctx);
+    return {gpu::on_side_stream(device, [&] { return gpu::side_copy(grad_outputs[0], device); })};
+  }
+};
+
+/// The inverse of ToHost: a CPU tensor's copy on a CUDA device inside autograd. Applied inside
+/// a side-stream section, so the node belongs to the side stream and autograd runs its backward
+/// (the gradient's host copy, a section too) there, after the gradient's producer.
+struct ToDevice : public torch::autograd::Function<ToDevice> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t device_type,
+                            int64_t device_index) {
+    ctx->saved_data["device_type"] = device_type;
+    ctx->saved_data["device_index"] = device_index;
+    return gpu::side_copy(x, ExpertAllToAll::device_of(ctx));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const at::Device device = ExpertAllToAll::device_of(ctx);
+    return {gpu::on_side_stream(device, [&] { return gpu::side_copy(grad_outputs[0], at::kCPU); }),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
 at::Tensor apply(ExpertParallel* ep, bool to_experts, const at::Tensor& x, const ExpertCounts& c) {
   const at::Device device = x.device();
-  const at::Tensor input = device.is_cpu() ? x : x.cpu();
+  const at::Tensor input = device.is_cpu() ? x : ToHost::apply(x);
   const at::Tensor out =
       ExpertAllToAll::apply(input, reinterpret_cast<int64_t>(ep), to_experts, flatten(c),  // NOLINT
                             static_cast<int64_t>(device.type()),
                             static_cast<int64_t>(device.has_index() ? device.index() : 0));
-  return device.is_cpu() ? out : out.to(device);
+  if (device.is_cpu()) return out;
+  return gpu::on_side_stream(device, [&] {
+    return ToDevice::apply(out, static_cast<int64_t>(device.type()),
+                           static_cast<int64_t>(device.index()));
+  });
 }
 
 }  // namespace
@@ -103,7 +143,11 @@ ExpertCounts ExpertParallel::exchange_counts(const std::vector<int64_t>& tokens_
   at::Tensor mine = at::empty({num_experts_}, at::kLong);
   std::copy(tokens_per_expert.begin(), tokens_per_expert.end(), mine.data_ptr<int64_t>());
   const at::Tensor all =
-      comm_.all_gather(group_, mine.to(device), num_experts_ * size()).cpu().contiguous();
+      gpu::on_side_stream(device, [&] {
+        return gpu::side_copy(
+            comm_.all_gather(group_, gpu::side_copy(mine, device), num_experts_ * size()),
+            at::kCPU);
+      }).contiguous();
   const int64_t* p = all.data_ptr<int64_t>();
   return unflatten(std::vector<int64_t>(p, p + all.numel()), size());
 }

@@ -58,7 +58,7 @@ class ExpertParallel {
   bool holds(int64_t expert) const { return owner_of(expert) == rank_; }
 
   /// Every member's tokens_per_expert ([E] each), by one all-gather over the group of int64
-  /// tensors on `device` (the transport's).
+  /// tensors on `device` (the transport's; a CUDA device's side stream).
   ExpertCounts exchange_counts(const std::vector<int64_t>& tokens_per_expert, at::Device device);
   /// Rows this member's local expert le receives after dispatch: Σ_src counts[src][first + le].
   std::vector<int64_t> local_rows(const ExpertCounts& c) const;
@@ -67,7 +67,9 @@ class ExpertParallel {
   /// expert, counts[rank()] rows each) → [R, H], R = Σ local_rows, grouped by local expert, then
   /// by source member ascending. Backward: combine of the gradient. With CUDA tensors the
   /// autograd node holds CPU copies (as ContextParallel::all_gather_sequence), so its blocking
-  /// backward runs on the calling thread.
+  /// backward runs on the calling thread, and every device copy and all-to-all of the move, both
+  /// ways, runs as a synchronous section on the device's side stream (gpu/side_stream.h), so that
+  /// inside a combined 1F1B side task it does not wait for the paired compute node.
   at::Tensor dispatch(const at::Tensor& permuted, const ExpertCounts& c);
   /// Combine inside autograd, the inverse of dispatch: expert_out [R, H] → [T·k, H] in the
   /// order of dispatch's input. Backward: dispatch of the gradient.
