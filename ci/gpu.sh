@@ -34,10 +34,12 @@
 #              standalone (candidate) MTP: each rank's measured op sum (CUDA events, computes
 #              one at a time) against the simulated busy time from the costs calibrated in the
 #              same command (exit 1 when a rank is off by more than 10 %)
-#     cp       context parallelism (issue 24): scenarios/cp_ep.toml with every rank as a thread on
-#              the one GPU (float64), twice (the runs must be identical), and each variant's GPU
-#              record against its CPU-thread record (rel_l2:1e-9: cuBLAS and OpenBLAS round
-#              float64 differently; the measured worst is printed)
+#     cp       context and expert parallelism (issue 24): scenarios/cp_ep.toml with every rank as
+#              a thread on the one GPU (float64), twice (the runs must be identical), and each
+#              variant's GPU record against its CPU-thread record (rel_l2:1e-9: cuBLAS and
+#              OpenBLAS round float64 differently; the measured worst is printed); on a machine
+#              with several GPUs, each variant whose ranks fit over NCCL (torchrun, and a thread
+#              per GPU), bitwise against its ranks-as-threads record
 #     anchor   the PyTorch anchor (issue 25 §1, ci/torch_anchor/README.md): the anchor's model
 #              checked against the harness's record (anchor.py check, compare rel_l2:1e-5),
 #              then BM_PipelineStep's bf16 flash harness-kernel rows of both sizes (P = 1, CUDA
@@ -158,6 +160,33 @@ for f in $R/cp_ep/*.h5; do
   step "cp_gpu_vs_cpu_$v" $B compare $f $R/cp_ep_cpu/$v.h5 --class rel_l2:1e-9 --records loss,grad,weight
   grep -E "^EQUAL|^DIFFERENT|^verdict|worst relative" "$log/cp_gpu_vs_cpu_$v.log" | head -2 | sed "s/^/  $v gpu vs cpu: /" | tee -a "$summary"
 done
+# Over NCCL, one rank per GPU (torchrun processes, then one process with a thread per GPU): every
+# variant whose world size (DP x CP x P, `run --world-size`) fits this machine's GPUs; each record
+# must be bitwise equal to the same variant's ranks-as-threads record on one GPU.
+port=29811
+not_nccl=()
+for f in $R/cp_ep/*.h5; do
+  v=$(basename $f .h5)
+  if ! world=$($B run scenarios/cp_ep.toml --variant $v --world-size 2>> "$log/cp_world_size.log"); then
+    say "  $v: run --world-size failed (logs/cp_world_size.log)"
+    continue
+  fi
+  if [ "$world" -gt "$ngpu" ]; then
+    not_nccl+=("$v ($world ranks)")
+    continue
+  fi
+  port=$((port + 2))
+  step "cp_nccl_$v" python3 -m torch.distributed.run --nproc_per_node $world --master_port $port \
+    --no-python $B run scenarios/cp_ep.toml --variant $v --device cuda --launcher env \
+    --out $R/cp_ep_nccl/$v.h5 --timeout 300
+  step "cp_nccl_vs_threads_$v" $B compare $R/cp_ep_nccl/$v.h5 $f --records batch,loss,grad,weight
+  grep -E "^EQUAL|^DIFFERENT|first divergence" "$log/cp_nccl_vs_threads_$v.log" | sed "s/^/  $v nccl vs threads: /" | tee -a "$summary"
+  step "cp_thread_per_gpu_$v" $B run scenarios/cp_ep.toml --variant $v --device cuda --launcher threads \
+    --port $((port + 1)) --out $R/cp_ep_tpg/$v.h5 --timeout 300
+  step "cp_thread_per_gpu_vs_threads_$v" $B compare $R/cp_ep_tpg/$v.h5 $f --records batch,loss,grad,weight
+  grep -E "^EQUAL|^DIFFERENT|first divergence" "$log/cp_thread_per_gpu_vs_threads_$v.log" | sed "s/^/  $v thread per GPU vs threads: /" | tee -a "$summary"
+done
+[ ${#not_nccl[@]} -gt 0 ] && say "cp over NCCL: $ngpu GPU(s), not run: ${not_nccl[*]}"
 fi
 if want p2; then
 # 4. P = 2: threads on one GPU vs one process per GPU (torchrun, NCCL).

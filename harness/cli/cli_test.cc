@@ -17,6 +17,8 @@
 #include <fstream>
 #include <regex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "harness/cli/cli_test_util.h"
 #include "harness/common/test_util.h"
@@ -369,6 +371,28 @@ TEST(CliFaultTest, AbsurdRunsAreRefusedFromTheEstimateBeforeTraining) {
           .code,
       0);
   EXPECT_EQ(run("check scenarios/default.toml --max-memory lots").code, 2);
+}
+
+TEST(CliTest, RunWorldSizeIsDataTimesContextTimesPipelineAndRunsNothing) {
+  // What ci/gpu.sh sizes torchrun with: DP x CP x P; expert parallelism splits the DP x CP ranks
+  // and adds none (Megatron-LM's expert-data-parallel group).
+  ScratchDir dir;
+  for (const auto& [variant, ranks] :
+       std::vector<std::pair<std::string, std::string>>{{"ref_cp2_p4v2", "8\n"},
+                                                        {"ref_cp4_p2", "8\n"},
+                                                        {"ref_cp2_ep2_p2", "4\n"},
+                                                        {"ref_ep4_dp4_p1", "4\n"},
+                                                        {"ref_ep2_dp2_p4v2", "8\n"}}) {
+    const auto r = run("run scenarios/cp_ep.toml --variant " + variant + " --world-size --out " +
+                       dir.file(variant + ".h5"));
+    EXPECT_EQ(r.code, 0) << variant << ": " << r.out;
+    EXPECT_EQ(r.out, ranks) << variant;
+    EXPECT_FALSE(std::filesystem::exists(dir.file(variant + ".h5"))) << variant;
+  }
+  EXPECT_EQ(run("run --variant ref_p1 --world-size").out, "1\n");
+  const auto bad = run("run scenarios/cp_ep.toml --variant nope --world-size");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_THAT(bad.out, HasSubstr("nope"));
 }
 
 TEST(CliFaultTest, LongRunsSayHowLongTheyWillTake) {

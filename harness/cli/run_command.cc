@@ -125,6 +125,10 @@ int run_one(const RunCommandOptions& opt) {
   } catch (const InputError& e) {
     throw variant_error(sc, v.name, e.what());
   }
+  if (opt.print_world_size) {
+    std::cout << plan.world_size() << "\n";
+    return kExitOk;
+  }
   {
     // One process holds every rank (no launcher) or one rank per process / GPU.
     uint64_t disk_budget = free_disk_bytes(

@@ -139,6 +139,9 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
                 "MASTER_ADDR, MASTER_PORT) | mpi (mpirun) | threads "
                 "(one process, one thread per GPU)")
       ->check(CLI::IsMember({"env", "mpi", "threads"}));
+  r->add_flag("--world-size", run.print_world_size,
+              "print the variant's number of ranks (DP x CP x P: the processes or GPUs a "
+              "--launcher run needs) and exit without running");
   r->add_option("--port", run.port, "TCPStore port for --launcher threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 65535));

@@ -53,6 +53,9 @@ struct RunCommandOptions {
   int port = 29555;         ///< TCPStore port of --launcher threads
   uint64_t max_memory = 0;  ///< --max-memory bytes; 0 = what the device has
   int timeout_s = 300;      ///< receive timeout
+  /// --world-size: print the variant's number of ranks (DP × CP × P) and run nothing (launch
+  /// scripts size torchrun's --nproc_per_node with it)
+  bool print_world_size = false;
   TrainingFlags training;
 };
 

@@ -12,7 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
 
@@ -60,6 +62,11 @@ struct Channel {
   ncclComm_t comm = nullptr;
   c10::cuda::CUDAStream stream;
   int peer_in_comm = 0;  // the other end's rank in `comm`
+  /// Held by the one thread that reads the channel's next message (header, then payload). Two
+  /// threads of one rank may receive from one peer at once (the rank's and the combined 1F1B
+  /// side thread's expert all-to-all): a header receive posted between another thread's header
+  /// and payload receives would take that payload's bytes.
+  std::shared_ptr<std::timed_mutex> reader = std::make_shared<std::timed_mutex>();
 };
 
 class NcclTransport final : public transport::Transport {
@@ -180,17 +187,18 @@ class NcclTransport final : public transport::Transport {
       activity_[dst] = fmt::format("waiting to receive {} from rank {}", tag.str(), src);
     }
     while (true) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = stash_.find({src, tag});
-        if (it != stash_.end()) {
-          at::Tensor t = it->second;
-          stash_.erase(it);
-          return finish(t, dst, src, tag, expected_shape);
-        }
-      }
-      // The next message on the channel: header, then payload.
+      // A message read ahead by another thread of this rank sits in the stash; else this thread
+      // becomes the channel's reader, checking the stash while it waits for its turn.
       Channel& ch = channel(src, dst);
+      std::unique_lock<std::timed_mutex> reading(*ch.reader, std::defer_lock);
+      while (true) {
+        if (auto t = take_stashed(ch, src, tag)) return finish(*t, dst, src, tag, expected_shape);
+        if (reading.try_lock_for(std::chrono::microseconds(200))) break;
+        if (Clock::now() >= deadline) time_out(dst, src, tag);
+      }
+      // The reader before this one may have stashed this message after the last check.
+      if (auto t = take_stashed(ch, src, tag)) return finish(*t, dst, src, tag, expected_shape);
+      // The next message on the channel: header, then payload.
       at::Tensor header =
           at::empty({kHeader}, at::TensorOptions().dtype(at::kLong).device(at::kCUDA, device_));
       {
@@ -284,23 +292,46 @@ class NcclTransport final : public transport::Transport {
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(ch.comm, &async);
       if (async != ncclSuccess) nccl_check(async, "NCCL async error", peer, &tag);
-      if (Clock::now() >= deadline) {
-        std::string msg = fmt::format(
-            "rank {}: timed out after {} ms waiting to receive {} from rank {} (NCCL)\npending "
-            "operations:",
-            me, timeout_.count(), tag.str(), peer);
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          for (int r = 0; r < env_.world_size; ++r)
-            msg += fmt::format("\n  rank {}: {}", r, activity_[r]);
-        }
-        msg +=
-            "\n(only this process's ranks are known here; the peers' state is in their own logs)";
-        abort(msg);
-        throw InfraError(msg);
-      }
+      if (Clock::now() >= deadline) time_out(me, peer, tag);
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+  }
+
+  /// The message `tag` from `peer`, when another thread of this rank read it ahead; removed.
+  /// The reader made its own current stream wait for the payload, this thread's may be another
+  /// (the side stream): it waits for `ch`'s stream too, and the allocator learns the use.
+  std::optional<at::Tensor> take_stashed(Channel& ch, int peer, const MessageTag& tag) {
+    at::Tensor t;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = stash_.find({peer, tag});
+      if (it == stash_.end()) return std::nullopt;
+      t = it->second;
+      stash_.erase(it);
+    }
+    const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device_);
+    at::cuda::CUDAEvent arrived;
+    arrived.record(ch.stream);
+    arrived.block(current);
+    c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), current);
+    return t;
+  }
+
+  /// Aborts every channel and throws InfraError: `me` waited past the receive timeout for `tag`
+  /// from `peer`; the message lists what each of this process's ranks was doing.
+  [[noreturn]] void time_out(int me, int peer, const MessageTag& tag) {
+    std::string msg = fmt::format(
+        "rank {}: timed out after {} ms waiting to receive {} from rank {} (NCCL)\npending "
+        "operations:",
+        me, timeout_.count(), tag.str(), peer);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (int r = 0; r < env_.world_size; ++r)
+        msg += fmt::format("\n  rank {}: {}", r, activity_[r]);
+    }
+    msg += "\n(only this process's ranks are known here; the peers' state is in their own logs)";
+    abort(msg);
+    throw InfraError(msg);
   }
 
   void nccl_check(ncclResult_t r, const char* op, int peer, const MessageTag* tag) {
