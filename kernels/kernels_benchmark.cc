@@ -8,6 +8,9 @@
 //   BM_EmbeddingBackward/<variant>/<dev>/<dtype>/T:_/H:_/V:_  grad_table [V, H] from grad_out [T,H]
 //   BM_RmsNorm/<variant>/<dev>/<dtype>/N:_/H:_                forward + backward of [N, H]
 //   BM_CrossEntropy/<variant>/<dev>/<dtype>/N:_/V:_           forward + backward of [N, V] logits
+//   BM_Swiglu/<variant>/<dev>/<dtype>/N:_/F:_                 forward + backward of silu(gate)·up,
+//                                                             gate_up [N, 2F] (CUDA only: on the
+//                                                             CPU the harness op is the composite)
 //   BM_Attention/<backend>/<dev>/<dtype>/b:_/heads:_/s:_/hn:_ forward + backward of causal
 //                                                             attention, q, k, v [b, heads, s, hn]
 //
@@ -25,7 +28,8 @@
 // The LibTorch formulations: embedding = index_select (the model's "torch" path; its backward is
 // index_add_ into zeros); RMSNorm = x · rsqrt(mean(x²) + eps) · w (the model's op); cross entropy =
 // log_softmax (fp32) + gather of the label, negated (LibTorch's fused softmax; the model's "torch"
-// path instead spells out max / exp / sum / log, see RESULTS.md).
+// path instead spells out max / exp / sum / log, see RESULTS.md); SwiGLU = at::silu(gate) * up
+// of gate_up.chunk(2, -1) (the model's "torch" path; the harness op is bitwise the same).
 //
 // Time (manual, per op = one forward + backward, or one backward, or one copy): each iteration
 // runs `reps` ops (10 on CUDA, 1 on the CPU) between two device syncs
@@ -45,7 +49,8 @@
 // Algorithmic bytes (e = element size): embedding backward T·H·e + 8T (read grad_out, ids) +
 // V·H·e (write the table's grad); RMSNorm 5·N·H·e (forward reads x, writes y; backward reads dy
 // and x, writes dx; w, rstd and dw are negligible); cross entropy 3·N·V·e (forward reads the
-// logits, backward reads them again and writes their grad). A copy of B bytes moves 2B.
+// logits, backward reads them again and writes their grad); SwiGLU 8·N·F·e (forward reads
+// gate_up, writes y; backward reads dy and gate_up, writes d_gate_up). A copy of B bytes moves 2B.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
@@ -198,6 +203,23 @@ at::Tensor torch_cross_entropy(const at::Tensor& logits, const at::Tensor& label
   return logp.gather(-1, labels.t().unsqueeze(-1)).squeeze(-1).neg().t();
 }
 
+/// Runs one case of a variant: skipped with the reason when the variant cannot run on `dev`;
+/// `body` runs with deterministic algorithms as the variant says; an exception skips the case
+/// with its message.
+template <typename Body>
+void run_case(benchmark::State& state, Variant v, Dev dev, Body&& body) {
+  if (auto why = unavailable(v, dev)) {
+    state.SkipWithError(why->c_str());
+    return;
+  }
+  try {
+    DeterministicScope det(v != Variant::kTorchDefault);
+    body();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
 /// BM_CopyBandwidth: dst.copy_(src) of `bytes` bytes (float32 buffers) on the device. Time per
 /// copy; achieved_GBps counts the bytes read plus the bytes written (2 × bytes).
 void BM_CopyBandwidth(benchmark::State& state, Dev dev) {
@@ -220,13 +242,8 @@ void BM_CopyBandwidth(benchmark::State& state, Dev dev) {
 /// BM_EmbeddingBackward: the word-embedding backward, grad_table [V, H] from grad_out [T, H] and
 /// ids [T] drawn uniformly from [0, V). Time per backward (forward not timed).
 void BM_EmbeddingBackward(benchmark::State& state, Variant v, Dev dev, at::ScalarType dtype) {
-  if (auto why = unavailable(v, dev)) {
-    state.SkipWithError(why->c_str());
-    return;
-  }
-  try {
+  run_case(state, v, dev, [&] {
     const int64_t T = state.range(0), H = state.range(1), V = state.range(2);
-    DeterministicScope det(v != Variant::kTorchDefault);
     const auto opts = options_for(dev, dtype);
     at::Tensor ids = at::randint(V, {1, T}, opts.dtype(at::kLong));  // [b = 1, s = T]
     at::Tensor table = at::randn({V, H}, opts).requires_grad_(true);
@@ -240,22 +257,15 @@ void BM_EmbeddingBackward(benchmark::State& state, Variant v, Dev dev, at::Scala
       table.mutable_grad().reset();
       out.backward(grad_out, /*retain_graph=*/true);
     });
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-  }
+  });
 }
 
 /// BM_RmsNorm: forward and backward (dx and dw) of RMSNorm over x [N, H] with eps 1e-5. Time per
 /// forward + backward.
 void BM_RmsNorm(benchmark::State& state, Variant v, Dev dev, at::ScalarType dtype) {
-  if (auto why = unavailable(v, dev)) {
-    state.SkipWithError(why->c_str());
-    return;
-  }
-  try {
+  run_case(state, v, dev, [&] {
     const int64_t N = state.range(0), H = state.range(1);
     constexpr double kEps = 1e-5;
-    DeterministicScope det(v != Variant::kTorchDefault);
     const auto opts = options_for(dev, dtype);
     at::Tensor x = at::randn({N, H}, opts).requires_grad_(true);
     at::Tensor w = (1 + 0.1 * at::randn({H}, opts)).detach().requires_grad_(true);
@@ -269,22 +279,15 @@ void BM_RmsNorm(benchmark::State& state, Variant v, Dev dev, at::ScalarType dtyp
           v == Variant::kHarness ? mtp::kernels::rms_norm(x, w, kEps) : torch_rms_norm(x, w, kEps);
       y.backward(dy);
     });
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-  }
+  });
 }
 
 /// BM_CrossEntropy: forward and backward of the per-token cross entropy of logits [N, V] (laid
 /// out [s = N, b = 1, V]) against labels drawn uniformly from [0, V), loss in fp32. Time per
 /// forward + backward.
 void BM_CrossEntropy(benchmark::State& state, Variant v, Dev dev, at::ScalarType dtype) {
-  if (auto why = unavailable(v, dev)) {
-    state.SkipWithError(why->c_str());
-    return;
-  }
-  try {
+  run_case(state, v, dev, [&] {
     const int64_t N = state.range(0), V = state.range(1);
-    DeterministicScope det(v != Variant::kTorchDefault);
     const auto opts = options_for(dev, dtype);
     at::Tensor logits = (2 * at::randn({N, 1, V}, opts)).detach().requires_grad_(true);
     at::Tensor labels = at::randint(V, {1, N}, opts.dtype(at::kLong));
@@ -297,9 +300,31 @@ void BM_CrossEntropy(benchmark::State& state, Variant v, Dev dev, at::ScalarType
                                              : torch_cross_entropy(logits, labels);
       ce.backward(grad_loss);
     });
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-  }
+  });
+}
+
+/// BM_Swiglu: forward and backward of the SwiGLU activation of gate_up [N, 2F] (kernels::swiglu
+/// or LibTorch's composite). Time per forward + backward.
+void BM_Swiglu(benchmark::State& state, Variant v, Dev dev, at::ScalarType dtype) {
+  run_case(state, v, dev, [&] {
+    const int64_t N = state.range(0), F = state.range(1);
+    const auto opts = options_for(dev, dtype);
+    at::Tensor gate_up = (2 * at::randn({N, 2 * F}, opts)).detach().requires_grad_(true);
+    at::Tensor dy = at::randn({N, F}, opts);
+    const double e = static_cast<double>(c10::elementSize(dtype));
+    const double bytes = 8.0 * static_cast<double>(N * F) * e;
+    time_op(state, dev, bytes, /*with_fraction=*/true, [&] {
+      gate_up.mutable_grad().reset();
+      at::Tensor y;
+      if (v == Variant::kHarness) {
+        y = mtp::kernels::swiglu(gate_up);
+      } else {
+        const auto halves = gate_up.chunk(2, -1);
+        y = at::silu(halves[0]) * halves[1];
+      }
+      y.backward(dy);
+    });
+  });
 }
 
 /// AttentionBackend: which causal attention BM_Attention times.
@@ -365,17 +390,20 @@ struct Sizes {
   std::vector<std::vector<int64_t>> rms_norm;       ///< {N, H}
   std::vector<std::vector<int64_t>> cross_entropy;  ///< {N, V}
   std::vector<std::vector<int64_t>> attention;      ///< {b, heads, s, hn}
+  std::vector<std::vector<int64_t>> swiglu;         ///< {N, F}
   std::vector<at::ScalarType> dtypes;
 };
 
 Sizes sizes_for(Dev d) {
   if (d == Dev::kCpu) {
-    return {{{2048, 256, 8192}}, {{2048, 1024}}, {{1024, 8192}}, {{1, 4, 256, 64}}, {at::kFloat}};
+    return {{{2048, 256, 8192}}, {{2048, 1024}}, {{1024, 8192}}, {{1, 4, 256, 64}}, {},
+            {at::kFloat}};
   }
   return {{{8192, 4096, 32768}, {8192, 4096, 128256}},
           {{8192, 1024}, {8192, 4096}},
           {{8192, 32768}, {8192, 128256}},
           {{1, 16, 2048, 64}, {8, 16, 2048, 64}},  // issue 8's small model: one, and M = 8
+          {{2048, 2816}, {8192, 2816}},            // the small model's MLP: one sample, four
           {at::kFloat, at::kBFloat16}};
 }
 
@@ -394,7 +422,8 @@ void register_benchmarks() {
   const Kernel kernels[] = {
       {"BM_EmbeddingBackward", BM_EmbeddingBackward, {"T", "H", "V"}, &Sizes::embedding},
       {"BM_RmsNorm", BM_RmsNorm, {"N", "H"}, &Sizes::rms_norm},
-      {"BM_CrossEntropy", BM_CrossEntropy, {"N", "V"}, &Sizes::cross_entropy}};
+      {"BM_CrossEntropy", BM_CrossEntropy, {"N", "V"}, &Sizes::cross_entropy},
+      {"BM_Swiglu", BM_Swiglu, {"N", "F"}, &Sizes::swiglu}};
   for (Dev dev : {Dev::kCpu, Dev::kCuda}) {
     const std::string d = dev_name(dev);
     benchmark::RegisterBenchmark(("BM_CopyBandwidth/" + d).c_str(), BM_CopyBandwidth, dev)

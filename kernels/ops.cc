@@ -6,6 +6,8 @@
 
 #include <torch/version.h>
 
+#include <vector>
+
 #include <ATen/EmptyTensor.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -426,10 +428,65 @@ struct RopeFn : public torch::autograd::Function<RopeFn> {
   }
 };
 
+// --- SwiGLU ------------------------------------------------------------------------------------
+
+/// LibTorch's composite (harness/model/layers.cc before the fused op), the CPU path.
+at::Tensor swiglu_composite(const at::Tensor& gate_up) {
+  const auto halves = gate_up.chunk(2, -1);
+  return at::silu(halves[0]) * halves[1];
+}
+
+/// Runs the forward (dy undefined) or backward SwiGLU kernel of contiguous CUDA `gate_up`.
+at::Tensor run_swiglu(const at::Tensor& gate_up, const at::Tensor& dy, const char* op) {
+  const int64_t f = gate_up.size(-1) / 2;
+  const int64_t rows = f == 0 ? 0 : gate_up.numel() / (2 * f);
+  std::vector<int64_t> sizes = gate_up.sizes().vec();
+  if (!dy.defined()) sizes.back() = f;
+  at::Tensor out = uninitialized(sizes, gate_up.options());
+#if defined(MTP_KERNELS_WITH_CUDA)
+  const at::Tensor g = dy.defined() ? dy.contiguous() : dy;
+  const c10::cuda::CUDAGuard guard(gate_up.device());
+  dispatch_dtype(gate_up.scalar_type(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (g.defined()) {
+      cuda::swiglu_backward<T>(data<T>(g), data<T>(gate_up), rows, f, data<T>(out),
+                               current_stream());
+    } else {
+      cuda::swiglu_forward<T>(data<T>(gate_up), rows, f, data<T>(out), current_stream());
+    }
+  });
+#else
+  (void)rows;
+  TORCH_CHECK(false, op, ": no CUDA kernels in this build");
+#endif
+  return out;
+}
+
+struct SwigluFn : public torch::autograd::Function<SwigluFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate_up) {
+    const at::Tensor x = gate_up.contiguous();
+    ctx->save_for_backward({x});
+    return run_swiglu(x, at::Tensor(), "mtp::kernels::swiglu");
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    return {run_swiglu(saved[0], grad_outputs[0], "mtp::kernels::swiglu backward")};
+  }
+};
+
 }  // namespace
 
 at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   return RopeFn::apply(x, cos, sin);
+}
+
+at::Tensor swiglu(const at::Tensor& gate_up) {
+  constexpr const char* kOp = "mtp::kernels::swiglu";
+  TORCH_CHECK(gate_up.dim() >= 1 && gate_up.size(-1) > 0 && gate_up.size(-1) % 2 == 0, kOp,
+              ": gate_up must be [..., 2F] with F > 0 (gate then up), got ", gate_up.sizes());
+  dispatch_dtype(gate_up.scalar_type(), kOp, [](auto) {});
+  if (!use_cuda(gate_up, kOp)) return swiglu_composite(gate_up);
+  return SwigluFn::apply(gate_up);
 }
 
 at::Tensor embedding_lookup(const at::Tensor& ids, const at::Tensor& table) {

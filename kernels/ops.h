@@ -40,6 +40,17 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 /// devices.
 at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
+/// swiglu: the SwiGLU activation silu(gate) · up of gate_up [..., 2F] (gate the first F of the
+/// last dimension, up the last F; float32, float64 or bfloat16) → [..., F] contiguous, of
+/// gate_up's dtype. On CUDA one kernel forward and one backward (kernels/cuda/swiglu.cu) instead
+/// of the composite's two and four (silu, mul; two muls, silu_backward and chunk's cat), saving
+/// gate_up alone for the backward; each replays LibTorch's CUDA composite
+/// `at::silu(gate) * up` rounding for rounding, which KernelOpsCudaTest checks bitwise. On the CPU
+/// it is that composite (LibTorch's vectorised CPU exp cannot be replayed here). Megatron MLP
+/// with gated_linear_unit and silu (bias_swiglu_impl without bias). Differentiable in gate_up.
+/// c10::Error for an odd or empty last dimension, another dtype or device.
+at::Tensor swiglu(const at::Tensor& gate_up);
+
 /// cross_entropy: logits [s, b, V], labels [b, s] int64 in [0, V) → ce [b, s] =
 /// ln Σ exp(l − max) − (l_label − max), as harness/model cross_entropy; dtype fp32 for fp32 and
 /// bf16 logits, fp64 for fp64. The caller applies the loss mask. Differentiable in logits.

@@ -1,7 +1,8 @@
 // The autograd ops of kernels/ops.h on CUDA tensors against the same ops on CPU tensors: forward
 // values and gradients bitwise equal for fp32 and bf16 (within 1e-12 for fp64). Named *_CUDA;
 // skips unless mtp_kernels was built with CUDA kernels and a CUDA device is present (CTest label
-// gpu).
+// gpu). SwiGLU has no CPU kernel (ops.h): its fused op is checked against LibTorch's composite on
+// the device, bitwise, forward and backward, in each dtype.
 //
 // Then the battery of flash_causal_attention (LibTorch's flash kernel, the model's
 // attention_backend = "flash"), with deterministic algorithms on as the harness runs: forward
@@ -508,6 +509,83 @@ TEST(FlashAttentionCudaTest, PoisonedMemoryDoesNotLeak_CUDA) {
   }
 }
 
+/// The first element where `a` and `b` (same shape and dtype) differ in bits, with both bit
+/// patterns, or "" when they are bitwise equal.
+std::string first_bit_difference(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor x = a.detach().cpu().contiguous().view({-1});
+  const at::Tensor y = b.detach().cpu().contiguous().view({-1});
+  const size_t e = x.element_size();
+  const auto* px = static_cast<const unsigned char*>(x.data_ptr());
+  const auto* py = static_cast<const unsigned char*>(y.data_ptr());
+  int64_t count = 0, first = -1;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (std::memcmp(px + i * e, py + i * e, e) != 0) {
+      if (first < 0) first = i;
+      ++count;
+    }
+  }
+  if (count == 0) return "";
+  auto bits = [&](const unsigned char* p) {
+    uint64_t u = 0;
+    std::memcpy(&u, p + first * e, e);
+    std::ostringstream os;
+    os << "0x" << std::hex << u;
+    return os.str();
+  };
+  std::ostringstream os;
+  os << count << " of " << x.numel() << " elements differ; first at flat " << first << ": "
+     << std::setprecision(17) << x[first].item<double>() << " (" << bits(px) << ") vs "
+     << y[first].item<double>() << " (" << bits(py) << ")";
+  return os.str();
+}
+
+/// gate_up [rows, 2F] on the GPU: normal values of spread `scale`, with the edges of silu's exp
+/// planted in the gate half (±0, tiny, large of both signs, where exp(−g) overflows).
+at::Tensor swiglu_input(int64_t rows, int64_t f, double scale, at::ScalarType dtype) {
+  at::Tensor x = (scale * at::randn({rows, 2 * f}, at::kDouble)).contiguous();
+  const double edges[] = {0.0,   -0.0,  1e-30,  -1e-30,  20.0,   -20.0, 88.0,
+                          -88.0, 100.0, -100.0, -1000.0, 1000.0, 0.5,   -0.5};
+  auto* p = x.data_ptr<double>();
+  for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]) && i < static_cast<size_t>(f); ++i) {
+    p[i] = edges[i];
+  }
+  return x.to(dtype).cuda();
+}
+
+TEST(KernelOpsCudaTest, SwigluIsBitwiseTheComposite_CUDA) {
+  MTP_SKIP_WITHOUT_CUDA_OPS();
+  DeterministicGuard det(/*fill=*/true);
+  at::manual_seed(31);
+  struct Shape {
+    int64_t rows, f;
+    double scale;
+  };
+  // Odd sizes; the small model's MLP (s 2048, F 2816); values wide enough to reach both tails.
+  const Shape shapes[] = {{7, 37, 3.0}, {2048, 2816, 2.0}, {33, 64, 12.0}};
+  for (auto dtype : {at::kFloat, at::kBFloat16, at::kDouble}) {
+    for (const Shape& sh : shapes) {
+      SCOPED_TRACE(std::string(c10::toString(dtype)) + " rows " + std::to_string(sh.rows) + " F " +
+                   std::to_string(sh.f));
+      const at::Tensor x = swiglu_input(sh.rows, sh.f, sh.scale, dtype);
+      const at::Tensor dy = at::randn({sh.rows, sh.f}, at::kDouble).to(dtype).cuda();
+      at::Tensor fused_in = x.clone().requires_grad_(true);
+      at::Tensor composite_in = x.clone().requires_grad_(true);
+      const at::Tensor fused = swiglu(fused_in);
+      const auto halves = composite_in.chunk(2, -1);
+      const at::Tensor composite = at::silu(halves[0]) * halves[1];
+      EXPECT_EQ(first_bit_difference(fused, composite), "") << "forward";
+      fused.backward(dy);
+      composite.backward(dy);
+      EXPECT_EQ(first_bit_difference(fused_in.grad(), composite_in.grad()), "") << "backward";
+      // A [s, b, 2F] view, as the MLP gives it, and a non-contiguous one.
+      const at::Tensor x3 = x.view({sh.rows, 1, 2 * sh.f});
+      EXPECT_EQ(first_bit_difference(swiglu(x3).view({sh.rows, sh.f}), fused), "") << "[s, b, 2F]";
+      const at::Tensor wide = at::cat({x, x}, 0).view({2, sh.rows, 2 * sh.f}).transpose(0, 1);
+      EXPECT_EQ(first_bit_difference(swiglu(wide).select(1, 1), fused), "") << "strided";
+    }
+  }
+}
+
 /// Every op of ops.h forward and backward on CUDA copies of `inputs` (those with requires_grad
 /// get gradients of Σ out·w): the outputs and gradients, on the CPU.
 std::vector<at::Tensor> run_ops_on_gpu(at::ScalarType dtype) {
@@ -523,12 +601,13 @@ std::vector<at::Tensor> run_ops_on_gpu(at::ScalarType dtype) {
   const at::Tensor x = embedding_lookup(ids, table);  // [s, b, H]
   const at::Tensor h = rms_norm(x, w, 1e-5);
   const at::Tensor r = rope(h.view({s, b, hidden / 32, 32}), t.cos, t.sin).view({s, b, hidden});
-  const at::Tensor logits = at::matmul(r, head.t());
+  const at::Tensor m = swiglu(at::cat({r, h}, -1));  // [s, b, H]
+  const at::Tensor logits = at::matmul(m, head.t());
   const at::Tensor loss =
       masked_cross_entropy(logits, labels, mask).sum() + cross_entropy(logits, labels).sum() * 0.5;
   loss.backward();
-  return {x.detach().cpu(),   h.detach().cpu(), r.detach().cpu(), loss.detach().cpu(),
-          table.grad().cpu(), w.grad().cpu(),   head.grad().cpu()};
+  return {x.detach().cpu(),    h.detach().cpu(),   r.detach().cpu(), m.detach().cpu(),
+          loss.detach().cpu(), table.grad().cpu(), w.grad().cpu(),   head.grad().cpu()};
 }
 
 TEST(KernelOpsCudaTest, PoisonedMemoryDoesNotReachOutputs_CUDA) {

@@ -236,6 +236,32 @@ TEST(KernelOpsTest, RopeIsBitwiseTheModelComposite) {
   testing::expect_rope_matches_composite(at::kBFloat16, at::Device(at::kCPU), 33, 1, 2, 64, 6);
 }
 
+// On the CPU kernels::swiglu is LibTorch's composite (ops.h): the model's MLP with either kernel
+// set gives the same bits, forward and every gradient, in each dtype.
+TEST(KernelOpsTest, SwigluOnTheCpuIsTheModelsComposite) {
+  at::manual_seed(5);
+  for (auto dtype : {at::kFloat, at::kDouble, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const at::Tensor x = (2 * at::randn({9, 2, 16})).to(dtype);
+    const at::Tensor fc1 = (0.3 * at::randn({2 * 24, 16})).to(dtype);
+    const at::Tensor fc2 = (0.3 * at::randn({16, 24})).to(dtype);
+    const at::Tensor dy = at::randn({9, 2, 16}).to(dtype);
+    std::vector<std::vector<at::Tensor>> results;
+    for (auto kernels : {config::Kernels::kHarness, config::Kernels::kTorch}) {
+      std::vector<at::Tensor> in = {x.clone().requires_grad_(true),
+                                    fc1.clone().requires_grad_(true),
+                                    fc2.clone().requires_grad_(true)};
+      const at::Tensor y = model::swiglu(in[0], in[1], in[2], kernels);
+      y.backward(dy);
+      results.push_back({y.detach(), in[0].grad(), in[1].grad(), in[2].grad()});
+    }
+    const char* names[] = {"forward", "dx", "dfc1", "dfc2"};
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_TRUE(same_bits(names[i], results[0][i], results[1][i]));
+    }
+  }
+}
+
 TEST(KernelOpsTest, Bf16ConversionMatchesC10) {
   std::mt19937 rng(8);
   std::uniform_int_distribution<uint32_t> any_bits;
@@ -275,6 +301,11 @@ TEST(KernelOpsTest, BadInputsThrow) {
   EXPECT_THROW(rope(at::randn({7, 2, 3, 4}), cs, sn), c10::Error);               // s ≠ table rows
   EXPECT_THROW(rope(at::randn({8, 2, 3, 4}, at::kDouble), cs, sn), c10::Error);  // dtype
   EXPECT_THROW(rope(at::randn({8, 2, 3, 4}), cs, at::zeros({8, 2})), c10::Error);
+  EXPECT_THROW(swiglu(at::randn({4, 5})), c10::Error);             // odd last dimension
+  EXPECT_THROW(swiglu(at::randn({4, 0})), c10::Error);             // F = 0
+  EXPECT_THROW(swiglu(at::tensor(1.0)), c10::Error);               // a scalar
+  EXPECT_THROW(swiglu(at::zeros({4, 6}, at::kHalf)), c10::Error);  // dtype
+  EXPECT_THROW(swiglu(at::zeros({4, 6}, at::kLong)), c10::Error);  // dtype
 }
 
 TEST(BlockDigestsOpTest, EachRowIsXxh3OfABlockOfTheContiguousBytes) {

@@ -144,7 +144,8 @@ TEST(ExpertParallelTest, SplitExpertsGiveTheOwnersBitsAndMatchEveryRankRunningAl
       const ExpertCounts c =
           ep.exchange_counts(plan.permutation.tokens_per_expert, at::Device(at::kCPU));
       at::Tensor rows = ep.dispatch(dispatch(x, plan), c);
-      at::Tensor out = ep.combine(experts_forward(rows, ep.local_rows(c), w.experts), c);
+      at::Tensor out =
+          ep.combine(experts_forward(rows, ep.local_rows(c), w.experts, cfg.kernels), c);
       at::Tensor y = combine(out, plan);
       (y * w_out).sum().backward();
       Alone& s = split[static_cast<size_t>(r)];
@@ -170,8 +171,8 @@ TEST(ExpertParallelTest, SplitExpertsGiveTheOwnersBitsAndMatchEveryRankRunningAl
         rows.push_back(sent[r][e]);
         sizes.push_back(sent[r][e].size(0));
       }
-      const at::Tensor out =
-          swiglu(at::cat(rows, 0), all.experts[e].linear_fc1, all.experts[e].linear_fc2);
+      const at::Tensor out = swiglu(at::cat(rows, 0), all.experts[e].linear_fc1,
+                                    all.experts[e].linear_fc2, cfg.kernels);
       const auto parts = out.split_with_sizes(sizes, 0);
       for (int r = 0; r < n; ++r) back[r].push_back(parts[r]);
     }

@@ -44,7 +44,7 @@ void append_layer(ChunkProgram& prog, int layer, const std::string& prefix, bool
     });
     prog.add(NodeKind::kMlp, layer, [st, post, c](ChunkProgram& p) {
       at::Tensor h = p.hidden;
-      h = h + swiglu_mlp(norm(h, st->w.pre_mlp_layernorm, *c), st->w);
+      h = h + swiglu_mlp(norm(h, st->w.pre_mlp_layernorm, *c), st->w, *c);
       p.hidden = post ? post(p, h) : h;
     });
     return;
@@ -58,7 +58,9 @@ void append_layer(ChunkProgram& prog, int layer, const std::string& prefix, bool
     const std::vector<at::Tensor> x2 =
         fan_out(norm(h, st->w.pre_mlp_layernorm, *c), moe.shared_expert ? 3 : 2);
     st->residual = p.cut(h);
-    if (moe.shared_expert) st->shared = p.cut(shared_expert_forward(x2[2], *moe.shared_expert));
+    if (moe.shared_expert) {
+      st->shared = p.cut(shared_expert_forward(x2[2], *moe.shared_expert, c->kernels));
+    }
     st->plan = route(x2[1], moe.router, *c);
     st->gates = p.cut(st->plan.gates);
     st->plan.gates = st->gates;
@@ -72,10 +74,10 @@ void append_layer(ChunkProgram& prog, int layer, const std::string& prefix, bool
     st->counts = ep->exchange_counts(st->plan.permutation.tokens_per_expert, p.hidden.device());
     p.hidden = ep->dispatch(p.hidden, st->counts);  // [R, H]: this rank's experts' rows
   });
-  prog.add(NodeKind::kMlp, layer, [st, ep](ChunkProgram& p) {
+  prog.add(NodeKind::kMlp, layer, [st, ep, c](ChunkProgram& p) {
     p.hidden = experts_forward(
         p.hidden, ep ? ep->local_rows(st->counts) : st->plan.permutation.tokens_per_expert,
-        st->w.moe->experts);
+        st->w.moe->experts, c->kernels);
   });
   prog.add(NodeKind::kCombine, layer, [st, post, ep](ChunkProgram& p) {
     at::Tensor h = st->residual;

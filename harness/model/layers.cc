@@ -147,21 +147,25 @@ at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w,
   return linear_no_bias(context, w.linear_proj);
 }
 
-at::Tensor swiglu(const at::Tensor& x, const at::Tensor& fc1, const at::Tensor& fc2) {
+at::Tensor swiglu(const at::Tensor& x, const at::Tensor& fc1, const at::Tensor& fc2,
+                  config::Kernels kernels) {
   auto gate_up = linear_no_bias(x, fc1);
+  if (kernels == config::Kernels::kHarness) {
+    return linear_no_bias(kernels::swiglu(gate_up), fc2);  // bitwise the composite below
+  }
   auto halves = gate_up.chunk(2, -1);
   return linear_no_bias(at::silu(halves[0]) * halves[1], fc2);
 }
 
-at::Tensor swiglu_mlp(const at::Tensor& x, const LayerWeights& w) {
-  return swiglu(x, w.linear_fc1, w.linear_fc2);
+at::Tensor swiglu_mlp(const at::Tensor& x, const LayerWeights& w, const config::ModelConfig& cfg) {
+  return swiglu(x, w.linear_fc1, w.linear_fc2, cfg.kernels);
 }
 
 at::Tensor transformer_layer(const at::Tensor& x, const LayerWeights& w,
                              const config::ModelConfig& cfg, const RopeTables& rope) {
   auto h = x + self_attention(norm(x, w.input_layernorm, cfg), w, cfg, rope);
   if (w.moe) return h + moe_mlp(norm(h, w.pre_mlp_layernorm, cfg), *w.moe, cfg);
-  return h + swiglu_mlp(norm(h, w.pre_mlp_layernorm, cfg), w);
+  return h + swiglu_mlp(norm(h, w.pre_mlp_layernorm, cfg), w, cfg);
 }
 
 at::Tensor norm(const at::Tensor& x, const at::Tensor& weight, const config::ModelConfig& cfg) {

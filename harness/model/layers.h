@@ -96,11 +96,15 @@ at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w,
                           const config::ModelConfig& cfg, const RopeTables& rope);
 
 /// SwiGLU: fc2(silu(gate) · up), [gate; up] = x · fc1ᵀ. x [..., H], fc1 [2F, H], fc2 [H, F] →
-/// [..., H]. Megatron MLP with gated_linear_unit and silu (also each MoE expert).
-at::Tensor swiglu(const at::Tensor& x, const at::Tensor& fc1, const at::Tensor& fc2);
+/// [..., H]. Megatron MLP with gated_linear_unit and silu (also each MoE expert). With
+/// `kernels` = harness the activation is kernels::swiglu (one CUDA kernel each way, bitwise the
+/// composite `at::silu(gate) * up` that the torch kernel set runs).
+at::Tensor swiglu(const at::Tensor& x, const at::Tensor& fc1, const at::Tensor& fc2,
+                  config::Kernels kernels);
 
-/// The dense layer's SwiGLU MLP: swiglu(x, w.linear_fc1, w.linear_fc2). x [s, b, H] → [s, b, H].
-at::Tensor swiglu_mlp(const at::Tensor& x, const LayerWeights& w);
+/// The dense layer's SwiGLU MLP: swiglu(x, w.linear_fc1, w.linear_fc2, cfg.kernels).
+/// x [s, b, H] → [s, b, H].
+at::Tensor swiglu_mlp(const at::Tensor& x, const LayerWeights& w, const config::ModelConfig& cfg);
 
 /// Pre-norm residual layer: x + attn(norm(x)), then + mlp(norm(·)), where mlp is the dense SwiGLU
 /// or, when w.moe is set, moe_mlp (moe.h). x [s, b, H] → [s, b, H].

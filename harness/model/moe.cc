@@ -115,7 +115,7 @@ at::Tensor dispatch(const at::Tensor& x_norm, const RoutingPlan& plan) {
 }
 
 at::Tensor experts_forward(const at::Tensor& rows, const std::vector<int64_t>& rows_per_expert,
-                           const std::vector<SwigluWeights>& experts) {
+                           const std::vector<SwigluWeights>& experts, config::Kernels kernels) {
   MTP_INTERNAL_ASSERT(
       rows_per_expert.size() == experts.size(),
       fmt::format("{} row counts for {} experts", rows_per_expert.size(), experts.size()));
@@ -123,13 +123,14 @@ at::Tensor experts_forward(const at::Tensor& rows, const std::vector<int64_t>& r
   std::vector<at::Tensor> outs;
   outs.reserve(experts.size());
   for (size_t e = 0; e < experts.size(); ++e) {
-    outs.push_back(swiglu(slices[e], experts[e].linear_fc1, experts[e].linear_fc2));
+    outs.push_back(swiglu(slices[e], experts[e].linear_fc1, experts[e].linear_fc2, kernels));
   }
   return at::cat(outs, 0);
 }
 
-at::Tensor shared_expert_forward(const at::Tensor& x_norm, const SwigluWeights& w) {
-  return swiglu(as_tokens(x_norm), w.linear_fc1, w.linear_fc2);
+at::Tensor shared_expert_forward(const at::Tensor& x_norm, const SwigluWeights& w,
+                                 config::Kernels kernels) {
+  return swiglu(as_tokens(x_norm), w.linear_fc1, w.linear_fc2, kernels);
 }
 
 at::Tensor combine(const at::Tensor& expert_out, const RoutingPlan& plan,
@@ -147,10 +148,10 @@ at::Tensor moe_mlp(const at::Tensor& x_norm, const MoeWeights& w, const config::
   RoutingPlan plan = route(x_norm, w.router, cfg);
   MTP_INTERNAL_ASSERT(static_cast<int64_t>(w.experts.size()) == cfg.num_moe_experts,
                       "moe_mlp runs every expert on one rank");
-  auto expert_out =
-      experts_forward(dispatch(x_norm, plan), plan.permutation.tokens_per_expert, w.experts);
+  auto expert_out = experts_forward(dispatch(x_norm, plan), plan.permutation.tokens_per_expert,
+                                    w.experts, cfg.kernels);
   at::Tensor shared;
-  if (w.shared_expert) shared = shared_expert_forward(x_norm, *w.shared_expert);
+  if (w.shared_expert) shared = shared_expert_forward(x_norm, *w.shared_expert, cfg.kernels);
   return combine(expert_out, plan, shared).view(x_norm.sizes());
 }
 

@@ -98,12 +98,14 @@ at::Tensor dispatch(const at::Tensor& x_norm, const RoutingPlan& plan);
 /// Every expert runs, on zero rows if it got no token, so every expert weight receives a (zero)
 /// gradient. Megatron SequentialMLP. With every expert local, rows_per_expert =
 /// plan.permutation.tokens_per_expert; with expert parallelism, ExpertParallel::local_rows.
+/// `kernels` picks the SwiGLU activation (layers.h swiglu).
 at::Tensor experts_forward(const at::Tensor& rows, const std::vector<int64_t>& rows_per_expert,
-                           const std::vector<SwigluWeights>& experts);
+                           const std::vector<SwigluWeights>& experts, config::Kernels kernels);
 
 /// Shared expert: SwiGLU of x_norm ([T, H] or [s, b, H]) → [T, H]. Megatron SharedExpertMLP
 /// (no gate).
-at::Tensor shared_expert_forward(const at::Tensor& x_norm, const SwigluWeights& w);
+at::Tensor shared_expert_forward(const at::Tensor& x_norm, const SwigluWeights& w,
+                                 config::Kernels kernels);
 
 /// Combine: un-permute expert_out [T·k, H] to [T, k, H] (index_select by permutation.inverse),
 /// multiply by the gates and sum over the slots in the fixed order 0, 1, …, k−1; then add

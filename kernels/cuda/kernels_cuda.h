@@ -100,4 +100,15 @@ template <typename T>
 void rope_backward(const T* grad, const RopeDims& dims, const T* cos, const T* sin, T* dx,
                    cudaStream_t stream);
 
+/// swiglu_forward: y [rows, f] = silu(gate) · up of gate_up [rows, 2f] (each row gate then up;
+/// contiguous device pointers), LibTorch's CUDA composite replayed op for op (swiglu.cu).
+/// swiglu_backward: d_gate_up [rows, 2f] from the output gradient dy [rows, f], the composite's
+/// autograd. One thread per (row, f), no reductions.
+/// Throws std::invalid_argument (negative sizes, null pointers), CudaError.
+template <typename T>
+void swiglu_forward(const T* gate_up, int64_t rows, int64_t f, T* y, cudaStream_t stream);
+template <typename T>
+void swiglu_backward(const T* dy, const T* gate_up, int64_t rows, int64_t f, T* d_gate_up,
+                     cudaStream_t stream);
+
 }  // namespace mtp::kernels::cuda

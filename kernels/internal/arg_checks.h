@@ -143,4 +143,17 @@ inline bool check_rope(const char* fn, const void* in, const void* cos, const vo
   return any;
 }
 
+/// swiglu: rows, f ≥ 0 (gate_up [rows, 2f], output [rows, f] or [rows, 2f]); `dy` is checked
+/// when `backward` (the output gradient [rows, f]).
+inline bool check_swiglu(const char* fn, const void* gate_up, const void* dy, const void* out,
+                         int64_t rows, int64_t f, bool backward) {
+  require_size(fn, "rows", rows);
+  require_size(fn, "F", f, INT64_MAX / 2);
+  const bool any = rows > 0 && f > 0;
+  require_ptr(fn, "gate_up", gate_up, any);
+  require_ptr(fn, "output gradient", dy, any && backward);
+  require_ptr(fn, "output", out, any);
+  return any;
+}
+
 }  // namespace mtp::kernels::internal
