@@ -430,7 +430,8 @@ struct RopeFn : public torch::autograd::Function<RopeFn> {
 
 // --- SwiGLU ------------------------------------------------------------------------------------
 
-/// LibTorch's composite (harness/model/layers.cc before the fused op), the CPU path.
+/// LibTorch's composite, the CPU path (the torch kernel set runs the same two ops in
+/// harness/model/layers.cc swiglu).
 at::Tensor swiglu_composite(const at::Tensor& gate_up) {
   const auto halves = gate_up.chunk(2, -1);
   return at::silu(halves[0]) * halves[1];
