@@ -113,8 +113,9 @@ TEST(SideStreamTest, ReturnedTensorIsNotOverwrittenBeforeDefaultStreamReadsRun) 
   const at::TensorOptions f32 = at::TensorOptions(at::kFloat).device(gpu);
   at::Tensor made = on_side_stream(gpu, [&] { return at::full({1 << 20}, 7.0, f32); });
   // Every kernel the busy part launches runs once first: CUDA loads a module on its first launch
-  // (lazy loading) and that load waited for the sleep below, so the default stream was idle
-  // before the check (H100, 2026-12-07: "finished its read before the test could check").
+  // (lazy loading), which can wait for the sleep below and leave the default stream idle before
+  // the check (H100, 2026-12-07: "finished its read before the test could check"; the likely
+  // cause, not yet confirmed by a rerun).
   EXPECT_EQ(made.sum().item<double>(), 7.0 * (1 << 20));
   at::cuda::sleep(1);
   torch::cuda::synchronize();
