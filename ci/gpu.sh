@@ -13,8 +13,9 @@
 #              (golden/perf/RESULTS.md's tables)
 #     profile  Chrome traces (Kineto: CUDA kernels and CPU operators) of the steps named by
 #              MTP_PROFILE_FILTER, into OUT_DIR/traces.tar.gz
-#     graphs   CUDA graphs: the graph-vs-eager and flash tests, gpu_flash.toml, and the P = 1
-#              bf16 rows of BM_PipelineStep with and without graphs (MTP_GRAPHS_FILTER)
+#     graphs   CUDA graphs: the graph-vs-eager and flash tests (one stage and pipelined),
+#              gpu_flash.toml, and the P = 1 and P4 V2 bf16 rows of BM_PipelineStep with and
+#              without graphs, both placements (MTP_GRAPHS_FILTER)
 #     digest   the default scenario on the GPU with full records and with digest-only records
 #              (digests computed on the GPU): every tensor must compare EQUAL by digests
 #     diag     commands that crashed on this machine before (golden check, replay), with the
@@ -225,7 +226,7 @@ fi
 if want bench; then
 gpu_ctx="gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1),driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
 reps=${MTP_BENCH_REPETITIONS:-5}
-train_filter=${MTP_BENCH_TRAIN_FILTER:-'BM_PipelineStep/(small/(p1|p1graphs|p4v2)/bf16/(unfused|flash)/reference/harness|small/p4v2/bf16/flash/(candidate/harness|reference/torch)|small/p4v2/fp32/unfused/reference/harness|tiny/(p1|p4v2)/(fp32/unfused|bf16/flash)/reference/harness|tiny/p1graphs/bf16/flash/reference/harness)/cuda/'}
+train_filter=${MTP_BENCH_TRAIN_FILTER:-'BM_PipelineStep/(small/(p1|p1graphs|p4v2)/bf16/(unfused|flash)/reference/harness|small/p4v2/bf16/flash/(candidate/harness|reference/torch)|small/p4v2graphs/bf16/flash/(reference|candidate)/harness|small/p4v2/fp32/unfused/reference/harness|tiny/(p1|p4v2)/(fp32/unfused|bf16/flash)/reference/harness|tiny/(p1graphs|p4v2graphs)/bf16/flash/reference/harness)/cuda/'}
 step bench_kernels timeout 300 $build/kernels_benchmark --benchmark_filter=/cuda/ \
   --benchmark_min_time=0.05 --benchmark_repetitions=$reps --benchmark_display_aggregates_only=true \
   --benchmark_context="$gpu_ctx" --benchmark_out=$work/kernels_benchmark.json --benchmark_out_format=json
@@ -248,16 +249,16 @@ if step perf_merge $B perf merge $work/kernels_benchmark.json $work/train_step_b
   fi
 fi
 fi
-# CUDA graphs (engine/microbatch_graph.h) and the flash battery: graph vs eager bitwise, the
-# scenario's graphs expectation, and the P = 1 rows with and without graphs.
+# CUDA graphs (engine/microbatch_graph.h, engine/chunk_graphs.h) and the flash battery: graphs vs
+# eager bitwise, the scenario's graphs expectations, and the rows with and without graphs.
 if want graphs; then
 step graphs_ctest ctest --test-dir $build --output-on-failure --timeout 300 \
-  -R 'MicrobatchGraph|CudaGraphsPlan|FlashAttention|KernelOpsCuda|KernelsCuda' --output-log "$out/ctest_graphs.log"
+  -R 'MicrobatchGraph|ChunkGraphs|CudaGraphsPlan|FlashAttention|KernelOpsCuda|KernelsCuda' --output-log "$out/ctest_graphs.log"
 grep -E "tests passed|tests failed|\(Failed\)|Skipped" "$out/ctest_graphs.log" | tail -8 | tee -a "$summary"
 step graphs_gpu_flash $B check scenarios/gpu_flash.toml --out $R/graphs_gpu_flash
 tail -25 "$log/graphs_gpu_flash.log" >> "$summary"
 step graphs_bench env TMPDIR=/tmp timeout 300 $build/train_step_benchmark \
-  --benchmark_filter="${MTP_GRAPHS_FILTER:-BM_PipelineStep/(small|tiny)/(p1|p1graphs)/bf16/flash/reference/harness/cuda}" \
+  --benchmark_filter="${MTP_GRAPHS_FILTER:-BM_PipelineStep/(small|tiny)/(p1|p1graphs|p4v2|p4v2graphs)/bf16/flash/(reference|candidate)/harness/cuda}" \
   --benchmark_out=$work/graphs_bench.json --benchmark_out_format=json
 grep -E "^BM_" "$log/graphs_bench.log" >> "$summary"
 fi
@@ -355,7 +356,7 @@ step anchor_check_compare $B compare $R/anchor/source.h5 $R/anchor/anchor.h5 --s
   --records loss,grad --class rel_l2:1e-5
 grep -E "^EQUAL|^DIFFERENT|^verdict" "$log/anchor_check_compare.log" | sed "s/^/  anchor model vs harness: /" | tee -a "$summary"
 step anchor_harness env TMPDIR=/tmp timeout 400 $build/train_step_benchmark \
-  --benchmark_filter="${MTP_ANCHOR_FILTER:-BM_PipelineStep/(small|tiny)/(p1|p1graphs|p4v2)/bf16/flash/(reference|candidate)/harness/cuda}" \
+  --benchmark_filter="${MTP_ANCHOR_FILTER:-BM_PipelineStep/(small|tiny)/(p1|p1graphs|p4v2|p4v2graphs)/bf16/flash/(reference|candidate)/harness/cuda}" \
   --benchmark_repetitions=${MTP_BENCH_REPETITIONS:-5} --benchmark_display_aggregates_only=true \
   --benchmark_out=$out/anchor_harness.json --benchmark_out_format=json
 grep -E "^BM_.*_median" "$log/anchor_harness.log" >> "$summary"

@@ -39,7 +39,9 @@
 // Axes:
 //   pipeline   p1: P = 1, no pipelining; p1graphs: the same with cuda_graphs = true (every
 //              microbatch one replayed CUDA graph, engine/microbatch_graph.h; CUDA, bf16 and
-//              harness kernels only); p4v2: P = 4, V = 2, interleaved 1F1B
+//              harness kernels only); p4v2: P = 4, V = 2, interleaved 1F1B; p4v2graphs: the
+//              same with cuda_graphs = true (each chunk's forward and backward replayed per
+//              in-flight slot, engine/chunk_graphs.h; CUDA, bf16, harness kernels)
 //   dtype      fp32 | bf16 (Megatron --bf16: bf16 parameters and activations, fp32 main grads)
 //   attention  unfused (the composite, softmax in fp32) | flash (LibTorch's flash kernel; bf16
 //              on CUDA with LibTorch >= 2 only, registered for CUDA and bf16 only)
@@ -70,7 +72,8 @@
 //                       the untimed warm-up step, over M (kernels/testing/op_count.h; every
 //                       thread; the same on every machine for the same code and device kind;
 //                       p1graphs: its first microbatch eager, the second captured, the rest
-//                       replayed, so not a later step's);
+//                       replayed; p4v2graphs: each chunk eager until its first backward, then
+//                       a capture per slot: so not a later step's);
 //                       MTP_BENCH_OP_HISTOGRAM=N prints that step's N most frequent
 //                       dispatched operators and nodes (any other value than a whole number
 //                       ≥ 0 stops the program with exit code 2 before any benchmark)
@@ -138,8 +141,10 @@ struct ModelSize {
 constexpr ModelSize kSmall{"small", 8, 1024, 2816, 16, 32768, 2048, 1, 8, 1};
 constexpr ModelSize kTiny{"tiny", 8, 64, 256, 4, 256, 32, 2, 8, 2};
 
-/// Pipeline: the pipeline-parallel shape of a variant (and, at P = 1, CUDA graphs or not).
-enum class Pipeline { kP1, kP1Graphs, kP4V2 };
+/// Pipeline: the pipeline-parallel shape of a variant and whether it runs through CUDA graphs.
+enum class Pipeline { kP1, kP1Graphs, kP4V2, kP4V2Graphs };
+bool pipelined(Pipeline p) { return p == Pipeline::kP4V2 || p == Pipeline::kP4V2Graphs; }
+bool graphed(Pipeline p) { return p == Pipeline::kP1Graphs || p == Pipeline::kP4V2Graphs; }
 
 /// Placement: which implementation places MTP.
 enum class Placement { kReference, kCandidate };
@@ -156,7 +161,17 @@ struct Setting {
 };
 
 const char* pipeline_name(Pipeline p) {
-  return p == Pipeline::kP1 ? "p1" : p == Pipeline::kP1Graphs ? "p1graphs" : "p4v2";
+  switch (p) {
+    case Pipeline::kP1:
+      return "p1";
+    case Pipeline::kP1Graphs:
+      return "p1graphs";
+    case Pipeline::kP4V2:
+      return "p4v2";
+    case Pipeline::kP4V2Graphs:
+      return "p4v2graphs";
+  }
+  return "?";
 }
 const char* placement_name(Placement p) {
   return p == Placement::kReference ? "reference" : "candidate";
@@ -168,7 +183,7 @@ const char* dtype_name(mtp::config::DType d) {
 /// The layout of `placement` at `pipeline` for D = depths: see the file comment.
 std::string layout_for(Placement placement, Pipeline pipeline, int64_t depths) {
   const std::string m(static_cast<size_t>(depths), 'm');
-  if (pipeline != Pipeline::kP4V2) return "Et*8" + m + "L";  // both placements (rule R8)
+  if (!pipelined(pipeline)) return "Et*8" + m + "L";  // both placements (rule R8)
   return placement == Placement::kReference ? "E|t*3|(t|)*5" + m + "L" : "E|t*3|(t|)*4t" + m + "|L";
 }
 
@@ -209,8 +224,8 @@ mtp::config::VariantSpec variant_spec(const Setting& s) {
   v.implementation = s.placement == Placement::kReference ? mtp::config::Implementation::kReference
                                                           : mtp::config::Implementation::kCandidate;
   v.layout = layout_for(s.placement, s.pipeline, s.size.mtp_depths);
-  v.pipeline_size = s.pipeline == Pipeline::kP4V2 ? 4 : 1;
-  v.cuda_graphs = s.pipeline == Pipeline::kP1Graphs;
+  v.pipeline_size = pipelined(s.pipeline) ? 4 : 1;
+  v.cuda_graphs = graphed(s.pipeline);
   v.kernels = s.kernels;
   v.attention_backend = s.attention;
   return v;
@@ -443,10 +458,14 @@ void BM_PipelineStep(benchmark::State& state, Setting setting) {
       main_grads = std::make_unique<MainGrads>(chunks);
       exec.after_backward = [&main_grads](int stage) { main_grads->accumulate(stage); };
     }
-    std::unique_ptr<mtp::engine::MicrobatchGraph> graph;  // p1graphs only
-    if (plan.variant.cuda_graphs) {
+    std::unique_ptr<mtp::engine::MicrobatchGraph> graph;           // p1graphs only
+    std::unique_ptr<mtp::engine::PipelineGraphs> pipeline_graphs;  // p4v2graphs only
+    if (plan.variant.cuda_graphs && layout.num_stages() == 1) {
       graph = std::make_unique<mtp::engine::MicrobatchGraph>(device);
       exec.graph = graph.get();
+    } else if (plan.variant.cuda_graphs) {
+      pipeline_graphs = std::make_unique<mtp::engine::PipelineGraphs>(device, layout.num_stages());
+      exec.pipeline_graphs = pipeline_graphs.get();
     }
     auto reset_grads = [&] {
       for (const auto& c : chunks) {
@@ -571,10 +590,11 @@ std::vector<Setting> settings_for(Dev dev) {
   const std::vector<ModelSize> sizes =
       dev == Dev::kCpu ? std::vector<ModelSize>{kTiny} : std::vector<ModelSize>{kSmall, kTiny};
   for (const ModelSize& size : sizes) {
-    for (Pipeline pipeline : {Pipeline::kP1, Pipeline::kP1Graphs, Pipeline::kP4V2}) {
-      if (pipeline == Pipeline::kP1Graphs && dev != Dev::kCuda) continue;
+    for (Pipeline pipeline :
+         {Pipeline::kP1, Pipeline::kP1Graphs, Pipeline::kP4V2, Pipeline::kP4V2Graphs}) {
+      if (graphed(pipeline) && dev != Dev::kCuda) continue;
       for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
-        if (pipeline == Pipeline::kP1Graphs && dtype != DType::kBFloat16) continue;
+        if (graphed(pipeline) && dtype != DType::kBFloat16) continue;
         for (AttentionBackend attention : {AttentionBackend::kUnfused, AttentionBackend::kFlash}) {
           if (attention == AttentionBackend::kFlash &&
               (dtype != DType::kBFloat16 || dev != Dev::kCuda)) {
@@ -582,7 +602,7 @@ std::vector<Setting> settings_for(Dev dev) {
           }
           for (Placement placement : {Placement::kReference, Placement::kCandidate}) {
             for (Kernels kernels : {Kernels::kTorch, Kernels::kHarness}) {
-              if (pipeline == Pipeline::kP1Graphs && kernels != Kernels::kHarness) continue;
+              if (graphed(pipeline) && kernels != Kernels::kHarness) continue;
               out.push_back({size, pipeline, dtype, attention, placement, kernels, dev});
             }
           }
@@ -622,7 +642,7 @@ void register_benchmarks() {
       }
       // Canonical accumulation's cost (engine/canonical_grads.h) beside the row above it with
       // Megatron's order (record none); not with CUDA graphs, which refuse it.
-      if (s.pipeline == Pipeline::kP1Graphs) continue;
+      if (graphed(s.pipeline)) continue;
       benchmark::RegisterBenchmark(
           ("BM_TrainStep/" + setting_name(s) + "/record:none/accumulation:canonical").c_str(),
           BM_TrainStep, s, RecordChoice::kNone, mtp::config::Accumulation::kCanonical)

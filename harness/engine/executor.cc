@@ -42,7 +42,8 @@ class RankExecutor {
         tr_(tr),
         options_(options),
         losses_(losses),
-        stored_(layout.virtual_size) {}
+        stored_(layout.virtual_size),
+        in_flight_(layout.virtual_size) {}
 
   void run() {
     pin_thread_determinism();
@@ -57,6 +58,9 @@ class RankExecutor {
 
  private:
   void run_ops() {
+    MTP_INTERNAL_ASSERT(
+        options_.pipeline_graphs == nullptr || (!split_ && !options_.after_microbatch_backward),
+        "pipelined CUDA graphs need a plain schedule and Megatron's accumulation");
     for (size_t j = 0; j < ops_.size(); ++j) {
       if (options_.overlap_p2p && j + 1 < ops_.size()) post(j + 1);
       const bool pair = schedule::combined_pair_at(split_, ops_, j);
@@ -64,6 +68,12 @@ class RankExecutor {
         if (options_.overlap_p2p && j + 2 < ops_.size()) post(j + 2);
         combined(j, j + 1);
         ++j;
+      } else if (options_.pipeline_graphs != nullptr) {
+        if (ops_[j].type == OpType::kForward) {
+          graphed_forward(j);
+        } else {
+          graphed_backward(j);
+        }
       } else if (ops_[j].type == OpType::kForward) {
         auto prog = begin_forward(j);
         ComputeScope scope(*this, j);
@@ -149,6 +159,54 @@ class RankExecutor {
     }
     read_losses();
     tr_.note(me(), "finished its schedule");
+  }
+
+  // Forward op j of a pipelined schedule through its stage's CUDA graphs (chunk_graphs.h).
+  void graphed_forward(size_t j) {
+    const Op& op = ops_[j];
+    const int s = stage(op);
+    tr_.note(me(), fmt::format("forward chunk {} (stage {}) microbatch {} through its graphs",
+                               op.chunk, s, op.microbatch));
+    at::Tensor input = fetch(j);
+    if (input.defined() && s == options_.zero_input_stage) {
+      input = at::zeros_like(input);  // planted bug: the receive buffer was never filled
+    }
+    ComputeScope scope(*this, j);
+    ChunkGraphs::Forward f = options_.pipeline_graphs->stage(s).forward(
+        *chunks_[s], input, microbatches_[op.microbatch]);
+    scope.end();
+    if (s == last_stage()) {
+      loss_values_[op.microbatch] = {std::move(f.lm), std::move(f.mtp)};
+    } else {
+      tr_.send(me(), rank_of(s + 1), {Kind::kActivation, s, op.microbatch}, f.result);
+    }
+    in_flight_[op.chunk].emplace_back(op.microbatch, std::move(f.in_flight));
+  }
+
+  // Backward op j of a pipelined schedule through its stage's CUDA graphs.
+  void graphed_backward(size_t j) {
+    const Op& op = ops_[j];
+    const int s = stage(op);
+    tr_.note(me(), fmt::format("backward chunk {} (stage {}) microbatch {} through its graphs",
+                               op.chunk, s, op.microbatch));
+    auto& q = in_flight_[op.chunk];
+    MTP_INTERNAL_ASSERT(!q.empty() && q.front().first == op.microbatch,
+                        fmt::format("rank {}: backward of chunk {} microbatch {} is not FIFO",
+                                    rank_, op.chunk, op.microbatch));
+    ChunkGraphs::InFlight f = std::move(q.front().second);
+    q.pop_front();
+    if (options_.before_backward) options_.before_backward(s);
+    const at::Tensor grad = fetch(j);
+    ComputeScope scope(*this, j);
+    const at::Tensor input_grad =
+        options_.pipeline_graphs->stage(s).backward(std::move(f), grad, [this, s] {
+          if (options_.after_backward) options_.after_backward(s);
+        });
+    scope.end();
+    if (s == 0) return;
+    MTP_INTERNAL_ASSERT(input_grad.defined(),
+                        fmt::format("stage {} produced no input gradient", s));
+    tr_.send(me(), rank_of(s - 1), {Kind::kGradient, s, op.microbatch}, input_grad);
   }
 
   // The loss stage's per-microbatch losses, read back from the device once, after the step's
@@ -431,6 +489,8 @@ class RankExecutor {
   const ExecutionOptions options_;
   StepLosses& losses_;
   std::vector<std::deque<Stored>> stored_;
+  /// Per chunk: (microbatch, its slot) of pipelined CUDA graphs, first in first out.
+  std::vector<std::deque<std::pair<int, ChunkGraphs::InFlight>>> in_flight_;
   std::map<size_t, transport::Transport::PendingRecv> posted_;
   /// Loss stage: each microbatch's lm and mtp_k losses as 0-dim device tensors until read_losses.
   std::vector<std::pair<at::Tensor, std::vector<at::Tensor>>> loss_values_ =

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness/engine/chunk.h"
+#include "harness/engine/chunk_graphs.h"
 #include "harness/engine/microbatch_graph.h"
 #include "harness/layout/layout.h"
 #include "harness/schedule/schedule.h"
@@ -56,6 +57,11 @@ struct ExecutionOptions {
   /// through this graph (engine/microbatch_graph.h). Needs a layout of one stage; not owned,
   /// kept by the caller across steps.
   MicrobatchGraph* graph = nullptr;
+  /// CUDA graphs of a pipelined schedule: when set, every forward and backward op of a plain
+  /// schedule runs its chunk through the stage's ChunkGraphs (engine/chunk_graphs.h); receives
+  /// and sends stay outside the graphs. Not with `graph`, combined 1F1B or
+  /// after_microbatch_backward; not owned, kept by the caller across steps.
+  PipelineGraphs* pipeline_graphs = nullptr;
   /// Planted bugs (config/fault.h), unset in a correct run: called with the stage index before
   /// every backward op (kGradsZeroedBetweenMicrobatches), and the stage whose forward input is
   /// replaced by zeros (kStandaloneStageFedZeros; −1: none).

@@ -8,7 +8,8 @@
 namespace mtp::engine {
 
 MicrobatchGraph::MicrobatchGraph(const at::Device& device)
-    : graph_(std::make_unique<gpu::CudaGraph>(device.index() < 0 ? 0 : device.index())) {}
+    : graph_(std::make_unique<gpu::CudaGraph>(device.index() < 0 ? 0 : device.index(),
+                                              gpu::CudaGraph::CaptureScope::kThread)) {}
 
 MicrobatchGraph::~MicrobatchGraph() = default;
 

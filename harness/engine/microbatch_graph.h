@@ -19,8 +19,9 @@
 // per-backward main-grad accumulation (the captured backward leaves no .grad behind: each bf16
 // grad is added into its fp32 main grad and dropped inside the graph, so every replay starts
 // from the same state), harness kernels (LibTorch's CUDA embedding backward reads a segment
-// count back to the host), no MoE (the token permutation is computed on the host), one rank
-// in the process (captures are process-global).
+// count back to the host), no MoE (the token permutation is computed on the host). Captures are
+// thread-scoped (gpu/cuda_graph.h), so data-parallel ranks as threads each capture their own.
+// A pipelined layout uses engine/chunk_graphs.h instead.
 #pragma once
 
 #include <ATen/ATen.h>

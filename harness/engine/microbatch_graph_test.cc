@@ -57,6 +57,21 @@ TEST_F(CudaGraphsPlanTest, ASingleStageBf16HarnessVariantPlans) {
   EXPECT_EQ(refusal(), "") << "without cuda_graphs nothing is checked";
 }
 
+TEST_F(CudaGraphsPlanTest, PipelinedAndDataParallelVariantsPlan) {
+  // engine/chunk_graphs.h: interleaved 1F1B and 1F1B; captures are thread-scoped, so data-
+  // parallel ranks as threads plan too.
+  variant_.pipeline_size = 4;
+  EXPECT_EQ(refusal(), "");
+  variant_.schedule = schedule::ScheduleKind::kOneFOneB;
+  variant_.layout = "Et*2|t*2|t*2|t*2mmL";
+  EXPECT_EQ(refusal(), "");
+  variant_.data_parallel_size = 2;
+  EXPECT_EQ(refusal(), "");
+  SetUp();
+  variant_.data_parallel_size = 2;
+  EXPECT_EQ(refusal(), "");
+}
+
 TEST_F(CudaGraphsPlanTest, EveryBrokenPreconditionIsNamed) {
   // One precondition broken at a time (from the plannable variant of SetUp), and the text that
   // must name it.
@@ -64,10 +79,12 @@ TEST_F(CudaGraphsPlanTest, EveryBrokenPreconditionIsNamed) {
       {[&] { training_.device = config::Device::kCpu; }, "needs device = \"cuda\" (this run: cpu)"},
       {[&] { training_.dtype = config::DType::kFloat32; },
        "needs dtype = \"bfloat16\" (this run: float32)"},
-      {[&] { variant_.pipeline_size = 4; },
-       "needs a layout of one stage, the whole model on pipeline rank 0 (this layout has 4 "
-       "stages)"},
-      {[&] { variant_.data_parallel_size = 2; }, "needs dp = 1 (this variant: 2)"},
+      {[&] {
+         variant_.pipeline_size = 4;
+         variant_.schedule = schedule::ScheduleKind::kCombined1F1B;
+       },
+       "needs a plain schedule, not combined_1f1b"},
+      {[&] { variant_.context_parallel_size = 2; }, "needs cp = 1 (this variant: 2)"},
       {[&] { variant_.kernels = config::Kernels::kTorch; }, "needs kernels = \"harness\""},
       {[&] { variant_.accumulation = config::Accumulation::kCanonical; },
        "needs accumulation = \"megatron\": canonical accumulation keeps each microbatch's"},

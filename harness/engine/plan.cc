@@ -132,8 +132,9 @@ void check_expert_parallel(const RunPlan& plan) {
   }
 }
 
-/// cuda_graphs = true: the preconditions of engine/microbatch_graph.h, the first one broken
-/// named with this run's value and the reason.
+/// cuda_graphs = true: the preconditions of engine/microbatch_graph.h (one stage) and
+/// engine/chunk_graphs.h (pipelined), the first one broken named with this run's value and the
+/// reason.
 void check_cuda_graphs(const RunPlan& plan) {
   const config::VariantSpec& v = plan.variant;
   auto refuse = [&v](const std::string& rule) {
@@ -154,22 +155,17 @@ void check_cuda_graphs(const RunPlan& plan) {
         "needs accumulation = \"megatron\": canonical accumulation keeps each microbatch's "
         "contributions apart outside the captured graph");
   }
-  if (plan.layout.num_stages() != 1) {
-    refuse(
-        fmt::format("needs a layout of one stage, the whole model on pipeline rank 0 "
-                    "(this layout has {} stages)",
-                    plan.layout.num_stages()));
-  }
   if (schedule::schedule_def(plan.schedule.kind).combined_steps) {
     refuse(fmt::format(
-        "needs a plain schedule, not {} (its node-wise backward is not one microbatch call)",
+        "needs a plain schedule, not {} (it interleaves two microbatches' nodes; a graph "
+        "holds a chunk's whole forward or backward)",
         schedule::schedule_kind_name(plan.schedule.kind)));
   }
-  if (v.data_parallel_size != 1) {
+  if (v.context_parallel_size != 1) {
     refuse(
-        fmt::format("needs dp = 1 (this variant: {}): a capture is process-wide and the "
-                    "other ranks' threads would run during it",
-                    v.data_parallel_size));
+        fmt::format("needs cp = 1 (this variant: {}): context-parallel attention exchanges K "
+                    "and V between ranks inside the forward, which a graph cannot hold",
+                    v.context_parallel_size));
   }
   if (plan.model.kernels != config::Kernels::kHarness) {
     refuse(

@@ -150,9 +150,15 @@ class RankWorker {
           plan_.layout.mtp_standalone) {
         exec.zero_input_stage = plan_.layout.mtp_stage;
       }
-      if (plan_.variant.cuda_graphs) {
+      if (plan_.variant.cuda_graphs && plan_.layout.num_stages() == 1) {
         if (!graph_) graph_ = std::make_unique<MicrobatchGraph>(ctx_.device);
         exec.graph = graph_.get();
+      } else if (plan_.variant.cuda_graphs) {
+        if (!pipeline_graphs_) {
+          pipeline_graphs_ =
+              std::make_unique<PipelineGraphs>(ctx_.device, plan_.layout.num_stages());
+        }
+        exec.pipeline_graphs = pipeline_graphs_.get();
       }
       RankStep rs{me_.pipeline_rank, model_.chunks_by_stage,
                   topo_.pipeline_ranks(me_.data_parallel_rank, me_.context_parallel_rank)};
@@ -474,7 +480,8 @@ class RankWorker {
   LocalModel model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<StepRecorder> recorder_;
-  std::unique_ptr<MicrobatchGraph> graph_;  ///< cuda_graphs: kept across steps
+  std::unique_ptr<MicrobatchGraph> graph_;           ///< cuda_graphs, one stage: kept across steps
+  std::unique_ptr<PipelineGraphs> pipeline_graphs_;  ///< cuda_graphs, pipelined: the same
 };
 
 }  // namespace

@@ -5,22 +5,70 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
+#include <torch/version.h>
 
 #include <exception>
+#include <memory>
+#include <optional>
+#include <utility>
 
 #include "harness/common/error.h"
 #include "harness/gpu/cuda_graph.h"
 
 namespace mtp::gpu {
+namespace {
+// The memory pool id's type (c10::cuda::MempoolId_t; its namespace moved between LibTorch
+// versions).
+using PoolId = decltype(std::declval<at::cuda::CUDAGraph&>().pool());
+
+// A non-blocking CUDA stream of this graph (and the graphs sharing it) alone: LibTorch's stream
+// pool hands its 32 streams out round robin, so two graphs of different threads could get the
+// same one and capture into each other.
+struct OwnedStream {
+  explicit OwnedStream(c10::DeviceIndex device) {
+    const c10::cuda::CUDAGuard guard(device);
+    if (cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking) != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw InfraError(fmt::format("CUDA graph: cannot create a stream on device {}", device));
+    }
+  }
+  ~OwnedStream() { cudaStreamDestroy(raw); }  // returns at once; pending work still completes
+  OwnedStream(const OwnedStream&) = delete;
+  OwnedStream& operator=(const OwnedStream&) = delete;
+  cudaStream_t raw = nullptr;
+};
+}  // namespace
 
 struct CudaGraph::Impl {
-  explicit Impl(int d)
+  Impl(int d, CaptureScope s)
       : device(static_cast<c10::DeviceIndex>(d)),
-        stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device)) {}
+        owned(std::make_shared<OwnedStream>(device)),
+        stream(c10::cuda::getStreamFromExternal(owned->raw, device)),
+        scope(s) {}
+  Impl(const Impl& other, std::optional<PoolId> p)
+      : device(other.device),
+        owned(other.owned),
+        stream(other.stream),
+        scope(other.scope),
+        pool(p) {}
   c10::DeviceIndex device;
+  std::shared_ptr<OwnedStream> owned;  ///< alive while a graph on it is
   c10::cuda::CUDAStream stream;
+  CaptureScope scope;
+  std::optional<PoolId> pool;  ///< another graph's pool to capture into
   at::cuda::CUDAGraph graph;
   bool captured = false;
+
+  void capture_begin() {
+    const PoolId id = pool ? *pool : PoolId{0, 0};
+#if TORCH_VERSION_MAJOR >= 2
+    graph.capture_begin(id, scope == CaptureScope::kThread ? cudaStreamCaptureModeThreadLocal
+                                                           : cudaStreamCaptureModeGlobal);
+#else
+    // LibTorch 1.13 (the CPU build's compile check only): global mode, the one it has.
+    graph.capture_begin(id);
+#endif
+  }
 
   // Runs `body` with the private stream current, ordered after the caller's stream and
   // before the caller's later work.
@@ -41,7 +89,15 @@ struct CudaGraph::Impl {
   }
 };
 
-CudaGraph::CudaGraph(int device) : impl_(std::make_unique<Impl>(device)) {}
+CudaGraph::CudaGraph(int device, CaptureScope scope)
+    : impl_(std::make_unique<Impl>(device, scope)) {}
+
+CudaGraph::CudaGraph(const CudaGraph& other, bool share_pool) {
+  MTP_INTERNAL_ASSERT(!share_pool || other.impl_->captured,
+                      "a CudaGraph shares the pool of a graph not captured yet");
+  impl_ = std::make_unique<Impl>(
+      *other.impl_, share_pool ? std::optional<PoolId>(other.impl_->graph.pool()) : std::nullopt);
+}
 CudaGraph::~CudaGraph() = default;
 
 void CudaGraph::run_eagerly(const std::function<void()>& work) { impl_->on_stream(work); }
@@ -49,7 +105,7 @@ void CudaGraph::run_eagerly(const std::function<void()>& work) { impl_->on_strea
 void CudaGraph::capture(const std::function<void()>& work) {
   MTP_INTERNAL_ASSERT(!impl_->captured, "CudaGraph::capture called twice");
   impl_->on_stream([&] {
-    impl_->graph.capture_begin();
+    impl_->capture_begin();
     try {
       work();
     } catch (...) {

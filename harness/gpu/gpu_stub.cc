@@ -26,7 +26,8 @@ std::unique_ptr<transport::Transport> make_nccl_transport(const LaunchEnv&, int,
 }
 
 struct CudaGraph::Impl {};
-CudaGraph::CudaGraph(int) { no_cuda("CUDA graphs"); }
+CudaGraph::CudaGraph(int, CaptureScope) { no_cuda("CUDA graphs"); }
+CudaGraph::CudaGraph(const CudaGraph&, bool) { no_cuda("CUDA graphs"); }
 CudaGraph::~CudaGraph() = default;
 void CudaGraph::run_eagerly(const std::function<void()>&) { no_cuda("CUDA graphs"); }
 void CudaGraph::capture(const std::function<void()>&) { no_cuda("CUDA graphs"); }

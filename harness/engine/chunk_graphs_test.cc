@@ -1,0 +1,206 @@
+// Tests of cuda_graphs = true with pipelined layouts (engine/chunk_graphs.h): without CUDA the
+// graphs are refused; on a GPU, pipelined steps through the chunk graphs give losses and main
+// grads bitwise equal to the eager steps (interleaved 1F1B and 1F1B, both MTP placements, ranks
+// as threads), whole runs give bitwise equal records (data parallelism too), and the graphs
+// are really captured per slot and replayed. The GPU tests skip without CUDA.
+#include "harness/engine/chunk_graphs.h"
+
+#include <c10/core/GradMode.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <utility>
+
+#include "candidate/candidate.h"
+#include "harness/common/error.h"
+#include "harness/config/testing/tiny_model.h"
+#include "harness/engine/executor.h"
+#include "harness/engine/plan.h"
+#include "harness/engine/trainer.h"
+#include "harness/gpu/gpu.h"
+#include "harness/record/record.h"
+#include "reference/reference.h"
+
+namespace mtp::engine {
+namespace {
+
+bool have_cuda() { return gpu::cuda_build() && at::hasCUDA(); }
+
+TEST(ChunkGraphsTest, WithoutCudaTheGraphsAreRefused) {
+  if (gpu::cuda_build()) GTEST_SKIP() << "a CUDA build";
+  EXPECT_THROW(ChunkGraphs(at::Device(at::kCUDA, 0)), InputError);
+  PipelineGraphs graphs(at::Device(at::kCUDA, 0), 8);  // makes nothing yet
+  EXPECT_THROW(graphs.stage(0), InputError);
+  EXPECT_THROW(graphs.stage(8), InternalError);
+}
+
+struct PipelineCase {
+  const char* name;
+  bool candidate;
+  const char* layout;
+  int pipeline_size;
+};
+
+/// The tiny model's bf16 step on GPU 0 through `c`'s pipeline (ranks as threads), harness
+/// kernels: the eager step and three graphed steps from the same weights give the same losses
+/// and main grads, bitwise (steps 1–3 of the graphs: warm-up and captures, then replays only).
+void expect_graphed_steps_equal_eager(const PipelineCase& c) {
+  config::ModelConfig cfg = config::testing::tiny_model();
+  cfg.kernels = config::Kernels::kHarness;
+  config::TrainingConfig training;
+  training.dtype = config::DType::kBFloat16;
+  training.device = config::Device::kCuda;
+  training.num_microbatches = 8;
+  config::VariantSpec variant;
+  variant.name = c.name;
+  variant.implementation =
+      c.candidate ? config::Implementation::kCandidate : config::Implementation::kReference;
+  variant.layout = c.layout;
+  variant.pipeline_size = c.pipeline_size;
+  variant.kernels = config::Kernels::kHarness;
+  variant.cuda_graphs = true;
+  auto impl = c.candidate ? candidate::make_candidate() : reference::make_reference();
+  const RunPlan plan = plan_variant(cfg, training, variant, *impl);
+  ASSERT_GT(plan.layout.num_stages(), 1);
+  const at::Device device(at::kCUDA, 0);
+  const InitialWeights init = make_initial_weights(plan.model, 7);
+  auto chunks = impl->build_chunks(plan.layout, plan.model, init, at::kBFloat16, device);
+  // (stage, weight, fp32 main grad)
+  std::vector<std::tuple<int, at::Tensor, at::Tensor>> params;
+  for (size_t s = 0; s < chunks.size(); ++s) {
+    for (const auto& e : chunks[s]->params().entries()) {
+      params.emplace_back(static_cast<int>(s), e.second,
+                          at::zeros(e.second.sizes(), e.second.options().dtype(at::kFloat)));
+    }
+  }
+  std::vector<MicrobatchTensors> mbs;
+  const auto& m = plan.model;
+  for (int64_t i = 0; i < training.num_microbatches; ++i) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(100 + i);
+    auto tokens = at::randint(m.vocab_size, {m.micro_batch_size, m.seq_length}, gen, at::kLong);
+    auto labels = at::roll(tokens, -1, 1);
+    auto mask = at::ones({m.micro_batch_size, m.seq_length}, at::kFloat);
+    mask[0][3] = 0;
+    MicrobatchTensors mb;
+    mb.tokens = tokens.to(device);
+    mb.labels = labels.to(device);
+    mb.loss_mask = mask.to(device);
+    mb.num_microbatches = training.num_microbatches;
+    mbs.push_back(mb);
+  }
+  auto transport = transport::make_in_process_transport(plan.layout.pipeline_size, {});
+  ExecutionOptions exec;
+  exec.after_backward = [&params](int stage) {  // Megatron's DDP hook, per stage
+    c10::NoGradGuard no_grad;
+    for (auto& [s, w, main] : params) {
+      if (s != stage || !w.grad().defined()) continue;
+      main.add_(w.grad());
+      w.mutable_grad().reset();
+    }
+  };
+  auto step = [&](PipelineGraphs* graphs) {
+    for (auto& entry : params) std::get<2>(entry).zero_();
+    ExecutionOptions e = exec;
+    e.pipeline_graphs = graphs;
+    const StepLosses l = run_pipeline_step(chunks, plan.layout, plan.schedule, mbs, *transport, e);
+    std::vector<at::Tensor> grads;
+    for (auto& entry : params) grads.push_back(std::get<2>(entry).cpu());
+    return std::make_pair(l, grads);
+  };
+  const auto eager = step(nullptr);
+  PipelineGraphs graphs(device, plan.layout.num_stages());
+  ChunkGraphs::Counts after_first{};
+  for (int s = 1; s <= 3; ++s) {
+    SCOPED_TRACE(std::string(c.name) + ": graphed step " + std::to_string(s));
+    const auto got = step(&graphs);
+    EXPECT_EQ(got.first.lm, eager.first.lm);
+    EXPECT_EQ(got.first.mtp, eager.first.mtp);
+    for (size_t i = 0; i < params.size(); ++i) {
+      EXPECT_TRUE(at::equal(got.second[i].view(at::kInt), eager.second[i].view(at::kInt)))
+          << "main grad " << i << " (stage " << std::get<0>(params[i]) << ") differs in its bits";
+    }
+    if (s == 1) after_first = graphs.counts();
+  }
+  const ChunkGraphs::Counts n = graphs.counts();
+  const int stages = plan.layout.num_stages();
+  const int forwards = 3 * stages * static_cast<int>(training.num_microbatches);
+  EXPECT_EQ(n.eager + n.captured + n.replayed, forwards);
+  EXPECT_GE(n.eager, stages) << "every chunk warms up eagerly";
+  EXPECT_EQ(n.eager, after_first.eager) << "only the first step runs eagerly";
+  EXPECT_EQ(n.captured, n.slots) << "one capture per slot";
+  EXPECT_EQ(n.slots, after_first.slots) << "steps 2 and 3 made no slot";
+  EXPECT_GE(n.slots, stages);
+  EXPECT_EQ(n.replayed - after_first.replayed, 2 * stages * training.num_microbatches)
+      << "steps 2 and 3 only replay";
+  for (const auto& t : eager.second) EXPECT_TRUE(t.abs().sum().item<double>() > 0.0);
+}
+
+TEST(ChunkGraphsCudaTest, GraphedPipelinedStepsEqualEagerStepsBitwise_CUDA) {
+  if (!have_cuda()) GTEST_SKIP() << "needs a CUDA build and a GPU";
+  const PipelineCase cases[] = {
+      {"reference_p4v2", false, "E|t*3|(t|)*5mmL", 4},
+      {"candidate_p4v2", true, "E|t*3|(t|)*4tmm|L", 4},
+      {"candidate_p4_1f1b", true, "Et*2|t*3|t*3mm|L", 4},
+  };
+  for (const PipelineCase& c : cases) expect_graphed_steps_equal_eager(c);
+}
+
+/// Whole runs, ranks as threads: run_variant with and without cuda_graphs, 3 steps, every
+/// tensor of every group of every step bitwise equal (the optimizer updates in place the
+/// weights the graphs read), at P4 V2 and at P2 with two data-parallel replicas.
+TEST(ChunkGraphsCudaTest, RecordsWithAndWithoutGraphsAreBitwiseEqual_CUDA) {
+  if (!have_cuda()) GTEST_SKIP() << "needs a CUDA build and a GPU";
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "mtp_chunk_graphs_test";
+  std::filesystem::create_directories(dir);
+  config::ModelConfig cfg = config::testing::tiny_model();
+  config::TrainingConfig training;
+  training.dtype = config::DType::kBFloat16;
+  training.device = config::Device::kCuda;
+  training.steps = 3;
+  training.num_microbatches = 8;
+  training.record = config::RecordMode::kFull;
+  auto impl = candidate::make_candidate();
+  auto run = [&](bool graphs, int pp, int dp, const char* layout, const std::string& name) {
+    config::VariantSpec v;
+    v.name = name;
+    v.implementation = config::Implementation::kCandidate;
+    v.kernels = config::Kernels::kHarness;
+    v.cuda_graphs = graphs;
+    v.pipeline_size = pp;
+    v.data_parallel_size = dp;
+    v.layout = layout;
+    RunOptions ro;
+    ro.record_path = (dir / (name + ".h5")).string();
+    ro.scenario_name = "test";
+    run_variant(plan_variant(cfg, training, v, *impl), *impl, data::DataConfig{}, ro);
+    return ro.record_path;
+  };
+  struct Shape {
+    const char* name;
+    int pp, dp;
+    const char* layout;
+  };
+  for (const Shape& sh : {Shape{"p4v2", 4, 1, "E|t*3|(t|)*4tmm|L"}, Shape{"p2_dp2", 2, 2, ""}}) {
+    SCOPED_TRACE(sh.name);
+    const std::string a = run(false, sh.pp, sh.dp, sh.layout, std::string("eager_") + sh.name);
+    const std::string b = run(true, sh.pp, sh.dp, sh.layout, std::string("graphs_") + sh.name);
+    record::RecordReader ra(a), rb(b);
+    int compared = 0;
+    for (int step : {1, 2, 3}) {
+      for (const char* group : {"loss", "grad", "weight", "model_weight"}) {
+        for (const auto& name : ra.names(step, group)) {
+          EXPECT_EQ(ra.read(step, group, name).bytes, rb.read(step, group, name).bytes)
+              << "step " << step << " " << group << "/" << name;
+          ++compared;
+        }
+      }
+    }
+    EXPECT_GT(compared, 100);
+    EXPECT_EQ(rb.attrs().count("cuda_graphs"), 1u);
+  }
+}
+
+}  // namespace
+}  // namespace mtp::engine
