@@ -9,6 +9,7 @@
 
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -37,6 +38,18 @@ struct OwnedStream {
   OwnedStream& operator=(const OwnedStream&) = delete;
   cudaStream_t raw = nullptr;
 };
+
+// Guards LibTorch's shared CUDA graph state: at::cuda::CUDAGraph registers itself with the
+// default CUDA generator's state at capture_begin and unregisters in its destructor, in a set
+// without a lock of its own (LibTorch 2.11 crashed with "The graph should be registered to the
+// state" when two rank threads' graphs were destroyed at once), and capture_begin/capture_end
+// reset and read that state's capture offsets. The captures themselves run unlocked: the graphs
+// of this harness draw no random numbers (no dropout), so the shared offsets stay 0 whatever
+// the interleaving.
+std::mutex& graph_state_mutex() {
+  static std::mutex m;
+  return m;
+}
 }  // namespace
 
 struct CudaGraph::Impl {
@@ -56,17 +69,25 @@ struct CudaGraph::Impl {
   c10::cuda::CUDAStream stream;
   CaptureScope scope;
   std::optional<PoolId> pool;  ///< another graph's pool to capture into
-  at::cuda::CUDAGraph graph;
+  std::unique_ptr<at::cuda::CUDAGraph> graph = std::make_unique<at::cuda::CUDAGraph>();
   bool captured = false;
+
+  ~Impl() {
+    const std::lock_guard<std::mutex> lock(graph_state_mutex());
+    graph.reset();
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   void capture_begin() {
     const PoolId id = pool ? *pool : PoolId{0, 0};
+    const std::lock_guard<std::mutex> lock(graph_state_mutex());
 #if TORCH_VERSION_MAJOR >= 2
-    graph.capture_begin(id, scope == CaptureScope::kThread ? cudaStreamCaptureModeThreadLocal
-                                                           : cudaStreamCaptureModeGlobal);
+    graph->capture_begin(id, scope == CaptureScope::kThread ? cudaStreamCaptureModeThreadLocal
+                                                            : cudaStreamCaptureModeGlobal);
 #else
     // LibTorch 1.13 (the CPU build's compile check only): global mode, the one it has.
-    graph.capture_begin(id);
+    graph->capture_begin(id);
 #endif
   }
 
@@ -96,7 +117,7 @@ CudaGraph::CudaGraph(const CudaGraph& other, bool share_pool) {
   MTP_INTERNAL_ASSERT(!share_pool || other.impl_->captured,
                       "a CudaGraph shares the pool of a graph not captured yet");
   impl_ = std::make_unique<Impl>(
-      *other.impl_, share_pool ? std::optional<PoolId>(other.impl_->graph.pool()) : std::nullopt);
+      *other.impl_, share_pool ? std::optional<PoolId>(other.impl_->graph->pool()) : std::nullopt);
 }
 CudaGraph::~CudaGraph() = default;
 
@@ -120,7 +141,8 @@ void CudaGraph::capture(const std::function<void()>& work) {
       throw;
     }
     try {
-      impl_->graph.capture_end();
+      const std::lock_guard<std::mutex> lock(graph_state_mutex());
+      impl_->graph->capture_end();
     } catch (const std::exception& e) {
       throw InfraError(fmt::format("CUDA graph capture failed: {}", e.what()));
     }
@@ -130,7 +152,7 @@ void CudaGraph::capture(const std::function<void()>& work) {
 
 void CudaGraph::replay() {
   MTP_INTERNAL_ASSERT(impl_->captured, "CudaGraph::replay before capture");
-  impl_->on_stream([&] { impl_->graph.replay(); });
+  impl_->on_stream([&] { impl_->graph->replay(); });
 }
 
 bool CudaGraph::captured() const { return impl_->captured; }
