@@ -13,6 +13,7 @@
 #include "candidate/candidate.h"
 #include "harness/config/testing/tiny_model.h"
 #include "harness/engine/plan.h"
+#include "harness/engine/testing/record_runs.h"
 #include "harness/engine/trainer.h"
 #include "harness/gpu/gpu.h"
 #include "harness/record/record.h"
@@ -56,14 +57,11 @@ TEST(DeterminismCudaTest, UninitializedMemoryFillChangesNoBit_CUDA) {
       at::empty({64}, at::TensorOptions(at::kCUDA).dtype(at::kFloat)).isnan().all().item<bool>());
   const std::filesystem::path dir =
       std::filesystem::path(::testing::TempDir()) / "mtp_determinism_fill_test";
-  std::filesystem::create_directories(dir);
-  config::ModelConfig cfg = config::testing::tiny_model();
   config::TrainingConfig training;
   training.dtype = config::DType::kBFloat16;
   training.device = config::Device::kCuda;
   training.steps = 3;
   training.num_microbatches = 8;
-  training.record = config::RecordMode::kFull;
   auto impl = candidate::make_candidate();
   auto run = [&](bool fill, bool graphs, const std::string& name) {
     ctx.setDeterministicFillUninitializedMemory(fill);
@@ -77,29 +75,14 @@ TEST(DeterminismCudaTest, UninitializedMemoryFillChangesNoBit_CUDA) {
     if (kernels::flash_attention_available()) {
       v.attention_backend = config::AttentionBackend::kFlash;
     }
-    RunOptions ro;
-    ro.record_path = (dir / (name + ".h5")).string();
-    ro.scenario_name = "test";
-    run_variant(plan_variant(cfg, training, v, *impl), *impl, data::DataConfig{}, ro);
-    return ro.record_path;
+    return testing::run_with_record(config::testing::tiny_model(), training, v, *impl, dir);
   };
   for (bool graphs : {false, true}) {
     SCOPED_TRACE(graphs ? "CUDA graphs, harness kernels" : "eager, LibTorch kernels");
     const std::string tag = graphs ? "graphs" : "eager";
     const std::string on = run(true, graphs, "fill_on_" + tag);
     const std::string off = run(false, graphs, "fill_off_" + tag);
-    record::RecordReader ra(on), rb(off);
-    int compared = 0;
-    for (int step : {1, 2, 3}) {
-      for (const char* group : {"loss", "grad", "weight", "model_weight"}) {
-        for (const auto& name : ra.names(step, group)) {
-          EXPECT_EQ(ra.read(step, group, name).bytes, rb.read(step, group, name).bytes)
-              << "step " << step << " " << group << "/" << name;
-          ++compared;
-        }
-      }
-    }
-    EXPECT_GT(compared, 100);
+    EXPECT_GT(testing::expect_records_bitwise_equal(on, off, 3), 100);
   }
   ctx.setDeterministicFillUninitializedMemory(false);  // apply_determinism's setting
 }
