@@ -18,6 +18,7 @@
 #include "harness/engine/executor.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/testing/plan_refusal.h"
+#include "harness/engine/testing/random_microbatches.h"
 #include "harness/engine/testing/record_runs.h"
 #include "harness/engine/trainer.h"
 #include "harness/gpu/gpu.h"
@@ -140,16 +141,14 @@ TEST(MicrobatchGraphCudaTest, GraphedStepsEqualEagerStepsBitwise_CUDA) {
     params.emplace_back(e.second,
                         at::zeros(e.second.sizes(), e.second.options().dtype(at::kFloat)));
   }
-  std::vector<MicrobatchTensors> mbs;
-  const auto& m = plan.model;
-  for (int64_t i = 0; i < training.num_microbatches; ++i) {
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(100 + i);
-    auto tokens = at::randint(m.vocab_size, {m.micro_batch_size, m.seq_length}, gen, at::kLong);
-    auto labels = at::roll(tokens, -1, 1);
-    auto mask = at::ones({m.micro_batch_size, m.seq_length}, at::kFloat);
-    mask[0][3] = 0;
-    mbs.push_back(
-        {tokens.to(device), labels.to(device), mask.to(device), training.num_microbatches});
+  // Random tokens, one position of each microbatch left out of the loss, on the device.
+  std::vector<MicrobatchTensors> mbs =
+      testing::random_microbatches(plan.model, training.num_microbatches, 100);
+  for (MicrobatchTensors& mb : mbs) {
+    mb.loss_mask[0][3] = 0;
+    mb.tokens = mb.tokens.to(device);
+    mb.labels = mb.labels.to(device);
+    mb.loss_mask = mb.loss_mask.to(device);
   }
   auto transport = transport::make_in_process_transport(1, {});
   ExecutionOptions exec;
