@@ -141,15 +141,8 @@ TEST(MicrobatchGraphCudaTest, GraphedStepsEqualEagerStepsBitwise_CUDA) {
     params.emplace_back(e.second,
                         at::zeros(e.second.sizes(), e.second.options().dtype(at::kFloat)));
   }
-  // Random tokens, one position of each microbatch left out of the loss, on the device.
-  std::vector<MicrobatchTensors> mbs =
-      testing::random_microbatches(plan.model, training.num_microbatches, 100);
-  for (MicrobatchTensors& mb : mbs) {
-    mb.loss_mask[0][3] = 0;
-    mb.tokens = mb.tokens.to(device);
-    mb.labels = mb.labels.to(device);
-    mb.loss_mask = mb.loss_mask.to(device);
-  }
+  const std::vector<MicrobatchTensors> mbs =
+      testing::random_masked_microbatches_on(plan.model, training.num_microbatches, 100, device);
   auto transport = transport::make_in_process_transport(1, {});
   ExecutionOptions exec;
   exec.after_backward = [&params](int) {

@@ -35,4 +35,20 @@ inline std::vector<MicrobatchTensors> random_microbatches(const config::ModelCon
   return mbs;
 }
 
+/// random_microbatches on `device`, with position (0, 3) of every microbatch out of the loss
+/// (loss_mask 0 there: a masked position exercised).
+inline std::vector<MicrobatchTensors> random_masked_microbatches_on(const config::ModelConfig& cfg,
+                                                                    int64_t num_microbatches,
+                                                                    uint64_t seed,
+                                                                    const at::Device& device) {
+  std::vector<MicrobatchTensors> mbs = random_microbatches(cfg, num_microbatches, seed);
+  for (MicrobatchTensors& mb : mbs) {
+    mb.loss_mask[0][3] = 0;
+    mb.tokens = mb.tokens.to(device);
+    mb.labels = mb.labels.to(device);
+    mb.loss_mask = mb.loss_mask.to(device);
+  }
+  return mbs;
+}
+
 }  // namespace mtp::engine::testing
