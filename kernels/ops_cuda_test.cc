@@ -89,6 +89,38 @@ void compare_devices(const char* what, const std::vector<at::Tensor>& inputs,
   }
 }
 
+/// The model's harness-kernel loss feeds the bf16 logits to cross_entropy directly instead of
+/// logits.float() (harness/model/loss.cc head_cross_entropy): the kernel widens each element
+/// exactly as it loads it and its backward rounds the fp32 gradient to bf16 as the cast's
+/// backward does, so loss and logits gradient must be bitwise the cast path's. On the CPU, and
+/// on the GPU where there is one; V = 5000 spans several of the GPU backward's column blocks.
+TEST(KernelOpsCudaTest, CrossEntropyOfBf16LogitsIsBitwiseTheFloatCast) {
+  at::manual_seed(12);
+  const int64_t s = 17, b = 2, vocab = 5000;
+  const at::Tensor logits = (4 * at::randn({s, b, vocab})).to(at::kBFloat16);
+  const at::Tensor labels = at::randint(0, vocab, {b, s}, at::kLong);
+  const at::Tensor upstream = at::randn({b, s});
+  std::vector<at::Device> devices{at::kCPU};
+  if (cuda_kernels_built() && at::hasCUDA()) devices.emplace_back(at::kCUDA);
+  for (const at::Device& d : devices) {
+    SCOPED_TRACE(d.str());
+    const at::Tensor direct = logits.to(d).requires_grad_(true);
+    const at::Tensor cast = logits.to(d).requires_grad_(true);
+    const at::Tensor ce_direct = cross_entropy(direct, labels.to(d));
+    const at::Tensor ce_cast = cross_entropy(cast.to(at::kFloat), labels.to(d));
+    ASSERT_EQ(ce_direct.scalar_type(), at::kFloat);
+    EXPECT_TRUE(at::equal(ce_direct.cpu().view(at::kInt), ce_cast.cpu().view(at::kInt)))
+        << "loss differs in its bits";
+    (ce_direct * upstream.to(d)).sum().backward();
+    (ce_cast * upstream.to(d)).sum().backward();
+    ASSERT_EQ(direct.grad().scalar_type(), at::kBFloat16);
+    ASSERT_EQ(cast.grad().scalar_type(), at::kBFloat16);
+    EXPECT_TRUE(at::equal(direct.grad().cpu().view(at::kShort), cast.grad().cpu().view(at::kShort)))
+        << "logits gradient differs in its bits";
+    EXPECT_GT(direct.grad().abs().sum().item<double>(), 0.0);
+  }
+}
+
 TEST(KernelOpsCudaTest, OpsMatchCpuOps_CUDA) {
   MTP_SKIP_WITHOUT_CUDA_OPS();
   at::manual_seed(11);

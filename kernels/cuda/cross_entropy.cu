@@ -14,9 +14,8 @@ using detail::grid_blocks;
 using detail::MaxNanOp;
 using detail::SumOp;
 
-constexpr int64_t kMaxRowBlocks = 1 << 20;      // grid-stride cap, one block per row
-constexpr int64_t kMaxElementBlocks = 1 << 20;  // grid-stride cap, one thread per element
-constexpr int kElementThreads = 256;
+constexpr int64_t kMaxRowBlocks = 1 << 20;  // grid-stride cap, one block per row
+constexpr int kElementThreads = 256;        // backward: a row over grid x, its columns over y
 
 /// One block of kRowLanes threads per row: lane max (from l_0), tree; lane Σexp, tree; thread 0
 /// writes the loss and the row statistics.
@@ -62,17 +61,20 @@ __global__ void cross_entropy_backward_kernel(const T* logits, const int64_t* la
                                               const Acc<T>* row_max, const Acc<T>* row_sum,
                                               int64_t rows, int64_t vocab, T* grad_logits) {
   using A = Acc<T>;
-  const int64_t total = rows * vocab;
-  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += stride) {
-    const int64_t n = i / vocab;
-    const int64_t j = i - n * vocab;
+  const int64_t col_stride = static_cast<int64_t>(gridDim.y) * blockDim.x;
+  for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
     const int64_t label = labels[n];
+    const bool bad = label < 0 || label >= vocab;
     const A coef = grad_loss[n] * (mask != nullptr ? mask[n] : A(1));
-    const A p = exp_acc(load_acc(logits[i]) - row_max[n]) / row_sum[n];
-    const A g = (label < 0 || label >= vocab) ? quiet_nan<A>() : (j == label ? p - A(1) : p) * coef;
-    grad_logits[i] = store_as<T>(g);
+    const A mx = row_max[n], sum = row_sum[n];
+    const T* lr = logits + n * vocab;
+    T* gr = grad_logits + n * vocab;
+    for (int64_t j = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; j < vocab;
+         j += col_stride) {
+      const A p = exp_acc(load_acc(lr[j]) - mx) / sum;
+      const A g = bad ? quiet_nan<A>() : (j == label ? p - A(1) : p) * coef;
+      gr[j] = store_as<T>(g);
+    }
   }
 }
 
@@ -105,9 +107,9 @@ void cross_entropy_backward(const T* logits, const int64_t* labels, const Acc<T>
   if (rows > INT64_MAX / vocab) {
     throw std::invalid_argument(std::string(kFn) + ": rows × vocab overflows int64");
   }
-  const unsigned blocks = grid_blocks(rows * vocab, kElementThreads, kMaxElementBlocks);
-  cross_entropy_backward_kernel<T><<<blocks, kElementThreads, 0, stream>>>(
-      logits, labels, mask, grad_loss, row_max, row_sum, rows, vocab, grad_logits);
+  cross_entropy_backward_kernel<T>
+      <<<detail::row_column_grid(rows, vocab, kElementThreads, 8), kElementThreads, 0, stream>>>(
+          logits, labels, mask, grad_loss, row_max, row_sum, rows, vocab, grad_logits);
   MTP_CUDA_CHECK(cudaGetLastError());
 }
 

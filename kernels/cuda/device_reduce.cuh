@@ -52,4 +52,18 @@ inline unsigned grid_blocks(int64_t work, int64_t per_block, int64_t cap) {
   return static_cast<unsigned>(blocks < cap ? blocks : cap);
 }
 
+/// row_column_grid: the grid of a [rows, cols] elementwise kernel whose blocks of `threads`
+/// threads loop rows over x (r = blockIdx.x, += gridDim.x) and columns over y (c = blockIdx.y ·
+/// threads + threadIdx.x, += gridDim.y · threads), each thread taking about `per_thread`
+/// columns of a row: an element's row and column come from the loop counters, not from a 64-bit
+/// division of a flat index (one per element cost the cross entropy backward, RoPE and SwiGLU
+/// kernels 3–8x their memory time on the H100, 2026-12-07 profile).
+inline dim3 row_column_grid(int64_t rows, int64_t cols, int threads, int per_thread) {
+  constexpr int64_t kMaxX = int64_t{1} << 20, kMaxY = 65535;
+  const int64_t y = (cols + int64_t{threads} * per_thread - 1) / (int64_t{threads} * per_thread);
+  const int64_t gy = y < 1 ? 1 : (y < kMaxY ? y : kMaxY);
+  const int64_t gx = rows < 1 ? 1 : (rows < kMaxX ? rows : kMaxX);
+  return dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy), 1);
+}
+
 }  // namespace mtp::kernels::cuda::detail

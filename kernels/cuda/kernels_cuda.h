@@ -74,8 +74,9 @@ void cross_entropy_forward(const T* logits, const int64_t* labels, const Acc<T>*
                            int64_t vocab, Acc<T>* loss, Acc<T>* row_max, Acc<T>* row_sum,
                            cudaStream_t stream);
 
-/// cross_entropy_backward: grad_logits [N, V] as cpu::cross_entropy_backward; one thread per
-/// element. Throws std::invalid_argument, CudaError.
+/// cross_entropy_backward: grad_logits [N, V] as cpu::cross_entropy_backward; rows over the
+/// grid's x, each row's elements over its y and the threads (detail::row_column_grid). Throws
+/// std::invalid_argument, CudaError.
 template <typename T>
 void cross_entropy_backward(const T* logits, const int64_t* labels, const Acc<T>* mask,
                             const Acc<T>* grad_loss, const Acc<T>* row_max, const Acc<T>* row_sum,
@@ -91,7 +92,7 @@ void block_digests(const void* data, uint64_t nbytes, uint64_t block_bytes, uint
                    cudaStream_t stream);
 
 /// rope_forward / rope_backward: as cpu::rope_forward / cpu::rope_backward (device pointers),
-/// one thread per output element (grid-stride), no reductions.
+/// a warp per row of D elements (grid-stride over rows), no reductions.
 /// Throws std::invalid_argument (negative sizes, odd D, null pointers), CudaError.
 template <typename T>
 void rope_forward(const T* x, const RopeDims& dims, const T* cos, const T* sin, T* y,
@@ -103,7 +104,7 @@ void rope_backward(const T* grad, const RopeDims& dims, const T* cos, const T* s
 /// swiglu_forward: y [rows, f] = silu(gate) · up of gate_up [rows, 2f] (each row gate then up;
 /// contiguous device pointers), LibTorch's CUDA composite replayed op for op (swiglu.cu).
 /// swiglu_backward: d_gate_up [rows, 2f] from the output gradient dy [rows, f], the composite's
-/// autograd. One thread per (row, f), no reductions.
+/// autograd. Rows over the grid's x, the f columns over its y and the threads, no reductions.
 /// Throws std::invalid_argument (negative sizes, null pointers), CudaError.
 template <typename T>
 void swiglu_forward(const T* gate_up, int64_t rows, int64_t f, T* y, cudaStream_t stream);

@@ -1,9 +1,10 @@
 // File: kernels/cuda/swiglu.cu
 //
-// Fused SwiGLU activation on the GPU: silu(gate) · up forward and its gradient, one thread per
-// (row, f), each replaying LibTorch's CUDA composite operation for operation so that the fused
-// op gives its bits (kernels/ops.h swiglu). The composite and the roundings it makes (R = the
-// output dtype's rounding, A = the op-math type: float for bf16 and fp32, double for fp64):
+// Fused SwiGLU activation on the GPU: silu(gate) · up forward and its gradient, rows over the
+// grid's x and the f columns over its y and the threads, each element replaying LibTorch's CUDA
+// composite operation for operation so that the fused op gives its bits (kernels/ops.h swiglu).
+// The composite and the roundings it makes (R = the output dtype's rounding, A = the op-math type:
+// float for bf16 and fp32, double for fp64):
 //
 //   forward    s = R(g / (1 + exp(−g)))                       at::silu (ActivationSiluKernel.cu)
 //              y = R(s · u)                                   at::mul
@@ -27,10 +28,7 @@
 namespace mtp::kernels::cuda {
 namespace {
 
-using detail::grid_blocks;
-
 constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 1 << 16;  // grid-stride cap
 
 __device__ inline float device_exp(float x) { return ::expf(x); }
 __device__ inline double device_exp(double x) { return ::exp(x); }
@@ -44,13 +42,15 @@ __device__ inline T silu_rounded(Acc<T> g) {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     swiglu_forward_kernel(const T* gate_up, int64_t rows, int64_t f, T* y) {
-  const int64_t n = rows * f;
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = e / f, c = e % f;
+  const int64_t col_stride = static_cast<int64_t>(gridDim.y) * blockDim.x;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* row = gate_up + r * 2 * f;
-    const T s = silu_rounded<T>(load_acc(row[c]));
-    y[e] = store_as<T>(load_acc(s) * load_acc(row[f + c]));
+    T* y_row = y + r * f;
+    for (int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; c < f;
+         c += col_stride) {
+      const T s = silu_rounded<T>(load_acc(row[c]));
+      y_row[c] = store_as<T>(load_acc(s) * load_acc(row[f + c]));
+    }
   }
 }
 
@@ -58,19 +58,21 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     swiglu_backward_kernel(const T* dy, const T* gate_up, int64_t rows, int64_t f, T* d_gate_up) {
   using A = Acc<T>;
-  const int64_t n = rows * f;
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = e / f, c = e % f;
+  const int64_t col_stride = static_cast<int64_t>(gridDim.y) * blockDim.x;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* row = gate_up + r * 2 * f;
+    const T* dy_row = dy + r * f;
     T* d_row = d_gate_up + r * 2 * f;
-    const A g = load_acc(row[c]);
-    const A grad = load_acc(dy[e]);
-    const T s = silu_rounded<T>(g);
-    d_row[f + c] = store_as<T>(grad * load_acc(s));
-    const A ds = load_acc(store_as<T>(grad * load_acc(row[f + c])));
-    const A sigma = A(1) / (A(1) + device_exp(-g));
-    d_row[c] = store_as<T>(ds * sigma * fma(g, A(1) - sigma, A(1)));
+    for (int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; c < f;
+         c += col_stride) {
+      const A g = load_acc(row[c]);
+      const A grad = load_acc(dy_row[c]);
+      const T s = silu_rounded<T>(g);
+      d_row[f + c] = store_as<T>(grad * load_acc(s));
+      const A ds = load_acc(store_as<T>(grad * load_acc(row[f + c])));
+      const A sigma = A(1) / (A(1) + device_exp(-g));
+      d_row[c] = store_as<T>(ds * sigma * fma(g, A(1) - sigma, A(1)));
+    }
   }
 }
 
@@ -80,7 +82,7 @@ template <typename T>
 void swiglu_forward(const T* gate_up, int64_t rows, int64_t f, T* y, cudaStream_t stream) {
   if (!internal::check_swiglu("cuda::swiglu_forward", gate_up, nullptr, y, rows, f, false)) return;
   swiglu_forward_kernel<T>
-      <<<grid_blocks(rows * f, kThreads, kMaxBlocks), kThreads, 0, stream>>>(gate_up, rows, f, y);
+      <<<detail::row_column_grid(rows, f, kThreads, 2), kThreads, 0, stream>>>(gate_up, rows, f, y);
   MTP_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -89,7 +91,7 @@ void swiglu_backward(const T* dy, const T* gate_up, int64_t rows, int64_t f, T* 
                      cudaStream_t stream) {
   if (!internal::check_swiglu("cuda::swiglu_backward", gate_up, dy, d_gate_up, rows, f, true))
     return;
-  swiglu_backward_kernel<T><<<grid_blocks(rows * f, kThreads, kMaxBlocks), kThreads, 0, stream>>>(
+  swiglu_backward_kernel<T><<<detail::row_column_grid(rows, f, kThreads, 2), kThreads, 0, stream>>>(
       dy, gate_up, rows, f, d_gate_up);
   MTP_CUDA_CHECK(cudaGetLastError());
 }
