@@ -507,6 +507,23 @@ at::Tensor masked_cross_entropy(const at::Tensor& logits, const at::Tensor& labe
   return MaskedCrossEntropyFn::apply(logits, labels, mask);
 }
 
+void accumulate_main_grad(at::Tensor& main_grad, const at::Tensor& grad) {
+  constexpr const char* kOp = "mtp::kernels::accumulate_main_grad";
+  TORCH_CHECK(main_grad.sizes() == grad.sizes(), kOp, ": main grad ", main_grad.sizes(),
+              " and grad ", grad.sizes(), " differ in shape");
+  check_same_device(main_grad, grad, kOp);
+#if defined(MTP_KERNELS_WITH_CUDA)
+  if (main_grad.is_cuda() && main_grad.scalar_type() == at::kFloat &&
+      grad.scalar_type() == at::kBFloat16 && main_grad.is_contiguous() && grad.is_contiguous()) {
+    const c10::cuda::CUDAGuard guard(main_grad.device());
+    cuda::accumulate_bf16_into_fp32(main_grad.data_ptr<float>(), data<Bf16>(grad),
+                                    main_grad.numel(), current_stream());
+    return;
+  }
+#endif
+  main_grad.add_(grad);
+}
+
 at::Tensor block_digests(const at::Tensor& t, int64_t block_elements) {
   constexpr const char* kOp = "mtp::kernels::block_digests";
   const int64_t element = static_cast<int64_t>(t.element_size());

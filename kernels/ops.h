@@ -70,6 +70,13 @@ at::Tensor masked_cross_entropy(const at::Tensor& logits, const at::Tensor& labe
 /// block_elements or a device without the kernels.
 at::Tensor block_digests(const at::Tensor& t, int64_t block_elements);
 
+/// accumulate_main_grad: main_grad += grad, bitwise at::add_ (Megatron's DDP hook,
+/// param.main_grad.add_(param.grad)), not differentiable. An fp32 main grad and a bf16 grad,
+/// both contiguous on CUDA, take one vectorized kernel (kernels/cuda/accumulate.cu: LibTorch
+/// runs that mixed-dtype add unvectorized); anything else is at::add_ itself. c10::Error for
+/// different shapes or devices.
+void accumulate_main_grad(at::Tensor& main_grad, const at::Tensor& grad);
+
 /// cuda_kernels_built: whether CUDA tensors can be dispatched (built against a CUDA LibTorch).
 bool cuda_kernels_built();
 

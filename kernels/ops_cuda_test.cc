@@ -121,6 +121,30 @@ TEST(KernelOpsCudaTest, CrossEntropyOfBf16LogitsIsBitwiseTheFloatCast) {
   }
 }
 
+/// accumulate_main_grad is add_'s bits: fp32 main grads, bf16 grads, a length that leaves a
+/// scalar tail after the 8-wide vectors, and a main grad at an element offset of 2 (no common
+/// 16-byte alignment with the grad: the scalar kernel alone); on the CPU it is add_ itself.
+TEST(KernelOpsCudaTest, AccumulateMainGradIsAddsBits) {
+  at::manual_seed(13);
+  std::vector<at::Device> devices{at::kCPU};
+  if (cuda_kernels_built() && at::hasCUDA()) devices.emplace_back(at::kCUDA);
+  for (const at::Device& d : devices) {
+    SCOPED_TRACE(d.str());
+    for (const int64_t offset : {0, 2}) {
+      const int64_t n = 100003;
+      const at::Tensor buffer = (1e3 * at::randn({offset + n})).to(d);
+      const at::Tensor grad = at::randn({n}).to(at::kBFloat16).to(d);
+      at::Tensor main = buffer.narrow(0, offset, n);  // a view into a buffer, as main grads are
+      const at::Tensor expected = main.clone().add_(grad);
+      accumulate_main_grad(main, grad);
+      EXPECT_TRUE(at::equal(main.cpu().view(at::kInt), expected.cpu().view(at::kInt)))
+          << "offset " << offset;
+    }
+    at::Tensor wrong = at::zeros({3}, at::TensorOptions(d));
+    EXPECT_THROW(accumulate_main_grad(wrong, at::zeros({4}, at::TensorOptions(d))), c10::Error);
+  }
+}
+
 TEST(KernelOpsCudaTest, OpsMatchCpuOps_CUDA) {
   MTP_SKIP_WITHOUT_CUDA_OPS();
   at::manual_seed(11);

@@ -113,6 +113,7 @@
 #include "harness/engine/trainer.h"
 #include "harness/perf/model_flops.h"
 #include "harness/transport/transport.h"
+#include "kernels/ops.h"
 #include "kernels/testing/benchmark_util.h"
 #include "kernels/testing/op_count.h"
 #include "kernels/testing/trace_util.h"
@@ -350,7 +351,7 @@ class MainGrads {
     c10::NoGradGuard no_grad;
     for (auto& [weight, main] : grads_[static_cast<size_t>(stage)]) {
       if (!weight.grad().defined()) continue;
-      main.add_(weight.grad());
+      mtp::kernels::accumulate_main_grad(main, weight.grad());  // as LocalModel does
       weight.mutable_grad().reset();
     }
   }

@@ -8,6 +8,7 @@
 #include "harness/common/error.h"
 #include "harness/config/param_specs.h"
 #include "harness/engine/chunk_support.h"
+#include "kernels/ops.h"
 
 namespace mtp::engine {
 
@@ -116,7 +117,7 @@ void LocalModel::accumulate_main_grads(int stage) {
   c10::NoGradGuard no_grad;
   for (auto& p : params) {
     if (p.stage != stage || !p.weight.grad().defined()) continue;
-    p.main_grad.add_(p.weight.grad());
+    kernels::accumulate_main_grad(p.main_grad, p.weight.grad());  // add_'s bits
     p.weight.mutable_grad().reset();
   }
 }

@@ -112,4 +112,9 @@ template <typename T>
 void swiglu_backward(const T* dy, const T* gate_up, int64_t rows, int64_t f, T* d_gate_up,
                      cudaStream_t stream);
 
+/// accumulate_bf16_into_fp32: main[i] = main[i] + float(grad[i]) for i < n (device pointers;
+/// at::add_'s bits), 16-byte loads where both pointers are 16-byte aligned (accumulate.cu).
+/// Throws std::invalid_argument (negative n, null pointers), CudaError.
+void accumulate_bf16_into_fp32(float* main, const Bf16* grad, int64_t n, cudaStream_t stream);
+
 }  // namespace mtp::kernels::cuda
