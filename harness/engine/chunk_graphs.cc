@@ -44,8 +44,7 @@ at::Tensor detached_copy(const at::Tensor& t) {
 }  // namespace
 
 ChunkGraphs::ChunkGraphs(const at::Device& device)
-    : device_(device),
-      stream_(std::make_unique<gpu::CudaGraph>(device_index(device),
+    : stream_(std::make_unique<gpu::CudaGraph>(device_index(device),
                                                gpu::CudaGraph::CaptureScope::kThread)) {}
 
 ChunkGraphs::~ChunkGraphs() = default;
@@ -81,6 +80,11 @@ ChunkGraphs::Forward ChunkGraphs::forward(const ModelChunk& chunk, const at::Ten
     ++counts_.eager;
     return out;
   }
+  // A replay keeps the captured host values: the plan refuses the variants that have some
+  // (per-token loss counts, context parallelism's sequence counts).
+  MTP_INTERNAL_ASSERT(
+      mb.token_counts.empty() && mb.mtp_ratio_counts.empty() && mb.sequence_token_counts.empty(),
+      "a chunk graph for a microbatch with host-side token counts");
   out.in_flight.slot = free_slot();
   Slot& s = *slots_[static_cast<size_t>(out.in_flight.slot)];
   s.busy = true;

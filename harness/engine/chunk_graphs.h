@@ -93,7 +93,6 @@ class ChunkGraphs {
   struct Slot;
   int free_slot();  ///< the lowest free slot's index, a new slot when none is free
 
-  at::Device device_;
   std::unique_ptr<gpu::CudaGraph> stream_;  ///< never captured: its stream runs the eager warm-up
   std::vector<std::unique_ptr<Slot>> slots_;
   const ModelChunk* chunk_ = nullptr;
