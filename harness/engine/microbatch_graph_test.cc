@@ -182,7 +182,8 @@ TEST(MicrobatchGraphCudaTest, GraphedStepsEqualEagerStepsBitwise_CUDA) {
 }
 
 /// Whole runs: run_variant with and without cuda_graphs, 3 steps: every tensor of every group
-/// of every step bitwise equal (the optimizer updates the weights the graph reads in place).
+/// of every step bitwise equal (the optimizer updates the weights the graph reads in place);
+/// also with two data-parallel replicas as threads (thread-scoped captures).
 TEST(MicrobatchGraphCudaTest, RecordsWithAndWithoutGraphsAreBitwiseEqual_CUDA) {
   if (!have_cuda()) GTEST_SKIP() << "needs a CUDA build and a GPU";
   const std::filesystem::path dir =
@@ -193,20 +194,26 @@ TEST(MicrobatchGraphCudaTest, RecordsWithAndWithoutGraphsAreBitwiseEqual_CUDA) {
   training.steps = 3;
   training.num_microbatches = 4;
   auto impl = reference::make_reference();
-  auto run = [&](bool graphs, bool flash, const std::string& name) {
+  auto run = [&](bool graphs, bool flash, int dp, const std::string& name) {
     config::VariantSpec v;
     v.name = name;
     v.kernels = config::Kernels::kHarness;
     v.cuda_graphs = graphs;
+    v.data_parallel_size = dp;
     if (flash) v.attention_backend = config::AttentionBackend::kFlash;
     return testing::run_with_record(config::testing::tiny_model(), training, v, *impl, dir);
   };
   std::vector<bool> flash{false};
   if (kernels::flash_attention_available()) flash.push_back(true);
-  for (bool f : flash) {
-    SCOPED_TRACE(f ? "flash" : "unfused");
-    const std::string a = run(false, f, f ? "eager_flash" : "eager");
-    const std::string b = run(true, f, f ? "graphs_flash" : "graphs");
+  // (flash?, dp): two data-parallel replicas as threads capture their graphs concurrently.
+  std::vector<std::pair<bool, int>> cases;
+  for (bool f : flash) cases.emplace_back(f, 1);
+  cases.emplace_back(flash.back(), 2);
+  for (const auto& [f, dp] : cases) {
+    const std::string tag = std::string(f ? "flash" : "unfused") + "_dp" + std::to_string(dp);
+    SCOPED_TRACE(tag);
+    const std::string a = run(false, f, dp, "eager_" + tag);
+    const std::string b = run(true, f, dp, "graphs_" + tag);
     EXPECT_GT(testing::expect_records_bitwise_equal(a, b, 3), 100);
     record::RecordReader ra(a), rb(b);
     EXPECT_EQ(rb.attrs().count("cuda_graphs"), 1u);
