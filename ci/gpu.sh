@@ -25,7 +25,8 @@
 #              `mkdir -p .ab-base && git archive BASE | tar -x -C .ab-base` and carried as
 #              .ab-base) into build-gpu-base, then `mtp-harness perf ab` of its
 #              train_step_benchmark against this build's (MTP_AB_FILTER, default the small
-#              model's P = 1 bf16 rows; MTP_AB_ROUNDS, default 5)
+#              model's P = 1 bf16 rows; MTP_AB_ROUNDS, default 5); with MTP_AB_KERNELS_FILTER
+#              set, the same for kernels_benchmark's rows it matches
 #     calibrate the pipeline cost simulator's node costs (issue 23): `mtp-harness calibrate` of
 #              the dsv3 and small presets into OUT_DIR/costs_{dsv3,small}.json, and, to validate
 #              them, BM_PipelineStep of the small model at P = 1 (bf16, flash, harness kernels)
@@ -47,7 +48,11 @@
 #              graphs, P4 V2; reference and candidate; MTP_BENCH_REPETITIONS, default 5) and
 #              each anchor case (MTP_ANCHOR_CASES, default small:eager small:compile
 #              tiny:eager tiny:compile) in a fresh process, and the table of every harness row's
-#              ratio to the anchors of the same job (OUT_DIR/anchor_table.md, JSON beside it)
+#              ratio to the anchors of the same job (OUT_DIR/anchor_table.md, JSON beside it),
+#              with the small model's whole step with digest records over the step without
+#              (BM_TrainStep, P = 1 eager and graphed) and each P = 1 row's step time with
+#              deterministic algorithms on over the same row's with them off
+#              (MTP_BENCH_DETERMINISTIC=0, same job)
 #     megatron the Megatron-LM recorder (ci/megatron_recorder/README.md), with a Megatron-LM tree
 #              carried at build-megatron/Megatron-LM (megatron/ and REVISION): Megatron trains
 #              ci/megatron_recorder/source.toml's run for 3 steps both ways (--init harness,
@@ -345,6 +350,12 @@ else
     --filter "${MTP_AB_FILTER:-BM_PipelineStep/small/p1/bf16/flash/.*/harness/cuda}" \
     --rounds "${MTP_AB_ROUNDS:-5}" --json $work/perf_ab.json
   grep -E "^ |^# " "$log/ab.log" | tee -a "$summary"
+  if [ -n "${MTP_AB_KERNELS_FILTER:-}" ]; then
+    step ab_build_kernels cmake --build build-gpu-base -j "$(nproc)" --target kernels_benchmark
+    step ab_kernels $B perf ab build-gpu-base/kernels_benchmark $build/kernels_benchmark \
+      --filter "$MTP_AB_KERNELS_FILTER" --rounds "${MTP_AB_ROUNDS:-5}" --json $work/perf_ab_kernels.json
+    grep -E "^ |^# " "$log/ab_kernels.log" | tee -a "$summary"
+  fi
 fi
 fi
 if want anchor; then
@@ -356,10 +367,17 @@ step anchor_check_compare $B compare $R/anchor/source.h5 $R/anchor/anchor.h5 --s
   --records loss,grad --class rel_l2:1e-5
 grep -E "^EQUAL|^DIFFERENT|^verdict" "$log/anchor_check_compare.log" | sed "s/^/  anchor model vs harness: /" | tee -a "$summary"
 step anchor_harness env TMPDIR=/tmp timeout 400 $build/train_step_benchmark \
-  --benchmark_filter="${MTP_ANCHOR_FILTER:-BM_PipelineStep/(small|tiny)/(p1|p1graphs|p4v2|p4v2graphs)/bf16/flash/(reference|candidate)/harness/cuda}" \
+  --benchmark_filter="${MTP_ANCHOR_FILTER:-BM_PipelineStep/(small|tiny)/(p1|p1graphs|p4v2|p4v2graphs)/bf16/flash/(reference|candidate)/harness/cuda|BM_PipelineStep/(small|tiny)/p1/bf16/flash/reference/torch/cuda|BM_TrainStep/small/(p1|p1graphs)/bf16/flash/reference/harness/cuda/record:(none|digest)/extra}" \
   --benchmark_repetitions=${MTP_BENCH_REPETITIONS:-5} --benchmark_display_aggregates_only=true \
   --benchmark_out=$out/anchor_harness.json --benchmark_out_format=json
 grep -E "^BM_.*_median" "$log/anchor_harness.log" >> "$summary"
+# The same job's non-deterministic counterparts (MTP_BENCH_DETERMINISTIC=0: LibTorch's
+# deterministic algorithms off) of the P = 1 rows: the table's det ÷ non-det ratios.
+step anchor_nondet env TMPDIR=/tmp MTP_BENCH_DETERMINISTIC=0 timeout 200 $build/train_step_benchmark \
+  --benchmark_filter="${MTP_NONDET_FILTER:-BM_PipelineStep/(small|tiny)/(p1|p1graphs)/bf16/flash/reference/(harness|torch)/cuda}" \
+  --benchmark_repetitions=${MTP_BENCH_REPETITIONS:-5} --benchmark_display_aggregates_only=true \
+  --benchmark_out=$out/anchor_nondet.json --benchmark_out_format=json
+grep -E "^BM_.*_median" "$log/anchor_nondet.log" | sed 's/^/(non-deterministic) /' >> "$summary"
 for c in ${MTP_ANCHOR_CASES:-small:eager small:compile tiny:eager tiny:compile}; do
   size=${c%%:*}; mode=${c#*:}
   step "anchor_${size}_${mode}" timeout 400 python3 ci/torch_anchor/anchor.py time --size $size \
@@ -367,7 +385,8 @@ for c in ${MTP_ANCHOR_CASES:-small:eager small:compile tiny:eager tiny:compile};
   grep -E "^BM_TorchAnchor|Error|error" "$log/anchor_${size}_${mode}.log" | tail -3 | tee -a "$summary"
 done
 step anchor_table python3 ci/torch_anchor/anchor.py table $out/anchor_harness.json \
-  $out/anchor_*_*.json --markdown $out/anchor_table.md
+  $out/anchor_*_*.json --nondeterministic $out/anchor_nondet.json \
+  --markdown $out/anchor_table.md
 cat "$log/anchor_table.log" >> "$summary"
 fi
 if want megatron; then

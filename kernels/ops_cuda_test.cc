@@ -104,8 +104,10 @@ TEST(KernelOpsCudaTest, CrossEntropyOfBf16LogitsIsBitwiseTheFloatCast) {
   if (cuda_kernels_built() && at::hasCUDA()) devices.emplace_back(at::kCUDA);
   for (const at::Device& d : devices) {
     SCOPED_TRACE(d.str());
-    const at::Tensor direct = logits.to(d).requires_grad_(true);
-    const at::Tensor cast = logits.to(d).requires_grad_(true);
+    // Two separate leaves (logits.to(kCPU) is logits itself: one shared leaf would compare a
+    // gradient with itself).
+    const at::Tensor direct = logits.to(d).clone().requires_grad_(true);
+    const at::Tensor cast = logits.to(d).clone().requires_grad_(true);
     const at::Tensor ce_direct = cross_entropy(direct, labels.to(d));
     const at::Tensor ce_cast = cross_entropy(cast.to(at::kFloat), labels.to(d));
     ASSERT_EQ(ce_direct.scalar_type(), at::kFloat);

@@ -322,6 +322,46 @@ def medians(rows):
     return out
 
 
+def record_ratio_lines(harness):
+    """Issue 25's digest bound: each BM_TrainStep record:<r> row's step time over its
+    record:none row's (the same setting), from the median tokens/s."""
+    out = []
+    for n in sorted(harness):
+        if not n.startswith("BM_TrainStep/") or "/record:none/" in n or "/record:" not in n:
+            continue
+        record = n.split("/record:")[1].split("/")[0]
+        base = n.replace(f"/record:{record}/", "/record:none/")
+        if base in harness:
+            out.append(f"| {n.split('/', 1)[1]} | {harness[base][0] / harness[n][0]:.3f} |")
+    if not out:
+        return []
+    return ["| whole step with a record ÷ without (record:none, same setting) | time ratio |",
+            "|---|---|"] + out + [""]
+
+
+def determinism_ratio_lines(det, nondet):
+    """Issue 25's determinism bound: each row's step time with deterministic algorithms on
+    (`det`, the harness's settings) over the same row's with them off (`nondet`,
+    MTP_BENCH_DETERMINISTIC=0), and each size's fastest deterministic harness-kernel row over
+    the fastest non-deterministic row of any kernel set."""
+    out = ["| row | deterministic tokens/s | non-deterministic tokens/s | time ratio det ÷ non-det |",
+           "|---|---|---|---|"]
+    for n in sorted(set(det) & set(nondet)):
+        out.append(f"| {n.split('/', 1)[1]} | {det[n][0] / 1e3:.1f}K | {nondet[n][0] / 1e3:.1f}K | "
+                   f"{nondet[n][0] / det[n][0]:.3f} |")
+    for size in SIZES:
+        def best(rows, harness_only):
+            c = [(v[0], n) for n, v in rows.items() if n.startswith(f"BM_PipelineStep/{size}/")
+                 and (not harness_only or "/harness/" in n)]
+            return max(c) if c else None
+        d, nd = best(det, True), best(nondet, False)
+        if d and nd:
+            out.append(f"| {size}: fastest deterministic harness row ({d[1].split('/', 1)[1]}) "
+                       f"÷ fastest non-deterministic row ({nd[1].split('/', 1)[1]}) | "
+                       f"{d[0] / 1e3:.1f}K | {nd[0] / 1e3:.1f}K | {nd[0] / d[0]:.3f} |")
+    return out + [""] if len(out) > 2 else []
+
+
 def table(args):
     harness = medians(load_rows(args.harness))
     anchors = {}
@@ -357,6 +397,9 @@ def table(args):
             lines.append(f"| {n.split('/', 1)[1]} | {reps} | {tps / 1e3:.1f}K | "
                          + " | ".join(f"{tps / mine[a][0]:.2f}" for a in anchor_names) + " |")
         lines.append("")
+    lines += record_ratio_lines(harness)
+    if args.nondeterministic:
+        lines += determinism_ratio_lines(harness, medians(load_rows(args.nondeterministic)))
     text = "\n".join(lines)
     print(text)
     if args.markdown:
@@ -401,6 +444,8 @@ def parse_args(argv):
     b.add_argument("harness", help="train_step_benchmark JSON")
     b.add_argument("anchors", nargs="+", help="anchor JSON files from `time`")
     b.add_argument("--markdown", help="also write the table here")
+    b.add_argument("--nondeterministic", help="train_step_benchmark JSON of the same rows with "
+                   "MTP_BENCH_DETERMINISTIC=0: each row's deterministic / non-deterministic ratio")
     args = p.parse_args(argv)
     if args.command == "time" and args.iterations is None:
         args.iterations = 3 if args.size == "small" else 10

@@ -51,6 +51,8 @@
 //              at P = 1 that is the loss's stage), so the p1 candidate rows time the candidate's
 //              code with MTP beside the loss. One m per MTP depth (tiny: mm)
 //   kernels    torch (LibTorch ops) | harness (kernels/ops.h), ModelConfig::kernels
+// MTP_BENCH_DETERMINISTIC=0 runs every row with LibTorch's deterministic algorithms off (see
+// bench_deterministic; the run context's deterministic_algorithms says which).
 // Data: the default byte-level GPL-3 text (35 KB; 2048-token windows wrap around), or 64 KiB of
 // pseudo-random bytes where that file is missing.
 //
@@ -111,6 +113,7 @@
 #include "harness/engine/executor.h"
 #include "harness/engine/plan.h"
 #include "harness/engine/trainer.h"
+#include "harness/gpu/gpu.h"
 #include "harness/perf/model_flops.h"
 #include "harness/transport/transport.h"
 #include "kernels/ops.h"
@@ -305,8 +308,12 @@ std::vector<mtp::engine::MicrobatchTensors> microbatches(
     std::copy(m.tokens.begin(), m.tokens.end(), tokens.data_ptr<int32_t>());
     std::copy(m.labels.begin(), m.labels.end(), labels.data_ptr<int32_t>());
     std::copy(m.loss_mask.begin(), m.loss_mask.end(), mask.data_ptr<uint8_t>());
-    mbs.push_back({tokens.to(at::kLong).to(device), labels.to(at::kLong).to(device),
-                   mask.to(at::kFloat).to(device), M});
+    mtp::engine::MicrobatchTensors t;
+    t.tokens = tokens.to(at::kLong).to(device);
+    t.labels = labels.to(at::kLong).to(device);
+    t.loss_mask = mask.to(at::kFloat).to(device);
+    t.num_microbatches = M;
+    mbs.push_back(std::move(t));
   }
   return mbs;
 }
@@ -393,6 +400,23 @@ size_t op_histogram_rows() {
         v));
   }
   return static_cast<size_t>(n);
+}
+
+/// MTP_BENCH_DETERMINISTIC: unset or "1", every row with the harness's determinism settings;
+/// "0", the same rows with LibTorch's deterministic algorithms and cuDNN's deterministic mode
+/// off (all else as set: one intra-op thread, TF32 off, the environment), for the
+/// deterministic / non-deterministic step-time ratio (issue 25). The harness kernels are
+/// deterministic by construction; what changes is LibTorch's ops (the torch rows' embedding
+/// backward and cross entropy, the NaN fill on LibTorch < 2.1). Throws InputError for any other
+/// value.
+bool bench_deterministic() {
+  const char* v = std::getenv("MTP_BENCH_DETERMINISTIC");
+  if (v == nullptr || std::string(v) == "1") return true;
+  if (std::string(v) == "0") return false;
+  throw mtp::InputError(fmt::format(
+      "MTP_BENCH_DETERMINISTIC=\"{}\": expected 1 (deterministic algorithms on, the default) or "
+      "0 (off)",
+      v));
 }
 
 /// Sets tokens_per_second, model_TFLOPs and (CUDA) MFU from `seconds` over `steps` steps.
@@ -503,6 +527,15 @@ void BM_PipelineStep(benchmark::State& state, Setting setting) {
     state.counters["parameters"] = static_cast<double>(count_parameters(init));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
+  }
+  // The repetition's graphs are destroyed: their pools back to the device before the next
+  // repetition builds its own (gpu::release_cached_memory says why LibTorch may not).
+  if (graphed(setting.pipeline)) {
+    try {
+      mtp::gpu::release_cached_memory(0);
+    } catch (const std::exception& e) {
+      state.SkipWithError(e.what());
+    }
   }
 }
 
@@ -663,7 +696,11 @@ int main(int argc, char** argv) {
   // CUBLAS_WORKSPACE_CONFIG) before the first tensor op, as every run_variant() applies them.
   try {
     mtp::engine::apply_determinism();
-    op_histogram_rows();  // a malformed value stops the run before any benchmark
+    if (!bench_deterministic()) {  // a malformed value stops the run before any benchmark
+      at::globalContext().setDeterministicAlgorithms(false, /*warn_only=*/false);
+      at::globalContext().setDeterministicCuDNN(false);
+    }
+    op_histogram_rows();  // likewise
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_step_benchmark: %s\n", e.what());
     return 2;
@@ -672,6 +709,8 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   mtp::bench::add_run_context();
+  benchmark::AddCustomContext("deterministic_algorithms",
+                              at::globalContext().deterministicAlgorithms() ? "on" : "off");
   benchmark::AddCustomContext("mfu_peak_bf16_TFLOPs", "989.4 (H200 SXM, dense bf16)");
   benchmark::AddCustomContext("mfu_peak_fp32_TFLOPs", "66.9 (H200 SXM, fp32 without tensor cores)");
   benchmark::RunSpecifiedBenchmarks();

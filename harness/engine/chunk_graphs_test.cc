@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
 #include <string>
 #include <utility>
 
@@ -50,8 +51,8 @@ struct PipelineCase {
 /// and main grads, bitwise. Step 1 runs each chunk eagerly until its first backward and captures
 /// slots after; step 2 captures the slots its warm-up phase needs beyond step 1's (step 1's
 /// warm-up forwards were eager and took none); step 3 only replays.
-void expect_graphed_steps_equal_eager(const PipelineCase& c) {
-  config::ModelConfig cfg = config::testing::tiny_model();
+void expect_graphed_steps_equal_eager(const PipelineCase& c,
+                                      config::ModelConfig cfg = config::testing::tiny_model()) {
   cfg.kernels = config::Kernels::kHarness;
   config::TrainingConfig training;
   training.dtype = config::DType::kBFloat16;
@@ -150,6 +151,51 @@ TEST(ChunkGraphsCudaTest, GraphedPipelinedStepsEqualEagerStepsBitwise_CUDA) {
       {"candidate_p4_1f1b", true, "Et*2|t*3|t*3mm|L", 4},
   };
   for (const PipelineCase& c : cases) expect_graphed_steps_equal_eager(c);
+}
+
+/// A pipelined graphed run gives its memory back once its graphs are destroyed and
+/// gpu::release_cached_memory ran (what run_variant and the benchmark do after a graphed run):
+/// nothing cached is left, and no live byte more than after the same run before but whole cuBLAS
+/// workspaces of LibTorch's (bounded, see below), so that runs and
+/// benchmark repetitions one after another in a process do not fill the device (they did:
+/// 42 GiB of destroyed graphs' pools after four small-model P4 V2 repetitions on the H100,
+/// 2026-12-07). A model wide enough that every slot's pool takes ≥ 20 MiB segments.
+TEST(ChunkGraphsCudaTest, DestroyedGraphsGiveTheirMemoryBack_CUDA) {
+  if (!have_cuda()) GTEST_SKIP() << "needs a CUDA build and a GPU";
+  config::ModelConfig wide = config::testing::tiny_model();
+  wide.hidden_size = 256;
+  wide.num_attention_heads = 4;
+  wide.num_query_groups = 4;
+  wide.ffn_hidden_size = 1024;
+  wide.seq_length = 256;
+  wide.vocab_size = 4096;
+  const PipelineCase c{"reference_p4v2_wide", false, "E|t*3|(t|)*5mmL", 4};
+  auto lifecycle = [&] {
+    expect_graphed_steps_equal_eager(c, wide);
+    const gpu::AllocatorBytes held = gpu::allocator_bytes(0);
+    gpu::release_cached_memory(0);
+    const gpu::AllocatorBytes after = gpu::allocator_bytes(0);
+    std::cout << "graphed P4 V2 run: before release allocated " << held.allocated << " reserved "
+              << held.reserved << " bytes; after allocated " << after.allocated << " reserved "
+              << after.reserved << "\n";
+    return after;
+  };
+  const gpu::AllocatorBytes first = lifecycle();  // lazily made state (cuBLAS workspaces) stays
+  const gpu::AllocatorBytes second = lifecycle();
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  EXPECT_LT(second.reserved - second.allocated, 64 * kMiB)
+      << "memory still cached after the release: a destroyed graph's pool was not freed";
+  // What a run may leave live: LibTorch's cuBLAS workspaces, one per (cuBLAS handle, stream)
+  // pair a GEMM ran on, kept for the process's life (CUBLAS_WORKSPACE_CONFIG=:4096:8: 8 ×
+  // 4096 KiB). The graphs' streams are reused (gpu/cuda_graph_cuda.cc) and the handles come
+  // from LibTorch's per-thread pool, so the pairs are bounded, but a rank thread may draw another
+  // handle than last run's: at most one new workspace per stage's stream. (H100, 2026-12-07: 7
+  // new workspaces in the second run, 224 MiB; before the release 2.3 GiB of pools were cached.)
+  constexpr int64_t kWorkspace = 8 * 4096 * int64_t{1024};
+  const int64_t grown = second.allocated - first.allocated;
+  EXPECT_GE(grown, 0);
+  EXPECT_EQ(grown % kWorkspace, 0) << grown << " bytes more live: not whole cuBLAS workspaces";
+  EXPECT_LE(grown, 8 * kWorkspace) << "more than one new cuBLAS workspace per stage's stream";
 }
 
 /// Whole runs, ranks as threads: run_variant with and without cuda_graphs, 3 steps, every

@@ -24,6 +24,7 @@
 #include "harness/engine/replica_check.h"
 #include "harness/engine/step_recorder.h"
 #include "harness/engine/topology.h"
+#include "harness/gpu/gpu.h"
 #include "harness/model/expert_parallel.h"
 #include "harness/transport/transport.h"
 
@@ -318,7 +319,8 @@ class RankWorker {
         continue;
       }
       mbs.push_back({h.tokens.to(at::kLong).to(ctx_.device), h.labels.to(at::kLong).to(ctx_.device),
-                     h.loss_mask.to(ctx_.main_dtype).to(ctx_.device), M, counts, ratio_counts});
+                     h.loss_mask.to(ctx_.main_dtype).to(ctx_.device), M, counts, ratio_counts,
+                     /*sequence_token_counts=*/{}});
     }
     return mbs;
   }
@@ -548,18 +550,36 @@ RunResult run_variant(const RunPlan& plan, const Implementation& impl, const dat
   result.plan = plan;
   result.record_path = options.record_path;
   result.chunk_map = ctx.chunk_map;
-  run_on_threads(
-      static_cast<int>(ranks.size()),
-      [&](int i) {
-        pin_thread_determinism();
-        RankWorker worker(ctx, *tr, ranks[i]);
-        worker.run(result);
-      },
-      [&](int i, const std::string& why) {
-        tr->abort(fmt::format("rank {} failed: {}", ranks[i], why));
-      });
+  // The run's CUDA graphs died with its rank workers; with every thread of the run joined, none
+  // captures, so their memory pools can go back to the device (gpu::release_cached_memory says
+  // why LibTorch may never do it on its own). Outside the run's wall time.
+  const auto release_graph_pools = [&] {
+    if (plan.variant.cuda_graphs && ctx.device.is_cuda()) {
+      gpu::release_cached_memory(ctx.device.index() < 0 ? 0 : ctx.device.index());
+    }
+  };
+  try {
+    run_on_threads(
+        static_cast<int>(ranks.size()),
+        [&](int i) {
+          pin_thread_determinism();
+          RankWorker worker(ctx, *tr, ranks[i]);
+          worker.run(result);
+        },
+        [&](int i, const std::string& why) {
+          tr->abort(fmt::format("rank {} failed: {}", ranks[i], why));
+        });
+  } catch (...) {
+    try {
+      release_graph_pools();
+    } catch (const std::exception&) {
+      // The run's own error is the one to report.
+    }
+    throw;
+  }
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  release_graph_pools();
   return result;
 }
 

@@ -8,10 +8,12 @@
 #include <torch/version.h>
 
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "harness/common/error.h"
 #include "harness/gpu/cuda_graph.h"
@@ -22,7 +24,8 @@ namespace {
 // versions).
 using PoolId = decltype(std::declval<at::cuda::CUDAGraph&>().pool());
 
-// A non-blocking CUDA stream of this graph (and the graphs sharing it) alone: LibTorch's stream
+// A non-blocking CUDA stream of this graph (and the graphs sharing it) alone while they live
+// (then reused by later graphs, acquire_stream): LibTorch's stream
 // pool hands its 32 streams out round robin, so two graphs of different threads could get the
 // same one and capture into each other.
 struct OwnedStream {
@@ -38,6 +41,39 @@ struct OwnedStream {
   OwnedStream& operator=(const OwnedStream&) = delete;
   cudaStream_t raw = nullptr;
 };
+
+// The OwnedStreams no graph uses now, by device: a new graph takes one of these before it
+// creates a stream, so that a process making graphs run after run uses a bounded set of streams.
+// (LibTorch keeps a cuBLAS workspace per stream a GEMM ran on, for the life of the process:
+// 32 MiB per stream with CUBLAS_WORKSPACE_CONFIG=:4096:8, one more per new stream otherwise.)
+struct IdleStreams {
+  std::mutex mutex;
+  std::map<c10::DeviceIndex, std::vector<std::unique_ptr<OwnedStream>>> idle;
+};
+IdleStreams& idle_streams() {
+  static auto* streams = new IdleStreams;  // never destroyed: streams outlive static teardown
+  return *streams;
+}
+
+// An OwnedStream of `device` that no live graph uses; back to the idle set with its last graph.
+std::shared_ptr<OwnedStream> acquire_stream(c10::DeviceIndex device) {
+  std::unique_ptr<OwnedStream> stream;
+  {
+    IdleStreams& pool = idle_streams();
+    const std::lock_guard<std::mutex> lock(pool.mutex);
+    auto& idle = pool.idle[device];
+    if (!idle.empty()) {
+      stream = std::move(idle.back());
+      idle.pop_back();
+    }
+  }
+  if (!stream) stream = std::make_unique<OwnedStream>(device);
+  return std::shared_ptr<OwnedStream>(stream.release(), [device](OwnedStream* s) {
+    IdleStreams& pool = idle_streams();
+    const std::lock_guard<std::mutex> lock(pool.mutex);
+    pool.idle[device].emplace_back(s);
+  });
+}
 
 // Guards LibTorch's shared CUDA graph state: at::cuda::CUDAGraph registers itself with the
 // default CUDA generator's state at capture_begin and unregisters in its destructor, in a set
@@ -55,7 +91,7 @@ std::mutex& graph_state_mutex() {
 struct CudaGraph::Impl {
   Impl(int d, CaptureScope s)
       : device(static_cast<c10::DeviceIndex>(d)),
-        owned(std::make_shared<OwnedStream>(device)),
+        owned(acquire_stream(device)),
         stream(c10::cuda::getStreamFromExternal(owned->raw, device)),
         scope(s) {}
   Impl(const Impl& other, std::optional<PoolId> p)

@@ -28,6 +28,24 @@ std::map<std::string, std::string> gpu_fingerprint(int device);
 /// when the CUDA runtime fails.
 uint64_t device_free_memory_bytes(int device);
 
+/// Bytes held by LibTorch's CUDA caching allocator on `device`: allocated (live tensors) and
+/// reserved (taken from the device: live tensors plus cached free blocks, CUDA graph memory
+/// pools included). Throws InputError without CUDA.
+struct AllocatorBytes {
+  int64_t allocated = 0;
+  int64_t reserved = 0;
+};
+AllocatorBytes allocator_bytes(int device);
+
+/// Gives every cached free block of LibTorch's CUDA caching allocator back to the device
+/// (emptyCache), the memory pools of destroyed CUDA graphs included. LibTorch frees a destroyed
+/// graph's pool only under memory pressure and only while no capture is underway in the
+/// process: where rank threads capture while others allocate, that moment may never come and
+/// the freed pools of earlier graphs fill the device (2026-12-07, H100: 42 GiB after four
+/// benchmark repetitions of the small model's pipelined graphs). Call where no thread of this
+/// process captures (e.g. after a run's threads have joined). Throws InputError without CUDA.
+void release_cached_memory(int device);
+
 /// Makes `device` the calling thread's current CUDA device.
 void set_current_device(int device);
 

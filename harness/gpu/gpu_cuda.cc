@@ -1,5 +1,7 @@
 // GPU facts and device selection of a CUDA build (MTP_WITH_CUDA).
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -36,6 +38,24 @@ std::map<std::string, std::string> gpu_fingerprint(int device) {
       {"cublas_version", fmt::format("{}.{}.{}", cublas_major, cublas_minor, cublas_patch)},
       {"nccl_version", fmt::format("{}.{}.{}", nccl / 10000, (nccl / 100) % 100, nccl % 100)},
   };
+}
+
+AllocatorBytes allocator_bytes(int device) {
+  const auto stats =
+      c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  // Index 0: the aggregate over the small and large pools (StatType::AGGREGATE).
+  return {static_cast<int64_t>(stats.allocated_bytes[0].current),
+          static_cast<int64_t>(stats.reserved_bytes[0].current)};
+}
+
+void release_cached_memory(int device) {
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw InfraError(fmt::format("release_cached_memory: cudaDeviceSynchronize on device {}: {}",
+                                 device, cudaGetErrorString(e)));
+  }
+  c10::cuda::CUDACachingAllocator::emptyCache();
 }
 
 uint64_t device_free_memory_bytes(int device) {

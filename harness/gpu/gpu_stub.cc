@@ -20,6 +20,8 @@ bool cuda_build() { return false; }
 std::map<std::string, std::string> gpu_fingerprint(int) { no_cuda("GPU fingerprint"); }
 void set_current_device(int) { no_cuda("device \"cuda\""); }
 uint64_t device_free_memory_bytes(int) { no_cuda("device \"cuda\""); }
+AllocatorBytes allocator_bytes(int) { no_cuda("device \"cuda\""); }
+void release_cached_memory(int) { no_cuda("device \"cuda\""); }
 std::unique_ptr<transport::Transport> make_nccl_transport(const LaunchEnv&, int,
                                                           std::chrono::milliseconds) {
   no_cuda("NCCL transport");
