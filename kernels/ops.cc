@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/internal/arg_checks.h"
+#include "kernels/nonfinite.h"
 #include "kernels/numerics.h"
 
 #if defined(MTP_KERNELS_WITH_CUDA)
@@ -524,30 +525,74 @@ void accumulate_main_grad(at::Tensor& main_grad, const at::Tensor& grad) {
   main_grad.add_(grad);
 }
 
-at::Tensor block_digests(const at::Tensor& t, int64_t block_elements) {
-  constexpr const char* kOp = "mtp::kernels::block_digests";
+namespace {
+
+/// The exponent field of t's dtype (kernels/nonfinite.h), 0 for integer and bool dtypes.
+uint64_t exponent_bits_of(at::ScalarType dtype, const char* op) {
+  switch (dtype) {
+    case at::kHalf:
+      return kExponentBitsF16;
+    case at::kBFloat16:
+      return kExponentBitsBf16;
+    case at::kFloat:
+      return kExponentBitsF32;
+    case at::kDouble:
+      return kExponentBitsF64;
+    default:
+      TORCH_CHECK(!at::isComplexType(dtype) && !at::isFloatingType(dtype), op, ": dtype ", dtype,
+                  " has no non-finite rule here");
+      return 0;
+  }
+}
+
+/// block_digests and block_summaries: `t`'s digests (and with `summaries` its non-finite
+/// elements) into [blocks, 2] or [blocks, 5].
+at::Tensor digest_blocks(const at::Tensor& t, int64_t block_elements, bool summaries,
+                         const char* op) {
   const int64_t element = static_cast<int64_t>(t.element_size());
   TORCH_CHECK(block_elements > 0 &&
                   static_cast<uint64_t>(block_elements) * static_cast<uint64_t>(element) <=
                       internal::kMaxDigestBlockBytes,
-              kOp, ": block_elements = ", block_elements, " of ", element,
+              op, ": block_elements = ", block_elements, " of ", element,
               "-byte elements is outside [1, ", internal::kMaxDigestBlockBytes, " bytes]");
-  const bool cuda = use_cuda(t, kOp);
+  const uint64_t exponent_bits = summaries ? exponent_bits_of(t.scalar_type(), op) : 0;
+  const bool cuda = use_cuda(t, op);
   const at::Tensor c = t.contiguous();
   const int64_t blocks = (c.numel() + block_elements - 1) / block_elements;
-  at::Tensor out = uninitialized({blocks, 2}, c.options().dtype(at::kLong));
+  const int64_t width = summaries ? 5 : 2;
+  at::Tensor out = uninitialized({blocks, width}, c.options().dtype(at::kLong));
   const uint64_t nbytes = static_cast<uint64_t>(c.numel()) * static_cast<uint64_t>(element);
   const uint64_t block_bytes = static_cast<uint64_t>(block_elements * element);
-  auto* digests = reinterpret_cast<uint64_t*>(out.data_ptr<int64_t>());
+  int64_t* values = out.data_ptr<int64_t>();
+  auto* digests = reinterpret_cast<uint64_t*>(values);
+  const auto stride = static_cast<uint64_t>(width);
   if (!cuda) {
-    cpu::block_digests(c.data_ptr(), nbytes, block_bytes, digests);
+    cpu::block_digests(c.data_ptr(), nbytes, block_bytes, digests, stride);
+    if (summaries) {
+      cpu::nonfinite_blocks(c.data_ptr(), c.numel(), static_cast<int>(element), exponent_bits,
+                            block_elements, values + 2, width);
+    }
     return out;
   }
 #if defined(MTP_KERNELS_WITH_CUDA)
   const c10::cuda::CUDAGuard guard(c.device());
-  cuda::block_digests(c.data_ptr(), nbytes, block_bytes, digests, current_stream());
+  cuda::block_digests(c.data_ptr(), nbytes, block_bytes, digests, current_stream(), stride);
+  if (summaries) {
+    cuda::nonfinite_blocks(c.data_ptr(), c.numel(), static_cast<int>(element), exponent_bits,
+                           block_elements, values + 2, width, current_stream());
+  }
 #endif
   return out;
+}
+
+}  // namespace
+
+at::Tensor block_digests(const at::Tensor& t, int64_t block_elements) {
+  return digest_blocks(t, block_elements, /*summaries=*/false, "mtp::kernels::block_digests");
+}
+
+at::Tensor block_summaries(const at::Tensor& t, int64_t block_elements) {
+  return digest_blocks(t, block_elements, /*summaries=*/true, "mtp::kernels::block_summaries");
 }
 
 bool flash_attention_available() {

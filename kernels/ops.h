@@ -70,6 +70,15 @@ at::Tensor masked_cross_entropy(const at::Tensor& logits, const at::Tensor& labe
 /// block_elements or a device without the kernels.
 at::Tensor block_digests(const at::Tensor& t, int64_t block_elements);
 
+/// block_summaries: what a digest-only record keeps of `t`, per block as block_digests cuts it,
+/// computed on t's device → int64 [blocks, 5]: the block's digest (high, low: block_digests'
+/// values), its count of non-finite elements (exponent bits all ones, kernels/nonfinite.h; 0
+/// for integer and bool dtypes), the flat index in t of its first non-finite element (−1: none)
+/// and that element's bits, zero-extended (0: none). Two kernels and one allocation, whatever
+/// t's size (the step recorder calls it for every recorded tensor). On CUDA on the current
+/// stream. c10::Error as block_digests, and for a complex dtype.
+at::Tensor block_summaries(const at::Tensor& t, int64_t block_elements);
+
 /// accumulate_main_grad: main_grad += grad, bitwise at::add_ (Megatron's DDP hook,
 /// param.main_grad.add_(param.grad)), not differentiable. An fp32 main grad and a bf16 grad,
 /// both contiguous on CUDA, take one vectorized kernel (kernels/cuda/accumulate.cu: LibTorch

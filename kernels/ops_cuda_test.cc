@@ -23,6 +23,7 @@
 #include <functional>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -202,6 +203,47 @@ TEST(KernelOpsCudaTest, BlockDigestsOfADeviceTensorEqualTheHostTensors_CUDA) {
     const at::Tensor dev = block_digests(t.to(at::kCUDA), 65536);
     ASSERT_TRUE(dev.is_cuda());
     EXPECT_TRUE(at::equal(host, dev.cpu()));
+  }
+}
+
+/// block_summaries on the GPU: the CPU's rows bitwise (digests, non-finite counts, first
+/// indices and bits) for every floating dtype with non-finite values planted across blocks
+/// (several in one block, the last element, a block with none), without any, for a
+/// non-contiguous view, an integer tensor whose bits look like +inf, and an empty tensor.
+TEST(KernelOpsCudaTest, BlockSummariesOfADeviceTensorEqualTheHostRows_CUDA) {
+  MTP_SKIP_WITHOUT_CUDA_OPS();
+  at::manual_seed(14);
+  const int64_t block = 65536, n = 3 * block + 999;
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<at::Tensor> cases;
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf, at::kDouble}) {
+    const at::Tensor clean = at::randn({n}).to(dtype);
+    at::Tensor dirty = clean.clone();
+    dirty[5] = inf;
+    dirty[block + 300] = -inf;
+    dirty[block + 301] = std::numeric_limits<double>::quiet_NaN();
+    dirty[block + 40000] = inf;
+    dirty[n - 1] = -inf;  // block 2 holds none
+    cases.push_back(clean);
+    cases.push_back(dirty);
+  }
+  cases.push_back(at::randn({700, 500}).t());
+  cases.push_back(at::full({100000}, 0x7f800000, at::kInt));
+  cases.push_back(at::empty({0}, at::kFloat));
+  for (const at::Tensor& t : cases) {
+    SCOPED_TRACE(c10::toString(t.scalar_type()) + std::string(" ") + std::to_string(t.numel()));
+    const at::Tensor host = block_summaries(t, block);
+    const at::Tensor dev = block_summaries(t.to(at::kCUDA), block);
+    ASSERT_TRUE(dev.is_cuda());
+    ASSERT_EQ(dev.sizes(), host.sizes());
+    EXPECT_TRUE(at::equal(host, dev.cpu()));
+    if (t.numel() == n && !at::equal(t, t.nan_to_num())) {
+      // The planted values, as the CPU rows count them: 1, 3 and 1 in blocks 0, 1 and 3.
+      EXPECT_EQ(host.select(1, 2).sum().item<int64_t>(), 5);
+      EXPECT_EQ(host[1][3].item<int64_t>(), block + 300);
+      EXPECT_EQ(host[2][2].item<int64_t>(), 0);
+      EXPECT_EQ(host[2][3].item<int64_t>(), -1);
+    }
   }
 }
 

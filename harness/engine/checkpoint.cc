@@ -14,10 +14,6 @@
 namespace mtp::engine {
 namespace {
 
-record::DType record_dtype(at::ScalarType t) {
-  return t == at::kDouble ? record::DType::kF64 : record::DType::kF32;
-}
-
 std::string where(const record::RecordReader& rec, int step, record::Group group) {
   return fmt::format("{}: steps/{}/{}", rec.path(), record::step_group_name(step),
                      record::group_name(group));

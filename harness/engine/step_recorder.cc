@@ -18,6 +18,7 @@
 
 #include "harness/common/error.h"
 #include "harness/config/hyperparameters.h"
+#include "harness/engine/block_summary.h"
 #include "harness/engine/determinism.h"
 #include "harness/engine/dtypes.h"
 #include "harness/engine/git_revision.h"
@@ -103,51 +104,7 @@ void write_attributes(record::RecordWriter& rec, const RunPlan& plan,
   rec.set_attr("stage_coords", coords.dump());
 }
 
-record::DType record_dtype(const std::string& name, at::ScalarType t) {
-  switch (t) {
-    case at::kFloat:
-      return record::DType::kF32;
-    case at::kDouble:
-      return record::DType::kF64;
-    case at::kInt:
-      return record::DType::kI32;
-    case at::kByte:
-      return record::DType::kU8;
-    case at::kLong:
-      return record::DType::kI64;
-    case at::kBFloat16:
-      return record::DType::kBF16;
-    default:
-      throw InternalError(fmt::format("cannot record dtype of {}", name));
-  }
-}
-
-/// Same-width integer type of a float dtype (for its bits).
-at::ScalarType bits_type(at::ScalarType t) {
-  switch (c10::elementSize(t)) {
-    case 2:
-      return at::kShort;
-    case 4:
-      return at::kInt;
-    default:
-      return at::kLong;
-  }
-}
-
 }  // namespace
-
-at::Tensor nonfinite_scan(const at::Tensor& t) {
-  c10::NoGradGuard no_grad;
-  const auto opts = at::TensorOptions().dtype(at::kLong).device(t.device());
-  if (!t.is_floating_point() || t.numel() == 0) return at::zeros({3}, opts);
-  const at::Tensor flat = t.detach().reshape({-1});
-  const at::Tensor bad = at::logical_not(at::isfinite(flat));
-  const at::Tensor count = bad.sum(at::kLong);
-  const at::Tensor first = bad.to(at::kByte).argmax();  // the first maximum: the first non-finite
-  const at::Tensor bits =
-      flat.index_select(0, first.view({1})).view(bits_type(t.scalar_type())).to(at::kLong);
-  return at::cat({count.view({1}), first.view({1}), bits.view({1})});
-}
 
 /// The writer thread and its queue of snapshots (step_recorder.h).
 struct StepRecorder::Writer {
@@ -319,22 +276,19 @@ void StepRecorder::write_tensor(int64_t step, record::Group group_id, const std:
   const std::string group = record::group_name(group_id);
   const record::Storage storage =
       always_full ? record::Storage::kFull : step_storage(plan_, step, default_storage_);
-  const record::DType dtype = record_dtype(name, t.scalar_type());
+  const record::DType dtype = record_dtype(t.scalar_type(), name);
   const int s = static_cast<int>(step);
-  // A digest-only tensor on a GPU is digested there (kernels::block_digests, on the current
-  // stream, so before anything later changes it): 16 bytes per block go to the host instead of a
-  // snapshot of the tensor. Elsewhere the snapshot is the tensor's bytes.
+  // A digest-only tensor on a GPU is digested there (kernels::block_summaries: two kernels on
+  // the current stream, so before anything later changes it): 40 bytes per block go to the host
+  // instead of a snapshot of the tensor (block_summary.h). Elsewhere the snapshot is the
+  // tensor's bytes.
   const bool device_digest = storage == record::Storage::kDigest && t.is_cuda();
   Writer::Job job;
   {
     c10::NoGradGuard no_grad;
-    // The device digest's snapshot: the block digests as int64 [2·blocks] (high, low), then
-    // nonfinite_scan's three values.
-    job.snapshot =
-        device_digest
-            ? at::cat({kernels::block_digests(t.detach(), record::kDigestBlockElements).view({-1}),
-                       nonfinite_scan(t)})
-            : t.detach().clone(at::MemoryFormat::Contiguous);
+    job.snapshot = device_digest
+                       ? kernels::block_summaries(t.detach(), record::kDigestBlockElements)
+                       : t.detach().clone(at::MemoryFormat::Contiguous);
   }
   if (job.snapshot.is_cuda()) {
     c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
@@ -345,22 +299,12 @@ void StepRecorder::write_tensor(int64_t step, record::Group group_id, const std:
   if (device_digest) {
     const std::vector<int64_t> shape = t.sizes().vec();
     const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * t.element_size();
-    job.run = [s, group, name, dtype, shape, nbytes](record::RecordWriter& w,
-                                                     const at::Tensor& host) {
-      record::TensorDigest d;
-      const auto* halves = reinterpret_cast<const uint64_t*>(host.data_ptr<int64_t>());
-      const int64_t blocks = (host.size(0) - 3) / 2;
-      for (int64_t b = 0; b < blocks; ++b) {
-        d.blocks.push_back(record::Digest128{halves[2 * b], halves[2 * b + 1]});
-      }
-      d.whole = record::combine_block_digests(d.blocks);
-      const int64_t* scan = host.data_ptr<int64_t>() + 2 * blocks;
-      const int bits = 8 * record::dtype_size(dtype);
-      const uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
-      const record::NonFinite nf{scan[0], scan[0] > 0 ? scan[1] : -1,
-                                 scan[0] > 0 ? static_cast<uint64_t>(scan[2]) & mask : 0};
+    const int element_size = static_cast<int>(t.element_size());
+    job.run = [s, group, name, dtype, shape, nbytes, element_size](record::RecordWriter& w,
+                                                                   const at::Tensor& host) {
+      const BlockSummary b = decode_block_summaries(host, element_size);
       w.write(s, group, record::TensorView{name, dtype, shape, nullptr, nbytes},
-              record::Storage::kDigest, &d, 1, &nf);
+              record::Storage::kDigest, &b.digest, 1, &b.nonfinite);
     };
   } else {
     job.run = [s, group, name, dtype, storage](record::RecordWriter& w, const at::Tensor& host) {

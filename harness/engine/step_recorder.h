@@ -32,12 +32,6 @@
 
 namespace mtp::engine {
 
-/// The non-finite elements of `t` computed on its own device without a host sync (the
-/// device-digest path, where the bytes never reach the host): int64 [3] = {count, flat index of
-/// the first (0 when none), the first's bit pattern sign-extended from its dtype's width}.
-/// Integer tensors and empty ones give {0, 0, 0}. Read back with record::NonFinite's meaning.
-at::Tensor nonfinite_scan(const at::Tensor& t);
-
 /// A step's losses over the global batch: lm and mtp_1..mtp_D averaged over the K = DP·M
 /// microbatches in float64 in global order (summed with calculate_per_token_loss, whose
 /// per-microbatch values are shares of the global token mean), total = lm + (λ/D)·Σ mtp_k.

@@ -6,16 +6,19 @@
 
 namespace mtp::kernels::cpu {
 
-void block_digests(const void* data, uint64_t nbytes, uint64_t block_bytes, uint64_t* out) {
-  if (!internal::check_block_digests("block_digests", data, nbytes, block_bytes, out)) return;
+void block_digests(const void* data, uint64_t nbytes, uint64_t block_bytes, uint64_t* out,
+                   uint64_t out_stride) {
+  if (!internal::check_block_digests("block_digests", data, nbytes, block_bytes, out, out_stride)) {
+    return;
+  }
   const auto* bytes = static_cast<const uint8_t*>(data);
   const uint64_t blocks = (nbytes + block_bytes - 1) / block_bytes;
   for (uint64_t b = 0; b < blocks; ++b) {
     const uint64_t begin = b * block_bytes;
     const uint64_t len = nbytes - begin < block_bytes ? nbytes - begin : block_bytes;
     const xxh3::Hash128 h = xxh3::hash128(bytes + begin, len, xxh3::kDefaultSecret);
-    out[2 * b] = h.high;
-    out[2 * b + 1] = h.low;
+    out[out_stride * b] = h.high;
+    out[out_stride * b + 1] = h.low;
   }
 }
 

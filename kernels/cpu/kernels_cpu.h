@@ -94,7 +94,20 @@ void cross_entropy_backward(const T* logits, const int64_t* labels, const Acc<T>
 ///           value libxxhash's XXH3_128bits gives)
 /// Blocks are independent; each is hashed one 1 KiB round at a time. nbytes = 0 writes nothing.
 /// Throws std::invalid_argument (block_bytes outside [1, 512 KiB], null pointers).
-void block_digests(const void* data, uint64_t nbytes, uint64_t block_bytes, uint64_t* out);
+/// `out_stride`: uint64 values from one block's pair to the next (2: packed [blocks, 2]).
+void block_digests(const void* data, uint64_t nbytes, uint64_t block_bytes, uint64_t* out,
+                   uint64_t out_stride = 2);
+
+/// nonfinite_blocks: the non-finite elements (kernels/nonfinite.h: exponent bits all ones) of
+/// each block of a buffer.
+///   data           numel elements of element_size bytes (1, 2, 4 or 8), aligned to it
+///   exponent_bits  the dtype's exponent field (kExponentBits*; 0: no element is non-finite)
+///   out            per block b of block_elements elements (the last one shorter), at
+///                  out[b·out_stride + 0, 1, 2]: the count of non-finite elements, the index in
+///                  data of the first one (−1: none) and its bits zero-extended (0: none)
+/// Throws std::invalid_argument (bad sizes, null pointers).
+void nonfinite_blocks(const void* data, int64_t numel, int element_size, uint64_t exponent_bits,
+                      int64_t block_elements, int64_t* out, int64_t out_stride);
 
 /// rope_forward: rotary position embedding of x, fused (kernels/rope_math.h).
 ///   x     [S, B, H, D] type T, strided as `dims` says (last dimension dense), D even

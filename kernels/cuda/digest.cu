@@ -22,8 +22,8 @@ __constant__ uint8_t kSecret[xxh3::kSecretSize] = {MTP_XXH3_DEFAULT_SECRET_BYTES
 /// by shuffles; thread 0 then chains the rounds and finishes (kernels/xxh3.h). Every sum is
 /// mod 2^64, so the result does not depend on the order of the additions.
 __global__ void __launch_bounds__(kThreads)
-    block_digests_kernel(const uint8_t* data, uint64_t nbytes, uint64_t block_bytes,
-                         uint64_t* out) {
+    block_digests_kernel(const uint8_t* data, uint64_t nbytes, uint64_t block_bytes, uint64_t* out,
+                         uint64_t out_stride) {
   __shared__ uint8_t secret[xxh3::kSecretSize];
   __shared__ uint64_t sums[kMaxRounds][8];
   const uint64_t b = blockIdx.x;
@@ -37,8 +37,8 @@ __global__ void __launch_bounds__(kThreads)
   if (len <= xxh3::kMidSizeMax) {
     if (threadIdx.x == 0) {
       const xxh3::Hash128 h = xxh3::hash128(in, len, secret);
-      out[2 * b] = h.high;
-      out[2 * b + 1] = h.low;
+      out[out_stride * b] = h.high;
+      out[out_stride * b + 1] = h.low;
     }
     return;
   }
@@ -68,16 +68,17 @@ __global__ void __launch_bounds__(kThreads)
     uint64_t acc[8];
     xxh3::chain_rounds(sums, rounds, secret, acc);
     const xxh3::Hash128 h = xxh3::finish_long(in, len, secret, acc);
-    out[2 * b] = h.high;
-    out[2 * b + 1] = h.low;
+    out[out_stride * b] = h.high;
+    out[out_stride * b + 1] = h.low;
   }
 }
 
 }  // namespace
 
 void block_digests(const void* data, uint64_t nbytes, uint64_t block_bytes, uint64_t* out,
-                   cudaStream_t stream) {
-  if (!internal::check_block_digests("cuda::block_digests", data, nbytes, block_bytes, out)) {
+                   cudaStream_t stream, uint64_t out_stride) {
+  if (!internal::check_block_digests("cuda::block_digests", data, nbytes, block_bytes, out,
+                                     out_stride)) {
     return;
   }
   const uint64_t blocks = (nbytes + block_bytes - 1) / block_bytes;
@@ -86,7 +87,7 @@ void block_digests(const void* data, uint64_t nbytes, uint64_t block_bytes, uint
                                 " blocks exceed one launch's grid");
   }
   block_digests_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      static_cast<const uint8_t*>(data), nbytes, block_bytes, out);
+      static_cast<const uint8_t*>(data), nbytes, block_bytes, out, out_stride);
   MTP_CUDA_CHECK(cudaGetLastError());
 }
 

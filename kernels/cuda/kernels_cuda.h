@@ -88,8 +88,17 @@ void cross_entropy_backward(const T* logits, const int64_t* labels, const Acc<T>
 /// per digest block: each warp sums whole 1 KiB rounds (coalesced 1 KiB loads, lane sums mod
 /// 2^64 across the warp), then one thread chains the rounds' scrambles and finishes the hash.
 /// Throws std::invalid_argument (block_bytes outside [1, 512 KiB], null pointers), CudaError.
+/// `out_stride`: uint64 values from one block's pair to the next (2: packed).
 void block_digests(const void* data, uint64_t nbytes, uint64_t block_bytes, uint64_t* out,
-                   cudaStream_t stream);
+                   cudaStream_t stream, uint64_t out_stride = 2);
+
+/// nonfinite_blocks: as cpu::nonfinite_blocks (device pointers): one block of 256 threads per
+/// block of elements, each thread counting its elements (i ≡ thread mod 256, ascending) and
+/// keeping its first; the counts summed and the firsts' minimum taken by a tree in shared
+/// memory (integers: the order does not matter). Throws std::invalid_argument, CudaError.
+void nonfinite_blocks(const void* data, int64_t numel, int element_size, uint64_t exponent_bits,
+                      int64_t block_elements, int64_t* out, int64_t out_stride,
+                      cudaStream_t stream);
 
 /// rope_forward / rope_backward: as cpu::rope_forward / cpu::rope_backward (device pointers),
 /// a warp per row of D elements (grid-stride over rows), no reductions.

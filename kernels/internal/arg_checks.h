@@ -113,7 +113,11 @@ inline constexpr uint64_t kMaxDigestBlockBytes = uint64_t{1} << 19;
 
 /// block_digests: block_bytes in [1, kMaxDigestBlockBytes]; data and out needed when nbytes > 0.
 inline bool check_block_digests(const char* fn, const void* data, uint64_t nbytes,
-                                uint64_t block_bytes, const void* out) {
+                                uint64_t block_bytes, const void* out, uint64_t out_stride = 2) {
+  if (out_stride < 2) {
+    throw std::invalid_argument(std::string(fn) + ": out_stride = " + std::to_string(out_stride) +
+                                " is below a digest's 2 values");
+  }
   if (block_bytes == 0 || block_bytes > kMaxDigestBlockBytes) {
     throw std::invalid_argument(std::string(fn) + ": block_bytes = " + std::to_string(block_bytes) +
                                 " is outside [1, " + std::to_string(kMaxDigestBlockBytes) + "]");
@@ -121,6 +125,29 @@ inline bool check_block_digests(const char* fn, const void* data, uint64_t nbyte
   require_ptr(fn, "data", data, nbytes > 0);
   require_ptr(fn, "out", out, nbytes > 0);
   return nbytes > 0;
+}
+
+/// nonfinite_blocks: numel ≥ 0, element_size 1, 2, 4 or 8, block_elements ≥ 1, out_stride ≥ 3,
+/// data and out needed when there are elements. Returns whether there is any.
+inline bool check_nonfinite_blocks(const char* fn, const void* data, int64_t numel,
+                                   int element_size, int64_t block_elements, const void* out,
+                                   int64_t out_stride) {
+  require_size(fn, "numel", numel);
+  if (element_size != 1 && element_size != 2 && element_size != 4 && element_size != 8) {
+    throw std::invalid_argument(std::string(fn) + ": element_size = " +
+                                std::to_string(element_size) + " is not 1, 2, 4 or 8");
+  }
+  if (block_elements < 1) {
+    throw std::invalid_argument(
+        std::string(fn) + ": block_elements = " + std::to_string(block_elements) + " is below 1");
+  }
+  if (out_stride < 3) {
+    throw std::invalid_argument(std::string(fn) + ": out_stride = " + std::to_string(out_stride) +
+                                " is below the 3 values a block writes");
+  }
+  require_ptr(fn, "data", data, numel > 0);
+  require_ptr(fn, "out", out, numel > 0);
+  return numel > 0;
 }
 
 /// rope_forward / rope_backward: sizes ≥ 0, the head dim even; input, cos, sin and output needed
