@@ -239,6 +239,9 @@ std::map<CostNode, sim::NodeCost> time_nodes(const config::ModelConfig& cfg,
 
 int run_calibrate(const CalibrateOptions& opt) {
   const bool cuda = opt.device == "cuda";
+  if (opt.validate_cuda_graphs && !cuda) {
+    throw InputError("calibrate --cuda-graphs: CUDA graphs need --device cuda");
+  }
   const config::ModelConfig m = sim::preset_model(opt.preset);
   if (!opt.costs.empty()) {  // validate a costs file, calibrate nothing
     const sim::CostTable costs = sim::read_costs(opt.costs);

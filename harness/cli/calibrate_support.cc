@@ -92,7 +92,7 @@ void TimedModel::reset_grads() {
 
 TimedModel build_timed_model(const config::ModelConfig& cfg, const std::string& layout,
                              int pipeline_size, int num_microbatches, bool cuda,
-                             config::Implementation implementation) {
+                             config::Implementation implementation, bool cuda_graphs) {
   config::TrainingConfig training;
   training.device = cuda ? config::Device::kCuda : config::Device::kCpu;
   training.dtype = cuda ? config::DType::kBFloat16 : config::DType::kFloat32;
@@ -102,6 +102,8 @@ TimedModel build_timed_model(const config::ModelConfig& cfg, const std::string& 
   variant.implementation = implementation;
   variant.layout = layout;
   variant.pipeline_size = pipeline_size;
+  variant.kernels = config::Kernels::kHarness;
+  variant.cuda_graphs = cuda_graphs;
   config::ModelConfig model = cfg;
   model.kernels = config::Kernels::kHarness;
   model.attention_backend =

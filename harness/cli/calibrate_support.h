@@ -30,10 +30,11 @@ struct TimedModel {
 
 /// `cfg` on `layout` with P = `pipeline_size` run by `implementation` (the schedule derived from
 /// P and V), `num_microbatches` random microbatches, on CUDA device 0 (bf16, flash) or the CPU
-/// (fp32, unfused). Throws InputError for a layout the model, P or the implementation refuses.
+/// (fp32, unfused); `cuda_graphs`: planned with cuda_graphs = true (the planner's rules apply).
+/// Throws InputError for a layout the model, P, the implementation or the graphs refuse.
 TimedModel build_timed_model(const config::ModelConfig& cfg, const std::string& layout,
                              int pipeline_size, int num_microbatches, bool cuda,
-                             config::Implementation implementation);
+                             config::Implementation implementation, bool cuda_graphs = false);
 
 /// Time stamps on the device's work queue, so that timing never stops the host (a
 /// synchronisation per node exposed the host's launch time that a real step hides: the first

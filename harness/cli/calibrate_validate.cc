@@ -15,7 +15,10 @@
 #include "harness/cli/calibrate_support.h"
 #include "harness/common/error.h"
 #include "harness/config/enums.h"
+#include "harness/engine/chunk_graphs.h"
 #include "harness/engine/executor.h"
+#include "harness/engine/stage_main_grads.h"
+#include "harness/gpu/gpu.h"
 #include "harness/sim/simulate.h"
 #include "harness/transport/transport.h"
 
@@ -83,7 +86,10 @@ struct Measured {
   std::map<std::pair<int, bool>, double> stage_host_ms;  ///< the host's part of stage_op_ms
 };
 
-Measured measure(TimedModel& tm, int warmup, int repeats, bool cuda) {
+/// `graphs`: every chunk's forward and backward replayed as CUDA graphs (tm planned with
+/// cuda_graphs), main grads accumulated after each backward as a run does (the graphs need it);
+/// the warm-up steps run the eager warm-up and the captures.
+Measured measure(TimedModel& tm, int warmup, int repeats, bool cuda, bool graphs) {
   const layout::PipelineLayout& layout = tm.plan.layout;
   const int P = layout.pipeline_size;
   transport::InProcessOptions topt;
@@ -92,6 +98,14 @@ Measured measure(TimedModel& tm, int warmup, int repeats, bool cuda) {
   OpTimer timer(P, cuda);
   engine::ExecutionOptions exec;
   timer.attach(exec);
+  std::unique_ptr<engine::PipelineGraphs> pipeline_graphs;
+  std::unique_ptr<engine::StageMainGrads> main_grads;
+  if (graphs) {
+    pipeline_graphs = std::make_unique<engine::PipelineGraphs>(tm.device, layout.num_stages());
+    main_grads = std::make_unique<engine::StageMainGrads>(tm.chunks);
+    exec.pipeline_graphs = pipeline_graphs.get();
+    exec.after_backward = [&main_grads](int stage) { main_grads->accumulate(stage); };
+  }
   std::vector<std::vector<double>> rank_sums(static_cast<size_t>(P));
   std::map<std::pair<int, bool>, std::vector<double>> stage_ops, stage_host;
   for (int rep = 0; rep < warmup + repeats; ++rep) {
@@ -99,6 +113,7 @@ Measured measure(TimedModel& tm, int warmup, int repeats, bool cuda) {
                               exec);
     const auto blocks = timer.take();
     tm.reset_grads();
+    if (main_grads) main_grads->zero();
     if (rep < warmup) continue;
     std::map<std::pair<int, bool>, std::array<double, 3>> step_ops;  // sum, host sum, count
     for (int p = 0; p < P; ++p) {
@@ -141,20 +156,29 @@ int validate_costs(const config::ModelConfig& model, const sim::CostTable& costs
     });
     const config::Implementation impl =
         standalone ? config::Implementation::kCandidate : config::Implementation::kReference;
+    const bool graphs = opt.validate_cuda_graphs;
+    if (graphs && (!cuda || sp.layout.num_stages() < 2)) {
+      throw InputError(fmt::format(
+          "calibrate --cuda-graphs: '{}' {}: the graphs validate pipelined layouts (more than one "
+          "stage) on CUDA",
+          text, cuda ? "has one stage" : "runs on the CPU"));
+    }
     TimedModel tm = build_timed_model(model, text, opt.validate_pipeline_size,
-                                      opt.validate_microbatches, cuda, impl);
+                                      opt.validate_microbatches, cuda, impl, graphs);
     MTP_INTERNAL_ASSERT(sp.schedule.kind == tm.plan.schedule.kind &&
                             sp.schedule.virtual_size == tm.plan.schedule.virtual_size,
                         "the simulated schedule is not the one the run uses");
     const sim::SimResult r = sim::simulate(sp.layout, stages, sp.schedule, costs.link);
-    const Measured m = measure(tm, opt.warmup, opt.repeats, cuda);
+    const Measured m = measure(tm, opt.warmup, opt.repeats, cuda, graphs);
+    // The graphs died with measure(): their pools back to the device before the next layout's.
+    if (graphs) gpu::release_cached_memory(0);
     const int P = sp.layout.pipeline_size;
     std::cout << fmt::format(
-        "# validate '{}' ({}): P = {}, V = {}, {}, M = {} ({} on {}), {} timed steps after {} "
+        "# validate '{}' ({}): P = {}, V = {}, {}, M = {} ({} on {}{}), {} timed steps after {} "
         "warm-up, ranks as threads, their computes one at a time\n",
         text, config::enum_name(impl), P, sp.layout.virtual_size,
         schedule::schedule_kind_name(sp.schedule.kind), opt.validate_microbatches,
-        cuda ? "bf16" : "fp32", costs.gpu, opt.repeats, opt.warmup);
+        cuda ? "bf16" : "fp32", costs.gpu, graphs ? ", CUDA graphs" : "", opt.repeats, opt.warmup);
     std::cout << fmt::format("  {:<5} {:>18} {:>18} {:>10}\n", "rank", "simulated busy(ms)",
                              "measured sum(ms)", "measured/simulated");
     double worst = 0.0;

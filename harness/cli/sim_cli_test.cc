@@ -252,6 +252,14 @@ TEST(SimCliTest, BadInputExitsTwo) {
           " --validate 'Et|t|t|tmL' --pp 2");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("the costs have no node \"decoder_dense\""));
+  // --cuda-graphs: only for --validate runs, and only on CUDA (refused before calibrating).
+  r = run("calibrate --preset tiny --device cpu --out x.json --cuda-graphs");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--cuda-graphs requires --validate"));
+  r = run("calibrate --preset tiny --device cpu --costs " + costs +
+          " --validate 'E|t|t|t|t|||mL' --pp 4 --cuda-graphs");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("CUDA graphs need --device cuda"));
 }
 
 }  // namespace

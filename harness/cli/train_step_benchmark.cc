@@ -112,6 +112,7 @@
 #include "harness/engine/determinism.h"
 #include "harness/engine/executor.h"
 #include "harness/engine/plan.h"
+#include "harness/engine/stage_main_grads.h"
 #include "harness/engine/trainer.h"
 #include "harness/gpu/gpu.h"
 #include "harness/perf/model_flops.h"
@@ -337,42 +338,6 @@ void warm_device(const at::Device& device) {
   (void)at::mm(a, a).sum().cpu();
 }
 
-/// MainGrads: fp32 main grads of bf16 parameters, filled as the trainer fills them
-/// (LocalModel::accumulate_main_grads, Megatron's DDP hook with gradient-accumulation fusion
-/// off): after every backward call of a chunk, its parameters' bf16 .grad is added into their
-/// fp32 main grads and dropped. Indexed by stage, like the chunks.
-class MainGrads {
- public:
-  explicit MainGrads(const std::vector<std::unique_ptr<mtp::engine::ModelChunk>>& chunks) {
-    for (const auto& c : chunks) {
-      std::vector<std::pair<at::Tensor, at::Tensor>> stage;
-      for (const auto& entry : c->params().entries()) {
-        stage.emplace_back(entry.second, at::zeros(entry.second.sizes(),
-                                                   entry.second.options().dtype(at::kFloat)));
-      }
-      grads_.push_back(std::move(stage));
-    }
-  }
-  /// Adds the bf16 grads of stage `stage`'s parameters into their main grads, drops them.
-  void accumulate(int stage) {
-    c10::NoGradGuard no_grad;
-    for (auto& [weight, main] : grads_[static_cast<size_t>(stage)]) {
-      if (!weight.grad().defined()) continue;
-      mtp::kernels::accumulate_main_grad(main, weight.grad());  // as LocalModel does
-      weight.mutable_grad().reset();
-    }
-  }
-  /// Zeroes every main grad (a new step).
-  void zero() {
-    for (auto& stage : grads_) {
-      for (auto& entry : stage) entry.second.zero_();
-    }
-  }
-
- private:
-  std::vector<std::vector<std::pair<at::Tensor, at::Tensor>>> grads_;
-};
-
 /// The Chrome trace file of `name` ('/' → '_') under $MTP_BENCH_TRACE_DIR, or "" when that
 /// variable is unset: benchmarks then record one more step (BM_PipelineStep) or run
 /// (BM_TrainStep) under the Kineto profiler (kernels/testing/trace_util.h), outside the timing.
@@ -477,10 +442,10 @@ void BM_PipelineStep(benchmark::State& state, Setting setting) {
     mtp::transport::InProcessOptions topt;
     topt.timeout = std::chrono::milliseconds(600000);
     auto transport = mtp::transport::make_in_process_transport(layout.pipeline_size, topt);
-    std::unique_ptr<MainGrads> main_grads;  // bf16 only
+    std::unique_ptr<mtp::engine::StageMainGrads> main_grads;  // bf16 only
     mtp::engine::ExecutionOptions exec;
     if (bf16) {
-      main_grads = std::make_unique<MainGrads>(chunks);
+      main_grads = std::make_unique<mtp::engine::StageMainGrads>(chunks);
       exec.after_backward = [&main_grads](int stage) { main_grads->accumulate(stage); };
     }
     std::unique_ptr<mtp::engine::MicrobatchGraph> graph;           // p1graphs only

@@ -364,6 +364,10 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 10.0))
       ->needs(cal_validate);
+  cbx->add_flag("--cuda-graphs", cal.validate_cuda_graphs,
+                "the --validate runs replay each chunk's forward and backward as CUDA graphs "
+                "(the ops' device time without the host's; CUDA, dense models)")
+      ->needs(cal_validate);
   auto* cal_costs = cbx->add_option("--costs", cal.costs,
                                     "validate this costs file instead of calibrating (no --out)")
                         ->check(non_empty)

@@ -145,6 +145,10 @@ struct CalibrateOptions {
   int validate_microbatches = 8;   ///< --microbatches M (with --validate)
   double tolerance = 0.10;         ///< --tolerance: relative bound of the validation
   std::string costs;               ///< --costs F.json: validate these costs, calibrate nothing
+  /// --cuda-graphs (with --validate, CUDA): the validation runs replay every chunk's forward and
+  /// backward as CUDA graphs (engine/chunk_graphs.h), so an op's time is the device's work
+  /// without the host's issue time.
+  bool validate_cuda_graphs = false;
 };
 
 struct GoldenOptions {
