@@ -31,6 +31,7 @@ Exit: 0 done, 1 the bitwise repeat check failed (time), 2 bad input.
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -293,33 +294,73 @@ def row(name, run_type, index, args, ms, tokens, n_params, same):
 
 # ---------------------------------------------------------------------------------------- table
 
-def load_rows(path):
+def load_doc(path):
+    """A Google Benchmark JSON file: its top-level object, with "benchmarks" a list of objects."""
     try:
         with open(path) as f:
             doc = json.load(f)
-        return doc["benchmarks"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise InputError(f"{path}: not Google Benchmark JSON ({type(e).__name__}: {e})") from e
+    if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list) or not all(
+            isinstance(r, dict) for r in doc["benchmarks"]):
+        raise InputError(f"{path}: not Google Benchmark JSON (expected an object whose "
+                         "\"benchmarks\" is a list of row objects)")
+    return doc
 
 
-def medians(rows):
-    """{run_name: (median tokens/s, row)}: the median aggregate, else the median of the
-    iteration rows' tokens_per_second."""
+def load_rows(path):
+    return load_doc(path)["benchmarks"]
+
+
+def positive_number(path, name, key, value):
+    """`value` as a float, or InputError naming the file, row and key unless it is a finite
+    number > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
+            value) or value <= 0:
+        raise InputError(f"{path}: row {name}: {key} = {value!r} is not a positive finite number")
+    return float(value)
+
+
+def medians(rows, path):
+    """{run_name: (median tokens/s, row, repetitions)}: the median aggregate, else the median of
+    the iteration rows' tokens_per_second. InputError (naming `path`) for a row without a name
+    or with a tokens_per_second or parameters that is not a positive finite number."""
     per = {}
     for r in rows:
         if r.get("error_occurred"):
             continue
-        per.setdefault(r.get("run_name", r["name"]), []).append(r)
+        name = r.get("run_name", r.get("name"))
+        if not isinstance(name, str) or not name:
+            raise InputError(f"{path}: a row without a name (run_name or name)")
+        if r.get("run_type", "iteration") != "iteration" and r.get("aggregate_name") != "median":
+            continue  # mean, stddev, cv: not read (a stddev of a constant counter is 0)
+        if "tokens_per_second" in r:
+            positive_number(path, name, "tokens_per_second", r["tokens_per_second"])
+        if "parameters" in r:
+            p = positive_number(path, name, "parameters", r["parameters"])
+            if p != int(p):
+                raise InputError(f"{path}: row {name}: parameters = {r['parameters']!r} is not a "
+                                 "whole number")
+        per.setdefault(name, []).append(r)
     out = {}
     for name, rs in per.items():
         agg = [r for r in rs if r.get("aggregate_name") == "median" and "tokens_per_second" in r]
         its = [r["tokens_per_second"] for r in rs if r.get("run_type", "iteration") == "iteration"
                and "tokens_per_second" in r]
         if agg:
-            out[name] = (agg[0]["tokens_per_second"], agg[0], len(its))
+            out[name] = (float(agg[0]["tokens_per_second"]), agg[0], len(its))
         elif its:
             out[name] = (statistics.median(its), rs[0], len(its))
     return out
+
+
+def deterministic_context(doc):
+    """The run context's deterministic_algorithms ("on" / "off"), None where it is not given."""
+    ctx = doc.get("context")
+    return ctx.get("deterministic_algorithms") if isinstance(ctx, dict) else None
+
+
+HARNESS_FAMILIES = ("BM_PipelineStep/", "BM_TrainStep/")
 
 
 def record_ratio_lines(harness):
@@ -339,34 +380,84 @@ def record_ratio_lines(harness):
             "|---|---|"] + out + [""]
 
 
-def determinism_ratio_lines(det, nondet):
+def determinism_ratio_lines(det, nondet, det_path, nondet_path):
     """Issue 25's determinism bound: each row's step time with deterministic algorithms on
     (`det`, the harness's settings) over the same row's with them off (`nondet`,
-    MTP_BENCH_DETERMINISTIC=0), and each size's fastest deterministic harness-kernel row over
-    the fastest non-deterministic row of any kernel set."""
+    MTP_BENCH_DETERMINISTIC=0), and per size and device the fastest deterministic harness-kernel
+    BM_PipelineStep row over the fastest non-deterministic one of either kernel set. InputError
+    when the files share no row."""
+    common = sorted(set(det) & set(nondet))
+    if not common:
+        raise InputError(f"{nondet_path}: no row in common with {det_path} (the same rows run "
+                         "with MTP_BENCH_DETERMINISTIC=0 are expected)")
+    for n in common:
+        a, b = det[n][1].get("parameters"), nondet[n][1].get("parameters")
+        if a is not None and b is not None and int(a) != int(b):
+            raise InputError(f"{nondet_path}: {n} has {int(b)} parameters, {det_path} {int(a)}: "
+                             "not the same model")
     out = ["| row | deterministic tokens/s | non-deterministic tokens/s | time ratio det ÷ non-det |",
            "|---|---|---|---|"]
-    for n in sorted(set(det) & set(nondet)):
+    for n in common:
         out.append(f"| {n.split('/', 1)[1]} | {det[n][0] / 1e3:.1f}K | {nondet[n][0] / 1e3:.1f}K | "
                    f"{nondet[n][0] / det[n][0]:.3f} |")
+
+    def best(rows, size, device, harness_only):
+        c = [(v[0], n) for n, v in rows.items()
+             if n.startswith(f"BM_PipelineStep/{size}/") and n.split("/")[7:8] == [device]
+             and (not harness_only or n.split("/")[6:7] == ["harness"])]
+        return max(c) if c else None
+
+    devices = sorted({n.split("/")[7] for n in common
+                      if n.startswith("BM_PipelineStep/") and len(n.split("/")) > 7})
     for size in SIZES:
-        def best(rows, harness_only):
-            c = [(v[0], n) for n, v in rows.items() if n.startswith(f"BM_PipelineStep/{size}/")
-                 and (not harness_only or "/harness/" in n)]
-            return max(c) if c else None
-        d, nd = best(det, True), best(nondet, False)
-        if d and nd:
-            out.append(f"| {size}: fastest deterministic harness row ({d[1].split('/', 1)[1]}) "
-                       f"÷ fastest non-deterministic row ({nd[1].split('/', 1)[1]}) | "
-                       f"{d[0] / 1e3:.1f}K | {nd[0] / 1e3:.1f}K | {nd[0] / d[0]:.3f} |")
-    return out + [""] if len(out) > 2 else []
+        for device in devices:
+            d, nd = best(det, size, device, True), best(nondet, size, device, False)
+            if d and nd:
+                out.append(f"| {size} ({device}): fastest deterministic harness row "
+                           f"({d[1].split('/', 1)[1]}) ÷ fastest non-deterministic row "
+                           f"({nd[1].split('/', 1)[1]}) | {d[0] / 1e3:.1f}K | {nd[0] / 1e3:.1f}K | "
+                           f"{nd[0] / d[0]:.3f} |")
+    return out + [""]
+
+
+def write_atomically(path, text):
+    """`text` into `path` through a temporary file beside it and a rename: the old file stays
+    whole when the write fails. InputError naming the path."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise InputError(f"--markdown {path}: cannot write ({e.strerror or e})") from e
 
 
 def table(args):
-    harness = medians(load_rows(args.harness))
+    inputs = [args.harness] + list(args.anchors) + (
+        [args.nondeterministic] if args.nondeterministic else [])
+    if args.markdown is not None:
+        if not args.markdown:
+            raise InputError("--markdown: an empty path")
+        for p in inputs:
+            if os.path.exists(p) and os.path.realpath(p) == os.path.realpath(args.markdown):
+                raise InputError(f"--markdown {args.markdown}: is an input of this table")
+    harness_doc = load_doc(args.harness)
+    harness = {n: v for n, v in medians(harness_doc["benchmarks"], args.harness).items()
+               if n.startswith(HARNESS_FAMILIES)}
     anchors = {}
     for path in args.anchors:
-        for name, v in medians(load_rows(path)).items():
+        for name, v in medians(load_rows(path), path).items():
+            parts = name.split("/")
+            if not name.startswith("BM_TorchAnchor/") or len(parts) < 6 or parts[1] not in SIZES:
+                raise InputError(f"{path}: row {name}: not an anchor row "
+                                 "(BM_TorchAnchor/<size>/p1/<dtype>/<attention>/<mode>/<dev>)")
+            if "parameters" not in v[1]:
+                raise InputError(f"{path}: row {name}: no parameters count (anchor.py time "
+                                 "writes one)")
             anchors[name] = v
     if not anchors:
         raise InputError("table: no anchor row with tokens_per_second in "
@@ -397,14 +488,25 @@ def table(args):
             lines.append(f"| {n.split('/', 1)[1]} | {reps} | {tps / 1e3:.1f}K | "
                          + " | ".join(f"{tps / mine[a][0]:.2f}" for a in anchor_names) + " |")
         lines.append("")
+    if not lines:
+        raise InputError(f"table: no harness row of {args.harness} has a size the anchors have "
+                         f"({', '.join(sorted({n.split('/')[1] for n in anchors}))})")
     lines += record_ratio_lines(harness)
     if args.nondeterministic:
-        lines += determinism_ratio_lines(harness, medians(load_rows(args.nondeterministic)))
+        nondet_doc = load_doc(args.nondeterministic)
+        for path, doc, want in ((args.harness, harness_doc, "on"),
+                                (args.nondeterministic, nondet_doc, "off")):
+            got = deterministic_context(doc)
+            if got is not None and got != want:
+                raise InputError(f"{path}: its run had deterministic_algorithms = {got!r}, "
+                                 f"expected {want!r} here")
+        nondet = {n: v for n, v in medians(nondet_doc["benchmarks"], args.nondeterministic).items()
+                  if n.startswith(HARNESS_FAMILIES)}
+        lines += determinism_ratio_lines(harness, nondet, args.harness, args.nondeterministic)
     text = "\n".join(lines)
-    print(text)
     if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(text + "\n")
+        write_atomically(args.markdown, text + "\n")
+    print(text)
     return 0
 
 

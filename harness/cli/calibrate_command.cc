@@ -243,7 +243,8 @@ int run_calibrate(const CalibrateOptions& opt) {
     throw InputError("calibrate --cuda-graphs: CUDA graphs need --device cuda");
   }
   const config::ModelConfig m = sim::preset_model(opt.preset);
-  if (!opt.costs.empty()) {  // validate a costs file, calibrate nothing
+  check_validation_plans(m, opt, cuda);  // refused before anything is timed or written
+  if (!opt.costs.empty()) {              // validate a costs file, calibrate nothing
     const sim::CostTable costs = sim::read_costs(opt.costs);
     sim::check_costs_fit(costs, m);
     engine::apply_determinism();

@@ -90,9 +90,9 @@ void TimedModel::reset_grads() {
   }
 }
 
-TimedModel build_timed_model(const config::ModelConfig& cfg, const std::string& layout,
-                             int pipeline_size, int num_microbatches, bool cuda,
-                             config::Implementation implementation, bool cuda_graphs) {
+engine::RunPlan plan_timed_model(const config::ModelConfig& cfg, const std::string& layout,
+                                 int pipeline_size, int num_microbatches, bool cuda,
+                                 config::Implementation implementation, bool cuda_graphs) {
   config::TrainingConfig training;
   training.device = cuda ? config::Device::kCuda : config::Device::kCpu;
   training.dtype = cuda ? config::DType::kBFloat16 : config::DType::kFloat32;
@@ -109,11 +109,20 @@ TimedModel build_timed_model(const config::ModelConfig& cfg, const std::string& 
   model.attention_backend =
       cuda ? config::AttentionBackend::kFlash : config::AttentionBackend::kUnfused;
   auto impl = make_implementation(variant.implementation);
+  return engine::plan_variant(model, training, variant, *impl);
+}
+
+TimedModel build_timed_model(const config::ModelConfig& cfg, const std::string& layout,
+                             int pipeline_size, int num_microbatches, bool cuda,
+                             config::Implementation implementation, bool cuda_graphs) {
   TimedModel t;
-  t.plan = engine::plan_variant(model, training, variant, *impl);
+  t.plan = plan_timed_model(cfg, layout, pipeline_size, num_microbatches, cuda, implementation,
+                            cuda_graphs);
+  auto impl = make_implementation(implementation);
   t.device = cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
   t.chunks = impl->build_chunks(t.plan.layout, t.plan.model, quick_weights(t.plan.model),
                                 cuda ? at::kBFloat16 : at::kFloat, t.device);
+  const config::ModelConfig& model = t.plan.model;
   const int64_t b = model.micro_batch_size, s = model.seq_length;
   for (int i = 0; i < num_microbatches; ++i) {
     engine::MicrobatchTensors mb;

@@ -36,6 +36,11 @@ TimedModel build_timed_model(const config::ModelConfig& cfg, const std::string& 
                              int pipeline_size, int num_microbatches, bool cuda,
                              config::Implementation implementation, bool cuda_graphs = false);
 
+/// The plan build_timed_model runs (the planner's every rule, no tensor made). Throws as it.
+engine::RunPlan plan_timed_model(const config::ModelConfig& cfg, const std::string& layout,
+                                 int pipeline_size, int num_microbatches, bool cuda,
+                                 config::Implementation implementation, bool cuda_graphs);
+
 /// Time stamps on the device's work queue, so that timing never stops the host (a
 /// synchronisation per node exposed the host's launch time that a real step hides: the first
 /// H200 calibration timed the small model's nodes 2.2x slower than its step). On CUDA events on

@@ -143,6 +143,38 @@ Measured measure(TimedModel& tm, int warmup, int repeats, bool cuda, bool graphs
 
 }  // namespace
 
+namespace {
+
+/// The implementation that runs `layout`: MTP in a stage of its own, the candidate; MTP with
+/// the loss, the reference.
+config::Implementation implementation_of(const layout::PipelineLayout& layout) {
+  return layout.mtp_standalone ? config::Implementation::kCandidate
+                               : config::Implementation::kReference;
+}
+
+/// The --cuda-graphs runs validate pipelined layouts on CUDA (the planner's rules do the rest).
+void require_graphable(const std::string& text, const layout::PipelineLayout& layout, bool cuda) {
+  if (!cuda || layout.num_stages() < 2) {
+    throw InputError(fmt::format(
+        "calibrate --cuda-graphs: '{}' {}: the graphs validate pipelined layouts (more than one "
+        "stage) on CUDA",
+        text, cuda ? "has one stage" : "runs on the CPU"));
+  }
+}
+
+}  // namespace
+
+void check_validation_plans(const config::ModelConfig& model, const CalibrateOptions& opt,
+                            bool cuda) {
+  for (const std::string& text : opt.validate) {
+    const sim::SimulationPlan sp = sim::plan_simulation(model, text, opt.validate_pipeline_size,
+                                                        opt.validate_microbatches, "", 0, false);
+    if (opt.validate_cuda_graphs) require_graphable(text, sp.layout, cuda);
+    (void)plan_timed_model(model, text, opt.validate_pipeline_size, opt.validate_microbatches, cuda,
+                           implementation_of(sp.layout), opt.validate_cuda_graphs);
+  }
+}
+
 int validate_costs(const config::ModelConfig& model, const sim::CostTable& costs,
                    const CalibrateOptions& opt, bool cuda) {
   bool all_within = true;
@@ -150,19 +182,9 @@ int validate_costs(const config::ModelConfig& model, const sim::CostTable& costs
     const sim::SimulationPlan sp = sim::plan_simulation(model, text, opt.validate_pipeline_size,
                                                         opt.validate_microbatches, "", 0, false);
     const auto stages = sim::stage_costs(model, sp.layout, costs, cuda ? 2 : 4);
-    // MTP with the loss: the reference runs it; MTP in a stage of its own: the candidate.
-    const bool standalone = std::any_of(stages.begin(), stages.end(), [](const sim::StageCost& s) {
-      return s.has_mtp && !s.has_loss;
-    });
-    const config::Implementation impl =
-        standalone ? config::Implementation::kCandidate : config::Implementation::kReference;
+    const config::Implementation impl = implementation_of(sp.layout);
     const bool graphs = opt.validate_cuda_graphs;
-    if (graphs && (!cuda || sp.layout.num_stages() < 2)) {
-      throw InputError(fmt::format(
-          "calibrate --cuda-graphs: '{}' {}: the graphs validate pipelined layouts (more than one "
-          "stage) on CUDA",
-          text, cuda ? "has one stage" : "runs on the CPU"));
-    }
+    if (graphs) require_graphable(text, sp.layout, cuda);
     TimedModel tm = build_timed_model(model, text, opt.validate_pipeline_size,
                                       opt.validate_microbatches, cuda, impl, graphs);
     MTP_INTERNAL_ASSERT(sp.schedule.kind == tm.plan.schedule.kind &&

@@ -28,4 +28,11 @@ namespace mtp::cli {
 int validate_costs(const config::ModelConfig& model, const sim::CostTable& costs,
                    const CalibrateOptions& opt, bool cuda);
 
+/// Plans every --validate run of `opt` for `model` (layout, P, schedule, and with --cuda-graphs
+/// the graphs' rules) without running anything: calibrate calls it first, so that a run it
+/// would refuse is refused before the calibration is timed and --out written. Throws InputError
+/// naming the layout and the rule broken.
+void check_validation_plans(const config::ModelConfig& model, const CalibrateOptions& opt,
+                            bool cuda);
+
 }  // namespace mtp::cli

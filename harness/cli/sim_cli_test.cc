@@ -252,6 +252,13 @@ TEST(SimCliTest, BadInputExitsTwo) {
           " --validate 'Et|t|t|tmL' --pp 2");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("the costs have no node \"decoder_dense\""));
+  // A --validate run the planner refuses is refused before anything is timed: no --out file.
+  const std::string never = dir.file("never_written.json");
+  r = run("calibrate --preset tiny --device cpu --repeats 1 --warmup 0 --out " + never +
+          " --validate 'E|t|tL' --pp 2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("E|t|tL"));
+  EXPECT_FALSE(std::filesystem::exists(never));
   // --cuda-graphs: only for --validate runs, and only on CUDA (refused before calibrating).
   r = run("calibrate --preset tiny --device cpu --out x.json --cuda-graphs");
   EXPECT_EQ(r.code, 2) << r.out;
