@@ -12,7 +12,10 @@
 #     matrix   every BM_PipelineStep CUDA row and BM_Attention, one repetition, into JSON
 #              (golden/perf/RESULTS.md's tables)
 #     profile  Chrome traces (Kineto: CUDA kernels and CPU operators) of the steps named by
-#              MTP_PROFILE_FILTER, into OUT_DIR/traces.tar.gz
+#              MTP_PROFILE_FILTER, into OUT_DIR/traces.tar.gz, each one's top kernels in the
+#              summary (ci/trace/trace_kernels.py); MTP_PROFILE_NONDET=1: the same steps again with
+#              deterministic algorithms off, and each one's kernels against the deterministic
+#              trace's (--diff)
 #     graphs   CUDA graphs: the graph-vs-eager and flash tests (one stage and pipelined),
 #              gpu_flash.toml, and the P = 1 and P4 V2 bf16 rows of BM_PipelineStep with and
 #              without graphs, both placements (MTP_GRAPHS_FILTER)
@@ -341,7 +344,23 @@ mkdir -p $work/traces
 step profile env TMPDIR=/tmp MTP_BENCH_TRACE_DIR=$work/traces timeout 300 $build/train_step_benchmark \
   --benchmark_filter="${MTP_PROFILE_FILTER:-BM_PipelineStep/(small|tiny)/p1/bf16/flash/reference/harness/cuda}"
 grep -E "^BM_" "$log/profile.log" >> "$summary"
-tar -C $work -czf "$out/traces.tar.gz" traces
+for t in $work/traces/*.trace.json; do
+  [ -f "$t" ] && python3 ci/trace/trace_kernels.py "$t" --top 25 >> "$summary"
+done
+# The same rows with LibTorch's deterministic algorithms off, and each trace's kernels against
+# its deterministic counterpart's (what determinism costs, kernel by kernel).
+if [ "${MTP_PROFILE_NONDET:-0}" = 1 ]; then
+  mkdir -p $work/traces_nondet
+  step profile_nondet env TMPDIR=/tmp MTP_BENCH_DETERMINISTIC=0 MTP_BENCH_TRACE_DIR=$work/traces_nondet \
+    timeout 300 $build/train_step_benchmark \
+    --benchmark_filter="${MTP_PROFILE_FILTER:-BM_PipelineStep/(small|tiny)/p1/bf16/flash/reference/harness/cuda}"
+  grep -E "^BM_" "$log/profile_nondet.log" | sed 's/^/(non-deterministic) /' >> "$summary"
+  for t in $work/traces_nondet/*.trace.json; do
+    [ -f "$t" ] && python3 ci/trace/trace_kernels.py "$t" $work/traces/$(basename "$t") --diff \
+      --top 25 | sed 's/^/(A non-det, B det) /' >> "$summary"
+  done
+fi
+tar -C $work -czf "$out/traces.tar.gz" traces $(cd $work && ls -d traces_nondet 2>/dev/null)
 fi
 if want ab; then
 base_src=${MTP_AB_BASE_DIR:-.ab-base}
