@@ -105,6 +105,7 @@
 #include "candidate/candidate.h"
 #include "harness/common/error.h"
 #include "harness/common/temp_file.h"
+#include "harness/common/utf8.h"
 #include "harness/config/model_config.h"
 #include "harness/data/microbatch.h"
 #include "harness/data/token_source.h"
@@ -362,7 +363,7 @@ size_t op_histogram_rows() {
     throw mtp::InputError(fmt::format(
         "MTP_BENCH_OP_HISTOGRAM=\"{}\": expected the number of rows to print, a whole number "
         ">= 0 (0: none)",
-        v));
+        mtp::printable_excerpt(v)));
   }
   return static_cast<size_t>(n);
 }
@@ -381,7 +382,7 @@ bool bench_deterministic() {
   throw mtp::InputError(fmt::format(
       "MTP_BENCH_DETERMINISTIC=\"{}\": expected 1 (deterministic algorithms on, the default) or "
       "0 (off)",
-      v));
+      mtp::printable_excerpt(v)));
 }
 
 /// Sets tokens_per_second, model_TFLOPs and (CUDA) MFU from `seconds` over `steps` steps.

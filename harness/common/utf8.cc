@@ -1,5 +1,7 @@
 #include "harness/common/utf8.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "harness/common/error.h"
@@ -60,6 +62,17 @@ std::string printable(std::string_view text) {
     }
   }
   return out;
+}
+
+std::string printable_excerpt(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return printable(text);
+  size_t cut = 0;  // the longest prefix of whole sequences (or single invalid bytes) that fits
+  while (cut < text.size()) {
+    const size_t n = std::max<size_t>(sequence_length(text, cut), 1);
+    if (cut + n > max_bytes) break;
+    cut += n;
+  }
+  return fmt::format("{}... ({} bytes in all)", printable(text.substr(0, cut)), text.size());
 }
 
 void require_utf8(std::string_view what, std::string_view text, std::string_view why) {

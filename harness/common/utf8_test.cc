@@ -29,6 +29,15 @@ TEST(Utf8Test, PrintableEscapesInvalidBytesAndControls) {
   EXPECT_EQ(printable("λ"), "λ");
 }
 
+TEST(Utf8Test, PrintableExcerptCutsLongValuesAtWholeSequences) {
+  EXPECT_EQ(printable_excerpt("short", 80), "short");
+  EXPECT_EQ(printable_excerpt(std::string(1000, 'x'), 4), "xxxx... (1000 bytes in all)");
+  // "λ" is two bytes: a cut at 4 bytes keeps "aλ" (3 bytes) and does not split the second "λ".
+  EXPECT_EQ(printable_excerpt("aλλb", 4), "aλ... (6 bytes in all)");
+  EXPECT_EQ(printable_excerpt("a\nbcdef", 3), "a\\x0ab... (7 bytes in all)");
+  EXPECT_EQ(printable_excerpt("\xff\xfe\xfd", 2), "\\xff\\xfe... (3 bytes in all)");
+}
+
 TEST(Utf8Test, RequireUtf8NamesTheTextAndTheReason) {
   EXPECT_NO_THROW(require_utf8("--out", "runs/x", "the report holds it"));
   try {
