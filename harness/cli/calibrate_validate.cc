@@ -141,10 +141,6 @@ Measured measure(TimedModel& tm, int warmup, int repeats, bool cuda, bool graphs
   return m;
 }
 
-}  // namespace
-
-namespace {
-
 /// The implementation that runs `layout`: MTP in a stage of its own, the candidate; MTP with
 /// the loss, the reference.
 config::Implementation implementation_of(const layout::PipelineLayout& layout) {
