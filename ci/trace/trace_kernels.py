@@ -4,8 +4,8 @@ with "cat": "kernel", durations in µs), summed by kernel name, largest total fi
 
   trace_kernels.py TRACE.json [--top N]
       One table per trace: its kernel count and summed kernel time, then the N (default 30)
-      kernels with the largest summed time (ms), their launch count and name (template
-      arguments shortened to <..>).
+      kernels with the largest summed time (ms), their launch count and name (parameter list
+      dropped, template arguments below the kernel's own shortened to <..>).
   trace_kernels.py A.json B.json --diff [--top N]
       A against B: each kernel name's summed time and count in both and the difference B − A,
       largest |difference| first (what the deterministic and non-deterministic traces of the
@@ -27,18 +27,28 @@ def fail(msg):
 
 
 def short(name):
-    """The kernel name with every template argument list shortened to <..>."""
+    """The kernel name with its parameter list dropped and template arguments nested deeper than
+    the kernel's own shortened to <..>: vectorized_elementwise_kernel<4, at::native::
+    CUDAFunctor_add<..>, at::detail::Array<..>> keeps the functor that tells elementwise kernels
+    apart."""
     out, depth = [], 0
     for ch in name:
+        if ch == "(" and depth == 0 and out:
+            break  # the parameter list
         if ch == "<":
-            if depth == 0:
-                out.append("<..>")
             depth += 1
+            if depth == 1:
+                out.append("<")
+            elif depth == 2:
+                out.append("<..>")
         elif ch == ">" and depth > 0:
             depth -= 1
-        elif depth == 0:
+            if depth == 0:
+                out.append(">")
+        elif depth <= 1:
             out.append(ch)
-    return re.sub(r"\s+", " ", "".join(out)).strip()
+    text = re.sub(r"\s+", " ", "".join(out)).strip()
+    return text[5:] if text.startswith("void ") else text
 
 
 def kernels(path):
