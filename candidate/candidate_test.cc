@@ -3,7 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "harness/config/testing/tiny_model.h"
-#include "reference/reference.h"
+#include "harness/engine/testing/random_microbatches.h"
+#include "reference/testing/p1_reference_losses.h"
 
 namespace mtp::candidate {
 namespace {
@@ -48,19 +49,13 @@ TEST(CandidateTest, ForwardOfStandaloneStageMatchesColocatedHiddenStates) {
   auto init = engine::make_initial_weights(cfg, 5);
   auto cand = make_candidate()->build_chunks(layout::build_layout("Et*4|t*4mm|L", 3, 8, 2), cfg,
                                              init, at::kFloat);
-  engine::MicrobatchTensors mb{at::randint(0, 256, {2, 8}, at::kLong),
-                               at::randint(0, 256, {2, 8}, at::kLong), at::ones({2, 8}), 1};
+  auto mb = engine::testing::random_microbatches(cfg, 1, 11)[0];
   auto h = cand[0]->forward({}, mb).activation.detach();
   ASSERT_EQ(h.sizes().vec(), shape(8));
   auto out = cand[1]->forward(h, mb);
   ASSERT_EQ(out.activation.sizes().vec(), shape(24));
-  auto loss = cand[2]->forward(out.activation.detach(), mb);
-  auto ref = reference::make_reference()->build_chunks(layout::build_layout("Et*8mmL", 1, 8, 2),
-                                                       cfg, init, at::kFloat);
-  auto ref_loss = ref[0]->forward({}, mb);
-  EXPECT_EQ(loss.lm, ref_loss.lm);
-  EXPECT_EQ(loss.mtp, ref_loss.mtp);
-  EXPECT_TRUE(at::equal(loss.objective, ref_loss.objective));
+  reference::testing::expect_p1_reference_losses(cand[2]->forward(out.activation.detach(), mb), cfg,
+                                                 init, mb);
 }
 
 }  // namespace

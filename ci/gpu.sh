@@ -140,7 +140,7 @@ grep -E "PASS|FAIL|expectation\(s\)" "$log/data_parallel_cuda.log" | tee -a "$su
 # 2d. Uneven masks across data-parallel ranks with the per-token loss, and the #7452 control.
 step uneven_masks_cuda $B check scenarios/uneven_masks.toml --device cuda --out $R/uneven_masks
 grep -E "PASS|FAIL|CAUGHT|MISSED|expectation\(s\)" "$log/uneven_masks_cuda.log" | tee -a "$summary"
-# 2e. MTP depths split over stages (split/) vs with the loss vs standalone, untied and tied.
+# 2e. MTP depths split over stages (candidate/split/) vs with the loss vs standalone, untied and tied.
 step mtp_placements_cuda $B check scenarios/mtp_placements.toml --device cuda --out $R/mtp_placements
 grep -E "PASS|FAIL|expectation\(s\)" "$log/mtp_placements_cuda.log" | grep -v "vs oracle" | tee -a "$summary"
 step bf16_cuda $B check scenarios/bf16.toml --device cuda --out $R/bf16

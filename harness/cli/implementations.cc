@@ -1,9 +1,9 @@
 #include <fmt/format.h>
 
 #include "candidate/candidate.h"
+#include "candidate/split/split.h"
 #include "harness/cli/commands.h"
 #include "reference/reference.h"
-#include "split/split.h"
 
 namespace mtp::cli {
 

@@ -318,7 +318,8 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       ->check(CLI::IsMember({"nvlink", "ib"}));
   smx->add_option("--mtp", sim.mtp_num_layers, "MTP depths D (default: the model's)")
       ->check(CLI::Range(0, 64));
-  smx->add_flag("--split", sim.split, "layouts as split/ reads them (MTP depths over stages)");
+  smx->add_flag("--split", sim.split,
+                "layouts as candidate/split/ reads them (MTP depths over stages)");
   smx->add_option("--html", sim.html_path, "write the tables and timelines as HTML")
       ->check(non_empty);
   smx->add_option("--json", sim.json_path, "also write the result as JSON")->check(non_empty);

@@ -123,7 +123,7 @@ struct SimulateOptions {
   int expert_parallel_size = 1;      ///< --ep N
   std::string collective_link;       ///< --collective-link nvlink|ib; "" = the pipeline link
   int mtp_num_layers = -1;           ///< --mtp D; −1 = the model's
-  bool split = false;                ///< --split: R7 as split/ reads it
+  bool split = false;                ///< --split: R7 as candidate/split/ reads it
   std::string html_path;             ///< --html F: tables and one SVG timeline per layout
   std::string json_path;             ///< --json F
 };
@@ -188,7 +188,7 @@ struct LayoutOptions {
   int pipeline_size = 1;
   int num_layers = -1;      ///< −1: the number of `t` in the layout
   int mtp_num_layers = -1;  ///< −1: the number of `m` in the layout
-  bool split = false;       ///< R7 as split/ reads it (layout::MtpRule::kSplit)
+  bool split = false;       ///< R7 as candidate/split/ reads it (layout::MtpRule::kSplit)
 };
 
 struct DataPrepareOptions {

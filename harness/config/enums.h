@@ -28,7 +28,8 @@ namespace mtp::config {
 enum class Implementation {
   kReference,  ///< reference/: MTP co-located with the loss in the last stage
   kCandidate,  ///< candidate/: MTP in any legal stage (Megatron-LM PR 5247a1f460)
-  /// split/: MTP depths spread over consecutive stages (Megatron-LM #5329 mtp_layer_split)
+  /// candidate/split/: MTP depths spread over consecutive stages (Megatron-LM #5329
+  /// mtp_layer_split)
   kSplit,
 };
 

@@ -120,8 +120,8 @@ struct VariantSpec {
   int64_t resume_step = 0;
 };
 
-/// R7 as the implementation reads it (layout/layout.h MtpRule): split/ spreads the MTP depths
-/// over consecutive stages, reference/ and candidate/ need them in one stage.
+/// R7 as the implementation reads it (layout/layout.h MtpRule): candidate/split/ spreads the MTP
+/// depths over consecutive stages, reference/ and candidate/ need them in one stage.
 inline layout::MtpRule mtp_rule(Implementation impl) {
   return impl == Implementation::kSplit ? layout::MtpRule::kSplit : layout::MtpRule::kOneStage;
 }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "candidate/candidate.h"
+#include "candidate/split/split.h"
 #include "harness/config/testing/tiny_model.h"
 #include "harness/engine/executor.h"
 #include "harness/engine/plan.h"
@@ -30,7 +31,6 @@
 #include "harness/scenario/scenario.h"
 #include "harness/sim/simulate.h"
 #include "reference/reference.h"
-#include "split/split.h"
 
 namespace mtp::engine {
 namespace {

@@ -1,11 +1,11 @@
 // File: harness/engine/standalone_chunk.h
 //
 // One stage of the MTP-standalone family, shared by candidate/ (every MTP depth in one stage,
-// Megatron-LM PR 5247a1f460) and split/ (depths spread over consecutive stages, Megatron-LM
-// #5329): the trunk final layernorm runs with decoder layer N; a stage holding MTP depths a..b
-// receives cat(h0, …, h_{a−1}) along the sequence and sends cat(h0, …, h_b) on; the loss stage
-// splits [(1+D)·s, b, H] into main + D chunks and runs every head and loss on one code path.
-// The implementations decide the placement only: which stages hold which parameters and the
+// Megatron-LM PR 5247a1f460) and candidate/split/ (depths spread over consecutive stages,
+// Megatron-LM #5329): the trunk final layernorm runs with decoder layer N; a stage holding MTP
+// depths a..b receives cat(h0, …, h_{a−1}) along the sequence and sends cat(h0, …, h_b) on; the
+// loss stage splits [(1+D)·s, b, H] into main + D chunks and runs every head and loss on one code
+// path. The implementations decide the placement only: which stages hold which parameters and the
 // sequence multiple each stage sends (spec §3.4's p2p shape table).
 #pragma once
 
@@ -32,7 +32,7 @@ std::unique_ptr<ModelChunk> make_standalone_chunk(
 std::vector<int> standalone_embedding_stages(const layout::PipelineLayout& layout,
                                              const config::ModelConfig& cfg);
 
-/// The standalone family's implementation (candidate/, split/): stages from
+/// The standalone family's implementation (candidate/, candidate/split/): stages from
 /// make_standalone_chunk, parameters from standalone_param_names, and the sequence multiple a
 /// stage sends = 1 + the last MTP depth held up to it (1 before the first MTP stage, 1 + D from
 /// the last one on). The two members differ only in `kind` and so in how their layouts read R7

@@ -83,8 +83,8 @@ struct PipelineLayout {
 };
 
 /// How R7 reads: every `m` in one stage (reference/, candidate/: Megatron-LM d98e8a6
-/// pipeline_parallel_layer_layout.py:131 asserts it), or spread over consecutive stages (split/:
-/// Megatron-LM #5329 `mtp_layer_split`, e.g. `E|(t|)*11m|m|m|L`).
+/// pipeline_parallel_layer_layout.py:131 asserts it), or spread over consecutive stages
+/// (candidate/split/: Megatron-LM #5329 `mtp_layer_split`, e.g. `E|(t|)*11m|m|m|L`).
 enum class MtpRule {
   kOneStage,
   /// R7 becomes: the stages holding `m` are consecutive, each holds only `m` after the first

@@ -115,7 +115,8 @@ void append_depths(ChunkProgram& prog, const at::Tensor& tokens, const at::Tenso
   auto ids = std::make_shared<at::Tensor>(tokens);
   const int first = depths.front();
   if (first > 1) {
-    // split/: the stage receives cat(h0, …, h_{first−1}); depth `first` continues from the last.
+    // candidate/split/: the stage receives cat(h0, …, h_{first−1}); depth `first` continues from
+    // the last.
     ContextParallel* cp = rope.cp;
     prog.add(NodeKind::kPreProcess, -1, [ids, first, cp](ChunkProgram& prog_) {
       prog_.mtp_hidden = prog_.hidden.split(ids->size(1), 0);  // this rank's s (CP: s/CP)

@@ -38,8 +38,8 @@ void append_mtp_nodes(ChunkProgram& prog, const at::Tensor& tokens, const at::Te
                       const ParamTable& params, const config::ModelConfig& cfg,
                       const RopeTables& rope, bool concat);
 
-/// Depths `depths` (1-based, consecutive, ascending; split/'s stage of them) when the stage
-/// receives the earlier depths' outputs: for a first depth a > 1 the input prog.hidden is
+/// Depths `depths` (1-based, consecutive, ascending; candidate/split/'s stage of them) when the
+/// stage receives the earlier depths' outputs: for a first depth a > 1 the input prog.hidden is
 /// cat(h0, …, h_{a−1}) [a·s, b, H], split into prog.mtp_hidden, and the token ids are rolled
 /// a − 1 times before depth a rolls them once more. The last node sets prog.hidden =
 /// cat(h0, …, h_last) ([(1 + last)·s, b, H]). For depths = 1..D this is the concat form above.

@@ -40,7 +40,7 @@ struct SimulatedClaim {
   std::string schedule;
   std::string costs;
   std::string preset;           ///< "" = the scenario's [model]
-  bool split = false;           ///< layouts read as split/ reads them
+  bool split = false;           ///< layouts read as candidate/split/ reads them
   int cp = 1;                   ///< context-parallel size simulated (sim/simulate.h Parallelism)
   int ep = 1;                   ///< expert-parallel size simulated
   std::string collective_link;  ///< "nvlink" | "ib"; "" = the costs file's link

@@ -83,8 +83,8 @@ struct SimulationPlan {
   schedule::ScheduleConfig schedule;
 };
 
-/// `layout_text` for `model` (its N and D) and P (`split`: R7 as split/ reads it), with the
-/// schedule named `schedule_name` ("" = derived from P and V), M microbatches and group size N
+/// `layout_text` for `model` (its N and D) and P (`split`: R7 as candidate/split/ reads it), with
+/// the schedule named `schedule_name` ("" = derived from P and V), M microbatches and group size N
 /// (0 = P). Throws InputError (LayoutError, ScheduleError) naming the rule broken.
 SimulationPlan plan_simulation(const config::ModelConfig& model, const std::string& layout_text,
                                int pipeline_size, int num_microbatches,

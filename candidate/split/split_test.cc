@@ -1,10 +1,11 @@
-#include "split/split.h"
+#include "candidate/split/split.h"
 
 #include <gtest/gtest.h>
 
 #include "harness/config/testing/tiny_model.h"
+#include "harness/engine/testing/random_microbatches.h"
 #include "harness/layout/layout.h"
-#include "reference/reference.h"
+#include "reference/testing/p1_reference_losses.h"
 
 namespace mtp::split {
 namespace {
@@ -79,18 +80,11 @@ TEST(SplitTest, SpreadDepthsComputeTheColocatedLossesBitwise) {
   auto split = make_split()->build_chunks(
       layout::build_layout("Et*4|t*4m|mL", 3, 8, 2, layout::MtpRule::kSplit), cfg, init,
       at::kFloat);
-  engine::MicrobatchTensors mb{at::randint(0, 256, {2, 8}, at::kLong),
-                               at::randint(0, 256, {2, 8}, at::kLong), at::ones({2, 8}), 1};
+  auto mb = engine::testing::random_microbatches(cfg, 1, 11)[0];
   auto h = split[0]->forward({}, mb).activation.detach();
   auto h01 = split[1]->forward(h, mb).activation.detach();
   ASSERT_EQ(h01.sizes().vec(), shape(16));
-  auto loss = split[2]->forward(h01, mb);
-  auto ref = reference::make_reference()->build_chunks(layout::build_layout("Et*8mmL", 1, 8, 2),
-                                                       cfg, init, at::kFloat);
-  auto ref_loss = ref[0]->forward({}, mb);
-  EXPECT_EQ(loss.lm, ref_loss.lm);
-  EXPECT_EQ(loss.mtp, ref_loss.mtp);
-  EXPECT_TRUE(at::equal(loss.objective, ref_loss.objective));
+  reference::testing::expect_p1_reference_losses(split[2]->forward(h01, mb), cfg, init, mb);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "split/split.h"
+#include "candidate/split/split.h"
 
 #include "harness/engine/standalone_chunk.h"
 

@@ -1,4 +1,4 @@
-// File: split/split.h
+// File: candidate/split/split.h
 //
 // MTP depths spread over pipeline stages (Megatron-LM #5329 `mtp_layer_split`, which lifts the
 // assertion "All of the MTP layers must be in the same one virtual pipeline stage",
