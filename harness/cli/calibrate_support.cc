@@ -8,6 +8,7 @@
 
 #include "harness/cli/commands.h"
 #include "harness/common/error.h"
+#include "harness/common/system_memory.h"
 #include "harness/config/param_specs.h"
 #include "harness/gpu/device_clock.h"
 
@@ -119,6 +120,18 @@ TimedModel build_timed_model(const config::ModelConfig& cfg, const std::string& 
   t.plan = plan_timed_model(cfg, layout, pipeline_size, num_microbatches, cuda, implementation,
                             cuda_graphs);
   auto impl = make_implementation(implementation);
+  if (!cuda) {
+    // On the CPU the model, its float64 initial values and the saved activations share the
+    // host's memory: refuse a slice that cannot fit (a DeepSeek-V3 one) before allocating it.
+    const engine::ResourceEstimate est = engine::estimate_resources(t.plan, *impl);
+    engine::require_resources(
+        est, /*all_ranks_share_memory=*/true, available_memory_bytes(),
+        "the CPU memory available (MemAvailable / cgroup limit / ulimit -v and -d)",
+        /*disk_free=*/0,
+        fmt::format("calibrate: the timed model (layout {}, H {}, V {}, {} parameters)", layout,
+                    t.plan.model.hidden_size, t.plan.model.vocab_size, est.parameters),
+        "time this preset on a GPU, --device cuda, where the weights live in device memory");
+  }
   t.device = cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
   t.chunks = impl->build_chunks(t.plan.layout, t.plan.model, quick_weights(t.plan.model),
                                 cuda ? at::kBFloat16 : at::kFloat, t.device);

@@ -267,6 +267,23 @@ TEST(SimCliTest, BadInputExitsTwo) {
           " --validate 'E|t|t|t|t|||mL' --pp 4 --cuda-graphs");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("CUDA graphs need --device cuda"));
+  // A costs path that is a device or a FIFO is refused before any read (no hang).
+  r = run("simulate --preset tiny --costs /dev/zero --pp 2 --microbatches 6 --layout 'Et|tmL'");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("costs file '/dev/zero' is not a regular file"));
+  // A plan past the simulator's op bound is refused before its op lists are built.
+  r = run("simulate --preset tiny --costs " + costs +
+          " --pp 2 --microbatches 100000 --layout 'Et*4" + std::string(199, '|') +
+          "mL'");  // 200 stages (V 100)
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("make 40000000 ops"));
+  // A DeepSeek-V3 slice on this CPU: refused before any weight is allocated, no --out file.
+  const std::string big = dir.file("dsv3_cpu.json");
+  r = run("calibrate --preset dsv3 --device cpu --out " + big);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("calibrate: the timed model (layout E|t|tt|L, H 7168"));
+  EXPECT_THAT(r.out, HasSubstr("time this preset on a GPU, --device cuda"));
+  EXPECT_FALSE(std::filesystem::exists(big));
 }
 
 }  // namespace

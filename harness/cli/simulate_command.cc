@@ -9,6 +9,7 @@
 
 #include "harness/cli/commands.h"
 #include "harness/common/output_file.h"
+#include "harness/common/utf8.h"
 #include "harness/report/markup.h"
 #include "harness/scenario/scenario.h"
 #include "harness/sim/costs.h"
@@ -96,7 +97,7 @@ int run_simulate(const SimulateOptions& opt) {
       plan = sim::plan_simulation(model, text, opt.pipeline_size, opt.num_microbatches,
                                   opt.schedule, opt.group_size, opt.split);
     } catch (const InputError& e) {
-      throw InputError(fmt::format("--layout {}: {}", text, e.what()));
+      throw InputError(fmt::format("--layout {}: {}", printable_excerpt(text, 120), e.what()));
     }
     lr.layout = plan.layout;
     lr.schedule = plan.schedule;
@@ -107,7 +108,7 @@ int run_simulate(const SimulateOptions& opt) {
       throw InputError(
           fmt::format("--html: layout {} with M = {} has {} ops; the timeline draws "
                       "at most {} (omit --html, or simulate fewer microbatches)",
-                      text, opt.num_microbatches, ops, kMaxHtmlOps));
+                      printable_excerpt(text, 120), opt.num_microbatches, ops, kMaxHtmlOps));
     }
     lr.stages = sim::stage_costs(model, lr.layout, costs, kBf16Bytes, par);
     lr.result = sim::simulate(lr.layout, lr.stages, lr.schedule, costs.link);

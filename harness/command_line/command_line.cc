@@ -18,6 +18,29 @@
 namespace mtp::cli {
 namespace {
 
+/// A real-number option that must be finite and within [lo, hi] (or (lo, hi] when `lo_open`):
+/// CLI::Range lets NaN through (every comparison with NaN is false).
+CLI::Validator finite_number(double lo, double hi, bool lo_open) {
+  const std::string rule =
+      std::isinf(hi)
+          ? fmt::format("must be a finite number {} {:g}", lo_open ? ">" : ">=", lo)
+          : fmt::format("must be a finite number in {}{:g}, {:g}]", lo_open ? "(" : "[", lo, hi);
+  return CLI::Validator(
+      [=](std::string& s) {
+        double v = NAN;
+        try {
+          size_t used = 0;
+          v = std::stod(s, &used);
+          if (used != s.size()) v = NAN;
+        } catch (const std::exception&) {
+          v = NAN;
+        }
+        const bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi;
+        return ok ? std::string() : rule;
+      },
+      "NUMBER", "finite-number");
+}
+
 /// --record and --dump-steps, shared by check, run and equiv.
 void add_record_flags(CLI::App* app, TrainingFlags& flags) {
   app->add_option("--record", flags.record,
@@ -249,20 +272,7 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
   orx->add_option("--bound", orc.bound,
                   "relative L2 bound per tensor (default: the one derived from the record's "
                   "dtype, printed)")
-      ->check(CLI::Validator(
-          [](std::string& s) {
-            double v = 0;
-            try {
-              size_t used = 0;
-              v = std::stod(s, &used);
-              if (used != s.size()) v = NAN;
-            } catch (const std::exception&) {
-              v = NAN;
-            }
-            return std::isfinite(v) && v > 0 ? std::string()
-                                             : std::string("must be a finite number > 0");
-          },
-          "BOUND", "finite-positive"));
+      ->check(finite_number(0.0, INFINITY, /*lo_open=*/true));
   orx->add_option("--json", orc.json_path, "also write the result as JSON")->check(non_empty);
   orx->add_option("--max-rows", orc.max_rows, "tensors to list, worst first")
       ->capture_default_str()
@@ -363,7 +373,7 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
   cbx->add_option("--tolerance", cal.tolerance,
                   "largest relative difference --validate accepts (exit 1 beyond it)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 10.0))
+      ->check(finite_number(0.0, 10.0, /*lo_open=*/false))
       ->needs(cal_validate);
   cbx->add_flag("--cuda-graphs", cal.validate_cuda_graphs,
                 "the --validate runs replay each chunk's forward and backward as CUDA graphs "

@@ -103,6 +103,17 @@ TEST(CommandLineTest, BadCommandLinesExitTwoNamingTheSubcommandsHelp) {
   EXPECT_THAT(parse({"check", "--out", ""}).err, HasSubstr("must not be empty"));
   EXPECT_EQ(parse({"layout", "E|t|L", "--pp", "0"}).done, kExitUsage);
   EXPECT_EQ(parse({}).done, kExitUsage);
+  // Real numbers must be finite: NaN passes every range comparison, so it is refused by name.
+  for (const char* bad : {"nan", "inf", "-1", "11", "0.1x"}) {
+    const Parsed t = parse({"calibrate", "--preset", "tiny", "--out", "c.json", "--pp", "2",
+                            "--validate", "Et*2|t*2mL", "--tolerance", bad});
+    EXPECT_EQ(t.done, kExitUsage) << bad;
+    EXPECT_THAT(t.err, HasSubstr("--tolerance: must be a finite number in [0, 10]")) << bad;
+  }
+  EXPECT_THAT(parse({"oracle", "check", "x", "--bound", "nan"}).err,
+              HasSubstr("--bound: must be a finite number > 0"));
+  EXPECT_THAT(parse({"oracle", "check", "x", "--bound", "0"}).err,
+              HasSubstr("--bound: must be a finite number > 0"));
 }
 
 }  // namespace

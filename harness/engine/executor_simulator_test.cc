@@ -192,9 +192,13 @@ TEST(ExecutorSimulatorTest, EveryScenarioScheduleRunsInTheSimulatorsOrder) {
     for (int i = 0; i < S; ++i) {
       for (int mb = 0; mb < M; ++mb) {
         const auto f = when.at({F, i, mb}), b = when.at({B, i, mb});
-        if (i > 0) EXPECT_LT(when.at({F, i - 1, mb}).second, f.first) << "F" << i << "." << mb;
+        if (i > 0) {
+          EXPECT_LT(when.at({F, i - 1, mb}).second, f.first) << "F" << i << "." << mb;
+        }
         EXPECT_LT(f.second, b.first) << "B" << i << "." << mb << " before its forward";
-        if (i < S - 1) EXPECT_LT(when.at({B, i + 1, mb}).second, b.first) << "B" << i << "." << mb;
+        if (i < S - 1) {
+          EXPECT_LT(when.at({B, i + 1, mb}).second, b.first) << "B" << i << "." << mb;
+        }
       }
     }
   }

@@ -207,16 +207,15 @@ uint64_t step_tensor_bytes(const RunPlan& plan) {
 
 void require_resources(const ResourceEstimate& estimate, bool all_ranks_share_memory,
                        uint64_t memory_limit, const std::string& memory_name, uint64_t disk_free,
-                       const std::string& where) {
+                       const std::string& where, const std::string& remedy) {
   const uint64_t need = all_ranks_share_memory ? estimate.memory_bytes()
                                                : *std::max_element(estimate.per_rank_bytes.begin(),
                                                                    estimate.per_rank_bytes.end());
   if (memory_limit > 0 && need > memory_limit) {
     throw InputError(fmt::format(
-        "{}: needs about {} of memory{} but {} is {}: estimate {} (reduce hidden_size, "
-        "seq_length, micro_batch_size or the number of layers, or raise --max-memory)",
-        where, format_bytes(need), all_ranks_share_memory ? " (all ranks in this process)" : "",
-        memory_name, format_bytes(memory_limit), estimate.describe()));
+        "{}: needs about {} of memory{} but {} is {}: estimate {} ({})", where, format_bytes(need),
+        all_ranks_share_memory ? " (all ranks in this process)" : "", memory_name,
+        format_bytes(memory_limit), estimate.describe(), remedy));
   }
   if (disk_free > 0 && estimate.record_bytes > disk_free) {
     throw InputError(fmt::format(

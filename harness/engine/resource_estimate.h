@@ -100,9 +100,13 @@ std::string format_bytes(uint64_t bytes);
 /// variant's memory (all ranks when `all_ranks_share_memory`, else its largest rank) exceeds
 /// `memory_limit` bytes of `memory_name` ("CPU memory available", "--max-memory", "free memory
 /// of cuda:0"), or its record exceeds `disk_free` bytes; the message gives the estimate and the
-/// limit. A limit of 0 is not checked.
+/// limit, then `remedy` in parentheses (what the user can change). A limit of 0 is not checked.
 void require_resources(const ResourceEstimate& estimate, bool all_ranks_share_memory,
                        uint64_t memory_limit, const std::string& memory_name, uint64_t disk_free,
-                       const std::string& where);
+                       const std::string& where,
+                       const std::string& remedy =
+                           "reduce hidden_size, seq_length, "
+                           "micro_batch_size or the number of layers, or "
+                           "raise --max-memory");
 
 }  // namespace mtp::engine

@@ -2,13 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <climits>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+#include <vector>
 
 #include "harness/common/error.h"
+#include "harness/common/input_file.h"
 #include "harness/common/json_input.h"
+#include "harness/common/utf8.h"
 
 namespace mtp::sim {
 
@@ -78,6 +82,51 @@ nlohmann::json to_json(const CostTable& t) {
 
 namespace {
 
+/// The model dimensions a costs file's measured_at may record, each checked against the model.
+constexpr std::pair<const char*, int64_t config::ModelConfig::*> kMeasuredDimensions[] = {
+    {"hidden_size", &config::ModelConfig::hidden_size},
+    {"ffn_hidden_size", &config::ModelConfig::ffn_hidden_size},
+    {"num_attention_heads", &config::ModelConfig::num_attention_heads},
+    {"vocab_size", &config::ModelConfig::vocab_size},
+    {"seq_length", &config::ModelConfig::seq_length},
+    {"micro_batch_size", &config::ModelConfig::micro_batch_size}};
+
+/// Throws InputError naming `where` and the first key of `j` (an object) not in `allowed`.
+void refuse_unknown_keys(const nlohmann::json& j, std::initializer_list<const char*> allowed,
+                         const std::string& where) {
+  for (const auto& [key, value] : j.items()) {
+    bool known = false;
+    for (const char* a : allowed) known = known || key == a;
+    if (!known) {
+      std::string names;
+      for (const char* a : allowed) names += std::string(names.empty() ? "" : ", ") + a;
+      throw InputError(fmt::format("{}: unknown key \"{}\" (accepted: {})", where,
+                                   printable_excerpt(key), names));
+    }
+  }
+}
+
+/// measured_at: an object; each model dimension it records a whole number in [1, 2^63 − 1].
+void check_measured_at(const nlohmann::json& m, const std::string& source) {
+  if (!m.is_object()) {
+    throw InputError(fmt::format("{}: measured_at must be an object", source));
+  }
+  for (const auto& [key, member] : kMeasuredDimensions) {
+    (void)member;
+    if (!m.contains(key)) continue;
+    const auto& v = m.at(key);
+    const bool whole = v.is_number_unsigned()  ? v.get<uint64_t>() <= uint64_t{INT64_MAX}
+                       : v.is_number_integer() ? true
+                                               : false;
+    if (!whole || v.get<int64_t>() < 1) {
+      throw InputError(
+          fmt::format("{}: measured_at.{} = {} must be a whole number >= 1 and "
+                      "< 2^63 (the dimension the nodes were timed at)",
+                      source, key, printable_excerpt(v.dump())));
+    }
+  }
+}
+
 double number(const nlohmann::json& j, const std::string& key, const std::string& where,
               double max_value) {
   if (!j.contains(key) || !j.at(key).is_number()) {
@@ -111,7 +160,12 @@ CostTable parse_costs(const std::string& text, const std::string& source) {
   t.source = source;
   if (j.contains("gpu") && j["gpu"].is_string()) t.gpu = j["gpu"].get<std::string>();
   if (j.contains("fingerprint")) t.fingerprint = j["fingerprint"];
-  if (j.contains("measured_at")) t.measured_at = j["measured_at"];
+  refuse_unknown_keys(
+      j, {"schema_version", "gpu", "fingerprint", "measured_at", "notes", "nodes", "link"}, source);
+  if (j.contains("measured_at")) {
+    check_measured_at(j["measured_at"], source);
+    t.measured_at = j["measured_at"];
+  }
   if (j.contains("notes") && j["notes"].is_array()) {
     for (const auto& n : j["notes"]) {
       if (n.is_string()) t.notes.push_back(n.get<std::string>());
@@ -133,6 +187,7 @@ CostTable parse_costs(const std::string& text, const std::string& source) {
       throw InputError(fmt::format("{}: not a node kind (accepted: {})", where, names));
     }
     if (!value.is_object()) throw InputError(fmt::format("{}: must be an object", where));
+    refuse_unknown_keys(value, {"forward_ms", "backward_ms"}, where);
     t.nodes[*node] = {number(value, "forward_ms", where, kMaxNodeMs),
                       number(value, "backward_ms", where, kMaxNodeMs)};
   }
@@ -140,6 +195,7 @@ CostTable parse_costs(const std::string& text, const std::string& source) {
     const auto& l = j["link"];
     const std::string where = fmt::format("{}: link", source);
     if (!l.is_object()) throw InputError(fmt::format("{}: must be an object", where));
+    refuse_unknown_keys(l, {"name", "bandwidth_gb_per_s", "latency_us"}, where);
     if (l.contains("name") && l["name"].is_string()) t.link.name = l["name"].get<std::string>();
     t.link.bandwidth_gb_per_s = number(l, "bandwidth_gb_per_s", where, kMaxBandwidthGbPerS);
     t.link.latency_us = number(l, "latency_us", where, kMaxLatencyUs);
@@ -153,17 +209,11 @@ CostTable parse_costs(const std::string& text, const std::string& source) {
 
 void check_costs_fit(const CostTable& costs, const config::ModelConfig& model) {
   if (!costs.measured_at.is_object()) return;
-  const std::pair<const char*, int64_t> dims[] = {
-      {"hidden_size", model.hidden_size},
-      {"ffn_hidden_size", model.ffn_hidden_size},
-      {"num_attention_heads", model.num_attention_heads},
-      {"vocab_size", model.vocab_size},
-      {"seq_length", model.seq_length},
-      {"micro_batch_size", model.micro_batch_size}};
-  for (const auto& [key, value] : dims) {
+  for (const auto& [key, member] : kMeasuredDimensions) {
     const auto it = costs.measured_at.find(key);
-    if (it == costs.measured_at.end() || !it->is_number_integer()) continue;
-    if (it->get<int64_t>() != value) {
+    if (it == costs.measured_at.end()) continue;
+    const int64_t value = model.*member;
+    if (it->get<int64_t>() != value) {  // parse_costs checked: a positive int64
       throw InputError(fmt::format(
           "{}: the costs were measured with {} = {} but the model has {} (node costs hold for "
           "the dimensions they were timed at: calibrate this model's preset)",
@@ -173,15 +223,8 @@ void check_costs_fit(const CostTable& costs, const config::ModelConfig& model) {
 }
 
 CostTable read_costs(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw InputError(fmt::format("{}: is a directory, not a costs file", path));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open the costs file", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_costs(ss.str(), path);
+  const std::vector<uint8_t> bytes = read_input_file(path, "costs file", kMaxSmallInputBytes);
+  return parse_costs(std::string(bytes.begin(), bytes.end()), path);
 }
 
 }  // namespace mtp::sim

@@ -85,16 +85,48 @@ TEST(CostsTest, CostsOfAnotherModelAreRefused) {
   }
   t.measured_at = nlohmann::json();  // hand-made costs say nothing: accepted
   EXPECT_NO_THROW(check_costs_fit(t, m));
-  EXPECT_THAT(
-      [&] {
-        try {
-          read_costs("/tmp");
-        } catch (const InputError& e) {
-          return std::string(e.what());
-        }
-        return std::string();
-      }(),
-      HasSubstr("/tmp: is a directory, not a costs file"));
+  // What measured_at records must be whole dimensions: never skipped as "not an integer".
+  for (const char* bad :
+       {"7168.5", "\"7\"", "1e30", "0", "-64", "9223372036854775808", "18446744073709551617"}) {
+    EXPECT_THAT(error_of(std::string(R"({"schema_version": 1, "nodes": {}, "measured_at": )") +
+                         R"({"hidden_size": )" + bad + "}}"),
+                HasSubstr("c.json: measured_at.hidden_size = "))
+        << bad;
+  }
+  EXPECT_THAT(error_of(R"({"schema_version": 1, "nodes": {}, "measured_at": "garbage"})"),
+              HasSubstr("c.json: measured_at must be an object"));
+  EXPECT_NO_THROW(parse_costs(R"({"schema_version": 1, "nodes": {}, "measured_at":
+      {"hidden_size": 7168, "preset": "dsv3", "repeats": 5}})",
+                              "c.json"));
+}
+
+// A costs file is read as every user-named input is: a regular file of bounded size, so a
+// FIFO or /dev/zero is refused before any read (no hang, no unbounded memory).
+TEST(CostsTest, OnlyRegularFilesAreRead) {
+  auto error_reading = [](const std::string& path) {
+    try {
+      read_costs(path);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_THAT(error_reading("/tmp"), HasSubstr("costs file '/tmp' is not a regular file"));
+  EXPECT_THAT(error_reading("/dev/zero"), HasSubstr("is not a regular file"));
+  EXPECT_THAT(error_reading("/nonexistent/c.json"), HasSubstr("does not exist"));
+}
+
+// Unknown keys are refused where the schema is closed (the top level, a node, the link), so a
+// misspelt "backward_ms" or "latency_us" cannot pass unnoticed.
+TEST(CostsTest, UnknownKeysAreRefused) {
+  EXPECT_THAT(error_of(R"({"schema_version": 1, "nodes": {}, "link_": {}})"),
+              HasSubstr("c.json: unknown key \"link_\" (accepted: schema_version, gpu,"));
+  EXPECT_THAT(error_of(R"({"schema_version": 1, "nodes": {"embedding": {"forward_ms": 1,
+               "backward_ms": 1, "sideways_ms": 3}}})"),
+              HasSubstr("c.json: nodes.embedding: unknown key \"sideways_ms\""));
+  EXPECT_THAT(error_of(R"({"schema_version": 1, "nodes": {}, "link": {"bandwidth_gb_per_s": 1,
+               "latency_us": 1, "latency_ms": 1}})"),
+              HasSubstr("c.json: link: unknown key \"latency_ms\""));
 }
 
 }  // namespace

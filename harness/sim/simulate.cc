@@ -18,6 +18,13 @@ SimulationPlan plan_simulation(const config::ModelConfig& model, const std::stri
   p.layout = layout::build_layout(layout_text, pipeline_size, static_cast<int>(model.num_layers),
                                   static_cast<int>(model.mtp_num_layers),
                                   split ? layout::MtpRule::kSplit : layout::MtpRule::kOneStage);
+  const int64_t ops = int64_t{2} * p.layout.num_stages() * num_microbatches;
+  if (ops > kMaxSimulatedOps) {
+    throw InputError(fmt::format(
+        "{} stages and M = {} make {} ops (a forward and a backward per stage and microbatch); "
+        "one simulation plays at most {} (~2.4 GB): simulate fewer microbatches or stages",
+        p.layout.num_stages(), num_microbatches, ops, kMaxSimulatedOps));
+  }
   p.schedule.pipeline_size = p.layout.pipeline_size;
   p.schedule.virtual_size = p.layout.virtual_size;
   p.schedule.num_microbatches = num_microbatches;

@@ -83,9 +83,14 @@ struct SimulationPlan {
   schedule::ScheduleConfig schedule;
 };
 
+/// The most ops (2 · stages · M) one simulation plays: ~140 bytes and ~0.3 µs each, so 2^24 ops
+/// take ~2.4 GB and a few seconds (DeepSeek-V3 at PP16 VPP2, M 256, is 16,384 ops).
+inline constexpr int64_t kMaxSimulatedOps = int64_t{1} << 24;
+
 /// `layout_text` for `model` (its N and D) and P (`split`: R7 as candidate/split/ reads it), with
 /// the schedule named `schedule_name` ("" = derived from P and V), M microbatches and group size N
-/// (0 = P). Throws InputError (LayoutError, ScheduleError) naming the rule broken.
+/// (0 = P). Throws InputError (LayoutError, ScheduleError) naming the rule broken, and when the
+/// plan has more than kMaxSimulatedOps ops.
 SimulationPlan plan_simulation(const config::ModelConfig& model, const std::string& layout_text,
                                int pipeline_size, int num_microbatches,
                                const std::string& schedule_name, int group_size, bool split);

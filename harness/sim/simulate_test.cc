@@ -104,7 +104,8 @@ TEST(SimulateTest, FourStage1F1BUniformAndWithAHeavyLastStage) {
   EXPECT_DOUBLE_EQ(even.step_ms, 21.0);
   for (const RankTime& rt : even.ranks) EXPECT_DOUBLE_EQ(rt.idle_ms, 9.0);
   auto heavy = uniform(4, 1.0, 2.0);
-  heavy[3] = {2.0, 4.0};
+  heavy[3].forward_ms = 2.0;
+  heavy[3].backward_ms = 4.0;
   const SimResult r = simulate(lay, heavy, cfg, no_delay());
   EXPECT_DOUBLE_EQ(r.step_ms, 33.0);
   using T = std::vector<std::pair<double, double>>;
@@ -141,7 +142,12 @@ TEST(SimulateTest, EveryScheduleObeysTheExecutorsDependencies) {
           text += "L";
           const auto lay = make_layout(text, P, P * V);
           std::vector<StageCost> st;
-          for (int i = 0; i < P * V; ++i) st.push_back({1.0 + 0.25 * (i % 3), 2.0 + 0.5 * (i % 2)});
+          for (int i = 0; i < P * V; ++i) {
+            StageCost c;
+            c.forward_ms = 1.0 + 0.25 * (i % 3);
+            c.backward_ms = 2.0 + 0.5 * (i % 2);
+            st.push_back(c);
+          }
           const SimResult r = simulate(lay, st, cfg, l);
           std::map<std::tuple<int, int, int>, const SimOp*> by;  // (type, stage, mb)
           for (const SimOp& o : r.ops)
@@ -421,6 +427,17 @@ TEST(SimulateTest, PlansFollowTheSchedulesRules) {
   }
   m.seq_length = 2;
   EXPECT_THROW(plan_simulation(m, "Et|t|t|tmmL", 2, 4, "", 0, false), InputError);
+  // A plan past kMaxSimulatedOps is refused before any op list is built: 4 stages · 2 ops ·
+  // 2^21 microbatches is exactly the bound; one microbatch more is over it.
+  m.seq_length = 32;
+  const int at_bound = static_cast<int>(kMaxSimulatedOps / 8);
+  EXPECT_NO_THROW(plan_simulation(m, "Et|t|t|tmmL", 2, at_bound, "", 0, false));
+  try {
+    plan_simulation(m, "Et|t|t|tmmL", 2, at_bound + 1, "", 0, false);
+    ADD_FAILURE() << "a plan over the op bound";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("4 stages and M = 2097153 make 16777224 ops"));
+  }
 }
 
 TEST(SimulateTest, MismatchedScheduleIsAnError) {
