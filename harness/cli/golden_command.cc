@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
 #include <variant>
 
 #include "harness/cli/commands.h"
@@ -186,7 +187,8 @@ int run_golden(const GoldenOptions& opt) {
         "to take the scenario from the records");
   }
   if (opt.update && !opt.dry_run) check_output_directory("--golden-dir", opt.golden_dir);
-  int differing = 0;
+  int differing = 0, checked = 0;
+  std::set<std::string> notes_printed;  // an environment note once, not once per scenario
   for (const std::string& file_arg : files) {
     const scenario::Scenario sc =
         from_records ? scenario_of_records(opt.records) : scenario::load_scenario(file_arg);
@@ -215,8 +217,11 @@ int run_golden(const GoldenOptions& opt) {
     const golden::GoldenFile now = golden::golden_from_records(sc.name, sc.text, records);
     const golden::GoldenDiff d = golden::diff_goldens(old, now);
     for (const auto& f : have ? d.fingerprint_info : std::vector<std::string>{}) {
-      std::cout << fmt::format("# {}: note: environment differs (does not change bits): {}\n",
-                               sc.name, f);
+      if (!notes_printed.insert(f).second) continue;
+      std::cout << fmt::format(
+          "# note: the environment differs from the goldens' (does not change bits; first seen "
+          "in {}): {}\n",
+          sc.name, f);
     }
     if (opt.update) {
       if (have && d.scenario_changed && !opt.accept_scenario_change) {
@@ -274,6 +279,7 @@ int run_golden(const GoldenOptions& opt) {
           "(--allow-fingerprint-mismatch):{}\n",
           sc.name, what);
     }
+    ++checked;
     if (d.equal() && d.loss_changes.empty()) {
       std::cout << fmt::format("golden check {}: EQUAL ({} tensors of {} variants, every step){}\n",
                                sc.name, d.tensors, sc.variants.size(),
@@ -302,6 +308,15 @@ int run_golden(const GoldenOptions& opt) {
         "# if the change is intended: mtp-harness golden update {} "
         "(--dry-run first prints what would change; commit {})\n",
         file, path);
+  }
+  if (!opt.update) {
+    std::cout << (differing == 0
+                      ? fmt::format("# verdict: EQUAL: every tensor of every step of {} "
+                                    "scenario(s) equals its goldens\n",
+                                    checked)
+                      : fmt::format("# verdict: DIFFERENT: {} of {} scenario(s) differ from "
+                                    "their goldens (above)\n",
+                                    differing, checked));
   }
   return differing == 0 ? kExitOk : kExitMismatch;
 }

@@ -6,8 +6,10 @@
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 
 #include "harness/compare/compare.h"
+#include "harness/record/h5.h"
 #include "harness/record/record_test_util.h"
 
 namespace mtp::compare {
@@ -78,6 +80,60 @@ TEST(CompareDigestTest, EqualDigestsDecideWithoutReadingTheValues) {
   ASSERT_TRUE(by_value.first_divergence);
   EXPECT_EQ(by_value.first_divergence->first_index, 1000);
   EXPECT_EQ(by_value.first_divergence->b_value, "-1");
+}
+
+/// Replaces dataset /steps/000001/grad/w of `path` by what `make` creates in its group.
+void replace_tensor(const std::string& path, const std::function<void(hid_t group)>& make) {
+  record::h5::ErrorSilencer quiet;
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t g = H5Gopen2(f, "/steps/000001/grad", H5P_DEFAULT);
+  ASSERT_GE(g, 0);
+  ASSERT_GE(H5Ldelete(g, "w", H5P_DEFAULT), 0);
+  make(g);
+  H5Gclose(g);
+  H5Fclose(f);
+}
+
+// A verdict resting on the stored digests still opens every dataset and checks it against the
+// group's index (no bytes read): a group, or a dataset of another dtype or shape, in a tensor's
+// place is a corrupt record (RecordError, exit 2), never "EQUAL by digest".
+TEST(CompareDigestTest, EqualDigestsOfACorruptDatasetAreRefused) {
+  ScratchDir dir;
+  const TensorData g = ramp("w", 2);
+  write(dir.file("a.h5"), g, Storage::kFull);
+  auto expect_refused = [&](const std::string& b, const std::string& why) {
+    try {
+      compare(dir.file("a.h5"), b, "bitwise");
+      ADD_FAILURE() << why << ": compared";
+    } catch (const record::RecordError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("/steps/000001/grad/w")) << why;
+      EXPECT_THAT(e.what(), HasSubstr(why));
+    }
+  };
+  write(dir.file("group.h5"), g, Storage::kFull);
+  replace_tensor(dir.file("group.h5"), [](hid_t grp) {
+    H5Gclose(H5Gcreate2(grp, "w", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  });
+  expect_refused(dir.file("group.h5"), "is not a dataset");
+  write(dir.file("ints.h5"), g, Storage::kFull);
+  replace_tensor(dir.file("ints.h5"), [](hid_t grp) {
+    hsize_t dims[2] = {2, kBlock / 2};
+    hid_t space = H5Screate_simple(2, dims, nullptr);
+    H5Dclose(H5Dcreate2(grp, "w", H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    H5Sclose(space);
+  });
+  try {
+    compare(dir.file("a.h5"), dir.file("ints.h5"), "bitwise");
+    ADD_FAILURE() << "an int32 dataset compared";
+  } catch (const record::RecordError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("/steps/000001/grad/w"));
+  }
+  // The same record, intact, still compares EQUAL by digest.
+  write(dir.file("b.h5"), g, Storage::kFull);
+  const CompareResult ok = compare(dir.file("a.h5"), dir.file("b.h5"), "bitwise");
+  EXPECT_TRUE(ok.equal);
+  EXPECT_EQ(ok.tensors_by_digest, 2);
 }
 
 TEST(CompareDigestTest, DigestOnlyRecordsNameTheFirstDifferingBlock) {

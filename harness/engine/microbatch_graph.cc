@@ -36,8 +36,11 @@ MicrobatchGraph::Losses MicrobatchGraph::run(const ModelChunk& chunk, const Micr
   } else {
     if (!graph_->captured()) {
       // Static inputs outside the graph's pool, filled below like every replay's.
-      static_ = {at::empty_like(mb.tokens), at::empty_like(mb.labels), at::empty_like(mb.loss_mask),
-                 mb.num_microbatches};
+      static_ = MicrobatchTensors{};
+      static_.tokens = at::empty_like(mb.tokens);
+      static_.labels = at::empty_like(mb.labels);
+      static_.loss_mask = at::empty_like(mb.loss_mask);
+      static_.num_microbatches = mb.num_microbatches;
     }
     MTP_INTERNAL_ASSERT(mb.tokens.sizes() == static_.tokens.sizes() &&
                             mb.labels.sizes() == static_.labels.sizes() &&

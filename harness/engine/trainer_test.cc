@@ -400,9 +400,12 @@ TEST_F(RunTest, Bf16MainGradsAreFp32SumsOfPerMicrobatchBf16Grads) {
     auto ints = [](const std::vector<int32_t>& v) {
       return at::tensor(std::vector<int64_t>(v.begin(), v.end())).view({2, 8});
     };
-    MicrobatchTensors t{
-        ints(m.tokens), ints(m.labels),
-        at::tensor(std::vector<float>(m.loss_mask.begin(), m.loss_mask.end())).view({2, 8}), 2};
+    MicrobatchTensors t;
+    t.tokens = ints(m.tokens);
+    t.labels = ints(m.labels);
+    t.loss_mask =
+        at::tensor(std::vector<float>(m.loss_mask.begin(), m.loss_mask.end())).view({2, 8});
+    t.num_microbatches = 2;
     auto out = chunks[0]->forward({}, t);
     out.objective.backward();
     const at::Tensor& w = chunks[0]->params().get(fc2);

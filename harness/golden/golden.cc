@@ -163,7 +163,7 @@ GoldenFile golden_from_records(const std::string& scenario, const std::string& s
             row.digests.emplace_back();
             continue;
           }
-          const record::TensorInfo& info = r->info(step, group, name);
+          const record::TensorInfo& info = r->verified_info(step, group, name);
           if (!info.digest) {
             throw record::RecordError(fmt::format(
                 "{}: step {} {}/{} has no digest (a record of schema version 1); goldens are "

@@ -181,6 +181,12 @@ class RecordReader {
   }
   /// dtype, shape, storage and digest (indexed when the record was opened; no dataset I/O).
   const TensorInfo& info(int step, const std::string& group, const std::string& name) const;
+  /// info(), after opening the dataset (once) and checking that it is a dataset whose dtype,
+  /// shape, storage and digest attributes are the index's: what a verdict that rests on the
+  /// stored digest needs (a group, a string or resized dataset in a tensor's place is refused).
+  /// The data bytes are not read. Throws RecordError naming the object and the disagreement.
+  const TensorInfo& verified_info(int step, const std::string& group,
+                                  const std::string& name) const;
   /// The tensor's block digests (opens the dataset and checks it against the index). Throws
   /// RecordError for a version-1 record (no digests) or a dataset that disagrees.
   TensorDigest block_digests(int step, const std::string& group, const std::string& name) const;

@@ -590,6 +590,13 @@ const TensorInfo& RecordReader::info(int step, const std::string& group,
   return impl_->desc(step, group, name);
 }
 
+const TensorInfo& RecordReader::verified_info(int step, const std::string& group,
+                                              const std::string& name) const {
+  h5::ErrorSilencer quiet;
+  (void)impl_->details(step, group, name);
+  return info(step, group, name);
+}
+
 TensorDigest RecordReader::block_digests(int step, const std::string& group,
                                          const std::string& name) const {
   h5::ErrorSilencer quiet;

@@ -134,7 +134,11 @@ struct Fixture {
 
     ExpectationResult pass{&equal, {}, true, false, {}};
     for (const char* other : {"pp2", "pp4"}) {
-      PairResult p{"serial", other, {}, true, "", 0.1, {}, "", false};
+      PairResult p;
+      p.baseline = "serial";
+      p.other = other;
+      p.holds = true;
+      p.seconds = 0.1;
       p.result.equal = true;
       p.result.tensors = {diff(1, "loss", "total")};
       pass.pairs.push_back(p);
