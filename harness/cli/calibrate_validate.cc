@@ -14,6 +14,7 @@
 
 #include "harness/cli/calibrate_support.h"
 #include "harness/common/error.h"
+#include "harness/common/utf8.h"
 #include "harness/config/enums.h"
 #include "harness/engine/chunk_graphs.h"
 #include "harness/engine/executor.h"
@@ -163,11 +164,15 @@ void require_graphable(const std::string& text, const layout::PipelineLayout& la
 void check_validation_plans(const config::ModelConfig& model, const CalibrateOptions& opt,
                             bool cuda) {
   for (const std::string& text : opt.validate) {
-    const sim::SimulationPlan sp = sim::plan_simulation(model, text, opt.validate_pipeline_size,
-                                                        opt.validate_microbatches, "", 0, false);
-    if (opt.validate_cuda_graphs) require_graphable(text, sp.layout, cuda);
-    (void)plan_timed_model(model, text, opt.validate_pipeline_size, opt.validate_microbatches, cuda,
-                           implementation_of(sp.layout), opt.validate_cuda_graphs);
+    try {
+      const sim::SimulationPlan sp = sim::plan_simulation(model, text, opt.validate_pipeline_size,
+                                                          opt.validate_microbatches, "", 0, false);
+      if (opt.validate_cuda_graphs) require_graphable(text, sp.layout, cuda);
+      (void)plan_timed_model(model, text, opt.validate_pipeline_size, opt.validate_microbatches,
+                             cuda, implementation_of(sp.layout), opt.validate_cuda_graphs);
+    } catch (const InputError& e) {  // name the flag the layout came from
+      throw InputError(fmt::format("--validate {}: {}", printable_excerpt(text, 120), e.what()));
+    }
   }
 }
 

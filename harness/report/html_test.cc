@@ -27,6 +27,15 @@
 namespace mtp::report {
 namespace {
 
+/// A pair of runs `baseline` and `other` that does not hold (yet), compared in `seconds`.
+PairResult pair(const std::string& baseline, const std::string& other, double seconds) {
+  PairResult p;
+  p.baseline = baseline;
+  p.other = other;
+  p.seconds = seconds;
+  return p;
+}
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -134,18 +143,15 @@ struct Fixture {
 
     ExpectationResult pass{&equal, {}, true, false, {}};
     for (const char* other : {"pp2", "pp4"}) {
-      PairResult p;
-      p.baseline = "serial";
-      p.other = other;
+      PairResult p = pair("serial", other, 0.1);
       p.holds = true;
-      p.seconds = 0.1;
       p.result.equal = true;
       p.result.tensors = {diff(1, "loss", "total")};
       pass.pairs.push_back(p);
     }
     results.push_back(pass);
 
-    PairResult p{"serial", "dp2", {}, false, "", 0.2, {}, "", false};
+    PairResult p = pair("serial", "dp2", 0.2);
     auto& t = p.result.tensors;
     for (int step = 1; step <= 3; ++step) {
       t.push_back(diff(step, "loss", "total"));
@@ -225,7 +231,7 @@ TEST(HeatmapTest, ClassifiesCellsAndColoursUlpOnALogScale) {
 }
 
 TEST(HeatmapTest, CapsRowsAndKeepsTheFirstDivergence) {
-  PairResult p{"a", "b", {}, false, "", 0.0, {}, "", false};
+  PairResult p = pair("a", "b", 0.0);
   for (int i = 0; i < 300; ++i)
     p.result.tensors.push_back(diff(1, "grad", fmt::format("t{}", i), 2, 1));
   p.result.first_divergence = p.result.tensors.back();  // pretend: the last one
@@ -241,7 +247,7 @@ TEST(HeatmapTest, CapsRowsAndKeepsTheFirstDivergence) {
 // Rows follow the order a step computes its groups (loss, grad, weight), not the order tensors
 // appear in the records (step 0's weights first), so the top red row is the first divergence.
 TEST(HeatmapTest, RowsAreInTheOrderAStepComputesThem) {
-  PairResult p{"a", "b", {}, false, "", 0.0, {}, "", false};
+  PairResult p = pair("a", "b", 0.0);
   p.result.tensors = {diff(0, "weight", "w", 1, 1), diff(1, "loss", "total", 1, 1),
                       diff(1, "grad", "w", 1, 1), diff(1, "weight", "w", 1, 1)};
   p.result.first_divergence = p.result.tensors[0];
@@ -254,7 +260,7 @@ TEST(HeatmapTest, RowsAreInTheOrderAStepComputesThem) {
 }
 
 TEST(HeatmapTest, GivesAMissingStepItsOwnRow) {
-  PairResult p{"a", "b", {}, false, "", 0.0, {}, "", false};
+  PairResult p = pair("a", "b", 0.0);
   for (int step = 1; step <= 3; ++step) p.result.tensors.push_back(diff(step, "grad", "x", 1, 1));
   compare::TensorDiff missing;
   missing.step = 4;
@@ -270,7 +276,7 @@ TEST(HeatmapTest, GivesAMissingStepItsOwnRow) {
 }
 
 TEST(HeatmapTest, NothingWhenNoTensorDiffers) {
-  PairResult p{"a", "b", {}, false, "", 0.0, {}, "", false};
+  PairResult p = pair("a", "b", 0.0);
   p.result.tensors = {diff(1, "grad", "x"), diff(2, "grad", "x")};
   EXPECT_EQ(heatmap(p, "h"), "");
 }
@@ -452,7 +458,7 @@ TEST(HtmlTest, AFailingNegativeControlSaysNoTensorDiffers) {
   control.name = "dp_control";
   control.variants = {"serial", "pp2"};
   control.cls = compare::CompareClass::parse("differ");
-  PairResult p{"serial", "pp2", {}, false, "", 0.0, {}, "", false};
+  PairResult p = pair("serial", "pp2", 0.0);
   p.result.cls = control.cls;
   p.result.equal = true;
   p.result.tensors = {diff(1, "grad", "x"), diff(2, "grad", "x")};
@@ -478,7 +484,7 @@ TEST(HtmlTest, SaysSoWhenNothingIsRecordedOrFails) {
 /// layers ≥ 8 differ by growing ULP distances, from step 4 their weights too; one NaN at step 6,
 /// a digest-only layer; the first divergence is step 3 grad of layer 8's first tensor.
 PairResult many_tensors_pair() {
-  PairResult p{"pp1_serial", "pp8_vpp4_interleaved", {}, false, "", 1.0, {}, "", false};
+  PairResult p = pair("pp1_serial", "pp8_vpp4_interleaved", 1.0);
   const char* params[] = {"input_layernorm.weight",
                           "self_attention.linear_qkv.weight",
                           "self_attention.linear_proj.weight",
