@@ -16,6 +16,34 @@
 
 namespace mtp::sim {
 
+namespace {
+
+/// The costs file's key names (schema version 1), written by to_json and the only ones
+/// parse_costs accepts.
+namespace key {
+constexpr const char* kSchemaVersion = "schema_version";
+constexpr const char* kGpu = "gpu";
+constexpr const char* kFingerprint = "fingerprint";
+constexpr const char* kMeasuredAt = "measured_at";
+constexpr const char* kNotes = "notes";
+constexpr const char* kNodes = "nodes";
+constexpr const char* kLink = "link";
+constexpr const char* kForwardMs = "forward_ms";
+constexpr const char* kBackwardMs = "backward_ms";
+constexpr const char* kLinkName = "name";
+constexpr const char* kBandwidth = "bandwidth_gb_per_s";
+constexpr const char* kLatency = "latency_us";
+}  // namespace key
+
+constexpr std::initializer_list<const char*> kTopLevelKeys = {
+    key::kSchemaVersion, key::kGpu,   key::kFingerprint, key::kMeasuredAt,
+    key::kNotes,         key::kNodes, key::kLink};
+constexpr std::initializer_list<const char*> kNodeKeys = {key::kForwardMs, key::kBackwardMs};
+constexpr std::initializer_list<const char*> kLinkKeys = {key::kLinkName, key::kBandwidth,
+                                                          key::kLatency};
+
+}  // namespace
+
 const char* cost_node_name(CostNode n) {
   switch (n) {
     case CostNode::kEmbedding:
@@ -64,19 +92,19 @@ NodeCost CostTable::at(CostNode n) const {
 
 nlohmann::json to_json(const CostTable& t) {
   nlohmann::json j;
-  j["schema_version"] = 1;
-  j["gpu"] = t.gpu;
-  j["fingerprint"] = t.fingerprint.is_null() ? nlohmann::json::object() : t.fingerprint;
-  j["measured_at"] = t.measured_at.is_null() ? nlohmann::json::object() : t.measured_at;
-  j["notes"] = t.notes;
+  j[key::kSchemaVersion] = 1;
+  j[key::kGpu] = t.gpu;
+  j[key::kFingerprint] = t.fingerprint.is_null() ? nlohmann::json::object() : t.fingerprint;
+  j[key::kMeasuredAt] = t.measured_at.is_null() ? nlohmann::json::object() : t.measured_at;
+  j[key::kNotes] = t.notes;
   nlohmann::json nodes = nlohmann::json::object();
   for (const auto& [n, c] : t.nodes) {
-    nodes[cost_node_name(n)] = {{"forward_ms", c.forward_ms}, {"backward_ms", c.backward_ms}};
+    nodes[cost_node_name(n)] = {{key::kForwardMs, c.forward_ms}, {key::kBackwardMs, c.backward_ms}};
   }
-  j["nodes"] = nodes;
-  j["link"] = {{"name", t.link.name},
-               {"bandwidth_gb_per_s", t.link.bandwidth_gb_per_s},
-               {"latency_us", t.link.latency_us}};
+  j[key::kNodes] = nodes;
+  j[key::kLink] = {{key::kLinkName, t.link.name},
+                   {key::kBandwidth, t.link.bandwidth_gb_per_s},
+                   {key::kLatency, t.link.latency_us}};
   return j;
 }
 
@@ -115,9 +143,8 @@ void check_measured_at(const nlohmann::json& m, const std::string& source) {
     (void)member;
     if (!m.contains(key)) continue;
     const auto& v = m.at(key);
-    const bool whole = v.is_number_unsigned()  ? v.get<uint64_t>() <= uint64_t{INT64_MAX}
-                       : v.is_number_integer() ? true
-                                               : false;
+    const bool whole =
+        v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t{INT64_MAX} : v.is_number_integer();
     if (!whole || v.get<int64_t>() < 1) {
       throw InputError(
           fmt::format("{}: measured_at.{} = {} must be a whole number >= 1 and "
@@ -153,33 +180,32 @@ CostTable parse_costs(const std::string& text, const std::string& source) {
     throw InputError(fmt::format("{}: not JSON that can be read: {}", source, what));
   }
   if (!j.is_object()) throw InputError(fmt::format("{}: the costs must be a JSON object", source));
-  if (!j.contains("schema_version") || j["schema_version"] != 1) {
-    throw InputError(fmt::format("{}: schema_version must be 1", source));
+  if (!j.contains(key::kSchemaVersion) || j[key::kSchemaVersion] != 1) {
+    throw InputError(fmt::format("{}: {} must be 1", source, key::kSchemaVersion));
   }
   CostTable t;
   t.source = source;
-  if (j.contains("gpu") && j["gpu"].is_string()) t.gpu = j["gpu"].get<std::string>();
-  if (j.contains("fingerprint")) t.fingerprint = j["fingerprint"];
-  refuse_unknown_keys(
-      j, {"schema_version", "gpu", "fingerprint", "measured_at", "notes", "nodes", "link"}, source);
-  if (j.contains("measured_at")) {
-    check_measured_at(j["measured_at"], source);
-    t.measured_at = j["measured_at"];
+  if (j.contains(key::kGpu) && j[key::kGpu].is_string()) t.gpu = j[key::kGpu].get<std::string>();
+  if (j.contains(key::kFingerprint)) t.fingerprint = j[key::kFingerprint];
+  refuse_unknown_keys(j, kTopLevelKeys, source);
+  if (j.contains(key::kMeasuredAt)) {
+    check_measured_at(j[key::kMeasuredAt], source);
+    t.measured_at = j[key::kMeasuredAt];
   }
-  if (j.contains("notes") && j["notes"].is_array()) {
-    for (const auto& n : j["notes"]) {
+  if (j.contains(key::kNotes) && j[key::kNotes].is_array()) {
+    for (const auto& n : j[key::kNotes]) {
       if (n.is_string()) t.notes.push_back(n.get<std::string>());
     }
   }
-  if (!j.contains("nodes") || !j["nodes"].is_object()) {
-    throw InputError(fmt::format("{}: nodes must be an object of node costs", source));
+  if (!j.contains(key::kNodes) || !j[key::kNodes].is_object()) {
+    throw InputError(fmt::format("{}: {} must be an object of node costs", source, key::kNodes));
   }
-  for (const auto& [key, value] : j["nodes"].items()) {
+  for (const auto& [name, value] : j[key::kNodes].items()) {
     const CostNode* node = nullptr;
     for (const CostNode& n : kAllCostNodes) {
-      if (key == cost_node_name(n)) node = &n;
+      if (name == cost_node_name(n)) node = &n;
     }
-    const std::string where = fmt::format("{}: nodes.{}", source, key);
+    const std::string where = fmt::format("{}: {}.{}", source, key::kNodes, name);
     if (node == nullptr) {
       std::string names;
       for (CostNode n : kAllCostNodes)
@@ -187,21 +213,22 @@ CostTable parse_costs(const std::string& text, const std::string& source) {
       throw InputError(fmt::format("{}: not a node kind (accepted: {})", where, names));
     }
     if (!value.is_object()) throw InputError(fmt::format("{}: must be an object", where));
-    refuse_unknown_keys(value, {"forward_ms", "backward_ms"}, where);
-    t.nodes[*node] = {number(value, "forward_ms", where, kMaxNodeMs),
-                      number(value, "backward_ms", where, kMaxNodeMs)};
+    refuse_unknown_keys(value, kNodeKeys, where);
+    t.nodes[*node] = {number(value, key::kForwardMs, where, kMaxNodeMs),
+                      number(value, key::kBackwardMs, where, kMaxNodeMs)};
   }
-  if (j.contains("link")) {
-    const auto& l = j["link"];
-    const std::string where = fmt::format("{}: link", source);
+  if (j.contains(key::kLink)) {
+    const auto& l = j[key::kLink];
+    const std::string where = fmt::format("{}: {}", source, key::kLink);
     if (!l.is_object()) throw InputError(fmt::format("{}: must be an object", where));
-    refuse_unknown_keys(l, {"name", "bandwidth_gb_per_s", "latency_us"}, where);
-    if (l.contains("name") && l["name"].is_string()) t.link.name = l["name"].get<std::string>();
-    t.link.bandwidth_gb_per_s = number(l, "bandwidth_gb_per_s", where, kMaxBandwidthGbPerS);
-    t.link.latency_us = number(l, "latency_us", where, kMaxLatencyUs);
+    refuse_unknown_keys(l, kLinkKeys, where);
+    if (l.contains(key::kLinkName) && l[key::kLinkName].is_string())
+      t.link.name = l[key::kLinkName].get<std::string>();
+    t.link.bandwidth_gb_per_s = number(l, key::kBandwidth, where, kMaxBandwidthGbPerS);
+    t.link.latency_us = number(l, key::kLatency, where, kMaxLatencyUs);
     if (!(t.link.bandwidth_gb_per_s >= kMinBandwidthGbPerS)) {
       throw InputError(
-          fmt::format("{}: bandwidth_gb_per_s must be >= {:g}", where, kMinBandwidthGbPerS));
+          fmt::format("{}: {} must be >= {:g}", where, key::kBandwidth, kMinBandwidthGbPerS));
     }
   }
   return t;
