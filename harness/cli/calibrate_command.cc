@@ -121,13 +121,21 @@ sim::NodeCost time_chunk_op(const config::ModelConfig& m, const CalibrateOptions
           std::max(0.0, 2.0 * median(b[0]) - median(b[1]))};
 }
 
+/// One microbatch through the whole program (medians, ms): on the device's queue and the host's
+/// time issuing it. Host near device: the burst is host-bound, and so are the costs.
+struct WholeProgram {
+  double forward_ms = 0.0, forward_host_ms = 0.0;
+  double backward_ms = 0.0, backward_host_ms = 0.0;
+};
+
 /// Per cost kind, the (scaled) forward and backward milliseconds of one microbatch through the
 /// P = 1 chunk of `cfg`, the whole program's time less one chunk op `op`; `scales` gets the
-/// forward and backward scale factors.
+/// forward and backward scale factors, `whole` the whole program's times.
 std::map<CostNode, sim::NodeCost> time_nodes(const config::ModelConfig& cfg,
                                              const CalibrateOptions& opt, bool cuda,
                                              const sim::NodeCost& op,
-                                             std::pair<double, double>* scales) {
+                                             std::pair<double, double>* scales,
+                                             WholeProgram* whole_program) {
   std::string text = "Et*2";
   for (int64_t k = 0; k < cfg.mtp_num_layers; ++k) text += "m";
   text += "L";
@@ -139,7 +147,7 @@ std::map<CostNode, sim::NodeCost> time_nodes(const config::ModelConfig& cfg,
   Stopwatch watch(cuda);
   // Per node, every timed microbatch's forward and backward; per microbatch the whole chunk's.
   std::vector<std::vector<double>> fwd, bwd;
-  std::vector<double> whole_fwd, whole_bwd;
+  std::vector<double> whole_fwd, whole_bwd, whole_fwd_host, whole_bwd_host;
   std::vector<std::pair<schedule::NodeKind, int>> nodes;
   for (int rep = 0; rep < opt.warmup + opt.repeats; ++rep) {
     // kBurst microbatches node by node (split mode), then kBurst through the whole program, back
@@ -189,6 +197,8 @@ std::map<CostNode, sim::NodeCost> time_nodes(const config::ModelConfig& cfg,
         const auto& w = wmarks[static_cast<size_t>(k)];
         whole_fwd.push_back(watch.elapsed_ms(w[0], w[1]));
         whole_bwd.push_back(watch.elapsed_ms(w[1], w[2]));
+        whole_fwd_host.push_back(watch.host_elapsed_ms(w[0], w[1]));
+        whole_bwd_host.push_back(watch.host_elapsed_ms(w[1], w[2]));
       }
     }
     watch.clear();
@@ -203,6 +213,10 @@ std::map<CostNode, sim::NodeCost> time_nodes(const config::ModelConfig& cfg,
   const double scale_b =
       sum_b > 0.0 ? std::max(0.0, median(whole_bwd) - op.backward_ms) / sum_b : 1.0;
   if (scales != nullptr) *scales = {scale_f, scale_b};
+  if (whole_program != nullptr) {
+    *whole_program = {median(whole_fwd), median(whole_fwd_host), median(whole_bwd),
+                      median(whole_bwd_host)};
+  }
   std::map<CostNode, sim::NodeCost> out;
   std::map<CostNode, std::set<int>> layers_of;  // a kind's cost is per layer: divide by these
   const int N = static_cast<int>(model.num_layers);
@@ -268,10 +282,11 @@ int run_calibrate(const CalibrateOptions& opt) {
   const config::ModelConfig with_mtp = slice(m, opt.experts_per_rank, 1);
   const config::ModelConfig without = slice(m, opt.experts_per_rank, 0);
   std::pair<double, double> sa, sz;
+  WholeProgram wa, wz;
   const sim::NodeCost op = time_chunk_op(m, opt, cuda);
   t.nodes[CostNode::kChunkOp] = op;
-  const auto a = time_nodes(with_mtp, opt, cuda, op, &sa);
-  const auto z = time_nodes(without, opt, cuda, op, &sz);
+  const auto a = time_nodes(with_mtp, opt, cuda, op, &sa, &wa);
+  const auto z = time_nodes(without, opt, cuda, op, &sz, &wz);
   for (CostNode c : {CostNode::kEmbedding, CostNode::kDecoderDense, CostNode::kDecoderMoe,
                      CostNode::kFinalLayernorm}) {
     if (z.count(c)) t.nodes[c] = z.at(c);
@@ -339,12 +354,23 @@ int run_calibrate(const CalibrateOptions& opt) {
                   "program's less one chunk_op: forward x{:.3f} / x{:.3f}, backward x{:.3f} / "
                   "x{:.3f} (with / without MTP)",
                   kBurst, sa.first, sz.first, sa.second, sz.second));
+  // What the host's issue time says about the costs (a cost the host bounds is the host's).
+  auto whole_line = [](const char* what, const WholeProgram& w) {
+    return fmt::format(
+        "whole program {} per microbatch: forward {:.4f} ms on the device's queue, {:.4f} ms of "
+        "the host's issue time; backward {:.4f} / {:.4f} ms",
+        what, w.forward_ms, w.forward_host_ms, w.backward_ms, w.backward_host_ms);
+  };
+  t.notes.push_back(whole_line("with MTP", wa));
+  t.notes.push_back(whole_line("without MTP", wz));
   write_file_atomically(opt.out, sim::to_json(t).dump(2) + "\n");
   std::cout << fmt::format("# {:<16} {:>12} {:>12}\n", "node", "forward(ms)", "backward(ms)");
   for (const auto& [n, c] : t.nodes) {
     std::cout << fmt::format("  {:<16} {:>12.4f} {:>12.4f}\n", sim::cost_node_name(n), c.forward_ms,
                              c.backward_ms);
   }
+  std::cout << "# " << whole_line("with MTP", wa) << "\n";
+  std::cout << "# " << whole_line("without MTP", wz) << "\n";
   std::cout << "# written: " << opt.out << "\n";
   return opt.validate.empty() ? kExitOk : validate_costs(m, t, opt, cuda);
 }

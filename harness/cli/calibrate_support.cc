@@ -44,9 +44,19 @@ engine::InitialWeights quick_weights(const config::ModelConfig& cfg) {
 }  // namespace
 
 struct Stopwatch::Impl {
-  std::unique_ptr<gpu::DeviceClock> clock;  // CUDA
-  std::mutex mu;                            // CPU: guards host
-  std::vector<std::chrono::steady_clock::time_point> host;
+  std::unique_ptr<gpu::DeviceClock> clock;                  // CUDA
+  std::mutex mu;                                            // guards host
+  std::vector<std::chrono::steady_clock::time_point> host;  // every mark's host time
+  double host_ms(int a, int b) {                            // under mu
+    const auto n = static_cast<int>(host.size());
+    if (a < 0 || b < 0 || a >= n || b >= n) {
+      throw InfraError(
+          fmt::format("Stopwatch: marks {} and {} are not both among the {} marks", a, b, n));
+    }
+    return std::chrono::duration<double, std::milli>(host[static_cast<size_t>(b)] -
+                                                     host[static_cast<size_t>(a)])
+        .count();
+  }
 };
 
 Stopwatch::Stopwatch(bool cuda) : impl_(std::make_unique<Impl>()) {
@@ -56,32 +66,26 @@ Stopwatch::Stopwatch(bool cuda) : impl_(std::make_unique<Impl>()) {
 Stopwatch::~Stopwatch() = default;
 
 int Stopwatch::mark() {
+  std::lock_guard<std::mutex> lock(impl_->mu);  // the device mark and the host's share an index
+  impl_->host.push_back(std::chrono::steady_clock::now());
   if (impl_->clock) return impl_->clock->mark();
-  const auto now = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->host.push_back(now);
   return static_cast<int>(impl_->host.size()) - 1;
 }
 
 double Stopwatch::elapsed_ms(int a, int b) {
   if (impl_->clock) return impl_->clock->elapsed_ms(a, b);
   std::lock_guard<std::mutex> lock(impl_->mu);
-  const auto n = static_cast<int>(impl_->host.size());
-  if (a < 0 || b < 0 || a >= n || b >= n) {
-    throw InfraError(
-        fmt::format("Stopwatch: marks {} and {} are not both among the {} marks", a, b, n));
-  }
-  return std::chrono::duration<double, std::milli>(impl_->host[static_cast<size_t>(b)] -
-                                                   impl_->host[static_cast<size_t>(a)])
-      .count();
+  return impl_->host_ms(a, b);
+}
+
+double Stopwatch::host_elapsed_ms(int a, int b) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->host_ms(a, b);
 }
 
 void Stopwatch::clear() {
-  if (impl_->clock) {
-    impl_->clock->clear();
-    return;
-  }
   std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->clock) impl_->clock->clear();
   impl_->host.clear();
 }
 

@@ -59,6 +59,10 @@ class Stopwatch {
   /// Milliseconds from mark a to mark b (CUDA: waits for mark b). Throws InfraError for an index
   /// that is not a mark since the last clear(), or when CUDA fails.
   double elapsed_ms(int a, int b);
+  /// Milliseconds of the host's clock from mark a to mark b (on CUDA the host's time issuing
+  /// the work between them: near elapsed_ms, that work is host-bound). Throws InfraError like
+  /// elapsed_ms.
+  double host_elapsed_ms(int a, int b);
   /// Forgets every mark.
   void clear();
 

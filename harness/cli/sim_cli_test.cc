@@ -33,6 +33,9 @@ TEST(SimCliTest, CalibrateThenSimulateTwoPlacements) {
     EXPECT_GT(c["nodes"][n]["forward_ms"].get<double>(), 0.0) << n;
   }
   EXPECT_EQ(c["measured_at"]["routed_experts_timed"], 4);
+  // The whole program's host issue time beside its device time (on the CPU one clock: equal).
+  EXPECT_THAT(c["notes"].dump(), HasSubstr("whole program with MTP per microbatch: forward "));
+  EXPECT_THAT(r.out, HasSubstr("# whole program without MTP per microbatch: forward "));
   r = run("simulate --preset tiny --costs " + costs +
           " --pp 3 --microbatches 6 --layout 'Et|t|t|t||mL' --layout 'Et|t|t|t|m|L' --json " +
           dir.file("s.json") + " --html " + dir.file("s.html"));
