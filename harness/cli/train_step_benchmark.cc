@@ -81,6 +81,10 @@
 //                       ≥ 0 stops the program with exit code 2 before any benchmark)
 //   wall_s, first_step_end_s, record_MB_per_step  (BM_TrainStep) the run's wall time, the end
 //                       of its step 1, and the record's growth per extra step
+//   step_until_on_step_s, end_of_run_s  (BM_TrainStep) the manual time's two parts: per timed
+//                       step, the steps up to the last one's on_step (the record's jobs queued,
+//                       not waited for); once per run, its end after that (the writer thread's
+//                       backlog drained and the commit: fsync, rename, directory sync)
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 #include <c10/core/GradMode.h>
@@ -534,6 +538,7 @@ void BM_TrainStep(benchmark::State& state, Setting setting, RecordChoice record,
                                                     : mtp::config::RecordMode::kDigest;
     // One run of `steps` steps: its wall seconds (the record's commit included), the seconds at
     // the end of its first step (RunOptions::on_step) and its record size; record deleted.
+    double last_step_end = 0;  // the latest run's end of its last step (on_step)
     auto run = [&](int64_t steps, double* wall, double* first_step_end, double* record_bytes) {
       training.steps = steps;
       mtp::engine::RunOptions options;
@@ -541,8 +546,10 @@ void BM_TrainStep(benchmark::State& state, Setting setting, RecordChoice record,
       options.record_path = (tmp.path() / ("steps" + std::to_string(steps) + ".h5")).string();
       options.scenario_name = "train_step_benchmark";
       options.recv_timeout = std::chrono::milliseconds(600000);
-      options.on_step = [first_step_end](int64_t step, int64_t, double seconds) {
+      options.on_step = [first_step_end, &last_step_end](int64_t step, int64_t last,
+                                                         double seconds) {
         if (step == 1) *first_step_end = seconds;
+        if (step == last) last_step_end = seconds;
       };
       const mtp::engine::RunResult r = mtp::engine::run_variant(
           mtp::engine::plan_variant(cfg, training, variant, *impl), *impl, data, options);
@@ -552,12 +559,18 @@ void BM_TrainStep(benchmark::State& state, Setting setting, RecordChoice record,
       if (options.write_record) fs::remove(options.record_path);
     };
     double wall = 0, first = 0, bytes = 0, seconds = 0, bytes_one = 0, unused = 0;
+    double steps_only = 0;  // the timed steps up to their last on_step, without the commit
     for (auto _ : state) {
       run(1 + extra_steps, &wall, &first, &bytes);
       const double t = std::max((wall - first) / static_cast<double>(extra_steps), 1e-9);
       state.SetIterationTime(t);
       seconds += t;
+      steps_only = (last_step_end - first) / static_cast<double>(extra_steps);
     }
+    // What the manual time holds, apart: the steps as issued (the writer thread's backlog is
+    // not waited for) and what the run's end adds (the backlog drained, the record's commit:
+    // fsync, rename, directory sync), once per run whatever its length.
+    const double commit = wall - last_step_end;
     // The record's growth per step: a one-step run's record against the long run's.
     if (record != RecordChoice::kNone) run(1, &unused, &unused, &bytes_one);
     set_throughput_counters(state, setting, cfg, static_cast<double>(state.iterations()), seconds);
@@ -572,6 +585,8 @@ void BM_TrainStep(benchmark::State& state, Setting setting, RecordChoice record,
     }
     state.counters["wall_s"] = wall;
     state.counters["first_step_end_s"] = first;
+    state.counters["step_until_on_step_s"] = steps_only;
+    state.counters["end_of_run_s"] = commit;
     state.counters["record_MB_per_step"] =
         (bytes - bytes_one) / static_cast<double>(extra_steps) / 1e6;
   } catch (const std::exception& e) {
