@@ -30,12 +30,12 @@ struct MicrobatchTensors {
   int64_t num_microbatches = 1;  ///< M of the step (the loss is divided by it)
   /// calculate_per_token_loss: the step's token counts [N_0, N_1 .. N_D] (main mask, then each
   /// depth's rolled mask) over the global batch; empty otherwise (model/loss.h LossInputs).
-  std::vector<double> token_counts;
-  std::vector<double> mtp_ratio_counts;  ///< model/loss.h LossInputs (the #7452 fault only)
+  std::vector<double> token_counts{};
+  std::vector<double> mtp_ratio_counts{};  ///< model/loss.h LossInputs (the #7452 fault only)
   /// Context parallel: [N_0 .. N_D] of this microbatch over the whole sequence (model/loss.h
   /// LossInputs::sequence_token_counts); empty with CP = 1. tokens, labels and loss_mask then
   /// hold this CP rank's s/CP positions of every row (model/context_parallel.h).
-  std::vector<double> sequence_token_counts;
+  std::vector<double> sequence_token_counts{};
 };
 
 /// What a chunk's forward produced.

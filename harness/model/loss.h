@@ -33,16 +33,16 @@ struct LossInputs {
   /// calculate_per_token_loss only: the step's token counts [N_0, N_1 .. N_D] of the main mask
   /// and of each depth's rolled mask, over the whole global batch (every microbatch of every
   /// data-parallel rank); empty = per-microbatch normalisation.
-  std::vector<double> token_counts;
+  std::vector<double> token_counts{};
   /// The counts depth k's N_0/N_k rescale reads; empty = token_counts. Only the planted #7452
   /// bug (config::Fault::kMtpLocalTokenCount) sets it: the data-parallel rank's own counts.
-  std::vector<double> mtp_ratio_counts;
+  std::vector<double> mtp_ratio_counts{};
   /// Context parallel (size > 1): this rank holds s/CP tokens of every row (context_parallel.h);
   /// null otherwise.
   ContextParallel* cp = nullptr;
   /// With cp: this microbatch's counts [N_0, N_1 .. N_D] of the main mask and of each depth's
   /// rolled mask over the whole sequence (every CP rank's tokens), which normalise the loss.
-  std::vector<double> sequence_token_counts;
+  std::vector<double> sequence_token_counts{};
 };
 
 /// Result of the loss stage for one microbatch.
