@@ -13,6 +13,12 @@
 //                                                             CPU the harness op is the composite)
 //   BM_Attention/<backend>/<dev>/<dtype>/b:_/heads:_/s:_/hn:_ forward + backward of causal
 //                                                             attention, q, k, v [b, heads, s, hn]
+//   BM_BlockSummaries/<dev>/bytes:B                           kernels::block_summaries of B bytes
+//                                                             of float32 in blocks of 65536
+//                                                             elements (what a digest-only record
+//                                                             runs per tensor; the small model's
+//                                                             layernorm weight, attention
+//                                                             projection and embedding)
 //
 // Variants:
 //   harness              mtp::kernels autograd ops (fixed reduction orders, no atomics)
@@ -239,6 +245,25 @@ void BM_CopyBandwidth(benchmark::State& state, Dev dev) {
   }
 }
 
+/// BM_BlockSummaries: kernels::block_summaries of `bytes` bytes of float32 (blocks of 65536
+/// elements, record::kDigestBlockElements) on the device: its digests and non-finite counts.
+/// Time per call; achieved_GBps counts the bytes read once. Small tensors measure the kernels'
+/// latency, which a record pays once per tensor.
+void BM_BlockSummaries(benchmark::State& state, Dev dev) {
+  if (auto why = mtp::bench::device_unavailable(dev)) {
+    state.SkipWithError(why->c_str());
+    return;
+  }
+  try {
+    const int64_t bytes = state.range(0);
+    at::Tensor t = at::randn({bytes / 4}, options_for(dev, at::kFloat));
+    time_op(state, dev, static_cast<double>(bytes), /*with_fraction=*/true,
+            [&] { (void)mtp::kernels::block_summaries(t, 65536); });
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
 /// BM_EmbeddingBackward: the word-embedding backward, grad_table [V, H] from grad_out [T, H] and
 /// ids [T] drawn uniformly from [0, V). Time per backward (forward not timed).
 void BM_EmbeddingBackward(benchmark::State& state, Variant v, Dev dev, at::ScalarType dtype) {
@@ -431,6 +456,13 @@ void register_benchmarks() {
         ->Arg(copy_bytes_for(dev))
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
+    for (int64_t bytes : {int64_t{4096}, int64_t{12} << 20, int64_t{128} << 20}) {
+      benchmark::RegisterBenchmark(("BM_BlockSummaries/" + d).c_str(), BM_BlockSummaries, dev)
+          ->ArgNames({"bytes"})
+          ->Arg(bytes)
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
     const Sizes sizes = sizes_for(dev);
     for (const Kernel& k : kernels) {
       for (const auto& args : sizes.*(k.sizes)) {

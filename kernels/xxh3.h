@@ -275,21 +275,38 @@ MTP_KERNELS_HD inline void chain_rounds(const uint64_t (*sums)[8], uint64_t roun
   for (uint64_t r = 0; r < rounds; ++r) detail::end_round(acc, sums[r], secret);
 }
 
-/// finish_long: the hash of an input of `len` > 240 bytes from the accumulators after its
-/// complete rounds (chain_rounds): the final partial round's stripes, the last stripe (the last
-/// 64 bytes, with the secret at offset 121) and the two merges.
-MTP_KERNELS_HD inline Hash128 finish_long(const uint8_t* in, uint64_t len, const uint8_t* secret,
-                                          uint64_t acc[8]) {
-  const uint64_t done = full_rounds(len) * kRoundBytes;
-  const uint64_t stripes = (len - 1 - done) / kStripeBytes;
-  for (uint64_t s = 0; s < stripes; ++s) {
-    detail::add_stripe(acc, in + done + s * kStripeBytes, secret + 8 * s);
-  }
+/// partial_stripes: how many stripes of the final partial round (after the full_rounds(len)
+/// complete ones) an input of `len` > 240 bytes accumulates before its last stripe (0–15).
+MTP_KERNELS_HD inline uint64_t partial_stripes(uint64_t len) {
+  return (len - 1 - full_rounds(len) * kRoundBytes) / kStripeBytes;
+}
+
+/// finish_long_summed: finish_long with the final partial round's stripes already summed into
+/// `partial` (the 8 lane sums of its partial_stripes(len) stripes, each at secret + 8·s, as
+/// round_sum sums a complete round's): those sums, the last stripe (the last 64 bytes, with the
+/// secret at offset 121) and the two merges. Sums are mod 2^64: the same bits as finish_long.
+MTP_KERNELS_HD inline Hash128 finish_long_summed(const uint8_t* in, uint64_t len,
+                                                 const uint8_t* secret, uint64_t acc[8],
+                                                 const uint64_t partial[8]) {
+  for (int i = 0; i < 8; ++i) acc[i] += partial[i];
   detail::add_stripe(acc, in + len - kStripeBytes, secret + kSecretSize - kStripeBytes - 7);
   Hash128 h;
   h.low = detail::merge_accs(acc, secret + 11, len * detail::kP64_1);
   h.high = detail::merge_accs(acc, secret + kSecretSize - 64 - 11, ~(len * detail::kP64_2));
   return h;
+}
+
+/// finish_long: the hash of an input of `len` > 240 bytes from the accumulators after its
+/// complete rounds (chain_rounds): the final partial round's stripes (one at a time), then
+/// finish_long_summed.
+MTP_KERNELS_HD inline Hash128 finish_long(const uint8_t* in, uint64_t len, const uint8_t* secret,
+                                          uint64_t acc[8]) {
+  const uint64_t done = full_rounds(len) * kRoundBytes;
+  uint64_t partial[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (uint64_t s = 0; s < partial_stripes(len); ++s) {
+    detail::add_stripe(partial, in + done + s * kStripeBytes, secret + 8 * s);
+  }
+  return finish_long_summed(in, len, secret, acc, partial);
 }
 
 /// hash128: XXH3-128 of `len` bytes at `in` with seed 0 and `secret` = kDefaultSecret (192

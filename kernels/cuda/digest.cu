@@ -10,22 +10,30 @@
 namespace mtp::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
+/// Rounds a warp loads before it reduces them: their loads in flight together.
+constexpr int kUnroll = 4;
 constexpr uint64_t kMaxRounds = internal::kMaxDigestBlockBytes / xxh3::kRoundBytes;
 
 __constant__ uint8_t kSecret[xxh3::kSecretSize] = {MTP_XXH3_DEFAULT_SECRET_BYTES};
 
 /// One thread block per digest block. Inputs of at most 240 bytes: thread 0 alone. Longer ones:
-/// warp w sums rounds w, w + 8, …: lane l reads bytes [32·l, 32·l + 32) of the round (stripe
-/// l / 2, its words 4·(l mod 2) … + 3) and the 16 lanes of one parity add their four lane sums
-/// by shuffles; thread 0 then chains the rounds and finishes (kernels/xxh3.h). Every sum is
-/// mod 2^64, so the result does not depend on the order of the additions.
+/// the complete rounds 0 … R − 1 (R = full_rounds) and the final partial round R (its first
+/// partial_stripes stripes) are summed by the warps, warp w taking rounds w, w + 16, …, kUnroll
+/// of them at a time (their loads issued together): lane l reads bytes [32·l, 32·l + 32) of the
+/// round (stripe l / 2, its words 4·(l mod 2) … + 3), and the 16 lanes of one parity add their
+/// four lane sums by shuffles. Thread 0 then chains the complete rounds and finishes with the
+/// partial round's sums and the last stripe (kernels/xxh3.h: chain_rounds, finish_long_summed).
+/// Every sum is mod 2^64, so the result does not depend on the order of the additions: the
+/// bits of the one-thread hash128. The block's latency, not the bandwidth, bounds the small
+/// tensors a record digests: the loads are spread over 16 warps and issued kUnroll rounds at a
+/// time, and the partial round is summed in parallel instead of by thread 0.
 __global__ void __launch_bounds__(kThreads)
     block_digests_kernel(const uint8_t* data, uint64_t nbytes, uint64_t block_bytes, uint64_t* out,
                          uint64_t out_stride) {
-  __shared__ uint8_t secret[xxh3::kSecretSize];
-  __shared__ uint64_t sums[kMaxRounds][8];
+  __shared__ __align__(16) uint8_t secret[xxh3::kSecretSize];
+  __shared__ uint64_t sums[kMaxRounds + 1][8];  // + 1: the partial round
   const uint64_t b = blockIdx.x;
   const uint8_t* in = data + b * block_bytes;
   const uint64_t len =
@@ -43,31 +51,52 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   const uint64_t rounds = xxh3::full_rounds(len);
+  const uint64_t partial = xxh3::partial_stripes(len);
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int stripe = lane >> 1, half = lane & 1;
-  for (uint64_t r = warp; r < rounds; r += kWarps) {
-    const uint8_t* p = in + r * xxh3::kRoundBytes + stripe * xxh3::kStripeBytes + half * 32;
-    const uint8_t* k = secret + stripe * 8 + half * 32;
-    uint64_t part[4] = {0, 0, 0, 0};  // accumulator lanes 4·half … 4·half + 3
-    for (int j = 0; j < 4; ++j) {
-      const uint64_t v = xxh3::detail::read64(p + 8 * j);
-      const uint64_t key = v ^ xxh3::detail::read64(k + 8 * j);
-      part[j ^ 1] += v;
-      part[j] += (key & 0xffffffffULL) * (key >> 32);
+  const uint8_t* k = secret + stripe * 8 + half * 32;
+  // Rounds 0 … rounds (the last one partial); r is the same for the whole warp, so every lane
+  // takes part in the shuffles.
+  for (uint64_t r0 = warp; r0 <= rounds; r0 += uint64_t{kWarps} * kUnroll) {
+    uint64_t v[kUnroll][4];
+    bool active[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const uint64_t r = r0 + uint64_t{kWarps} * u;
+      active[u] = r < rounds || (r == rounds && static_cast<uint64_t>(stripe) < partial);
+      const uint8_t* p = in + r * xxh3::kRoundBytes + stripe * xxh3::kStripeBytes + half * 32;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) v[u][j] = active[u] ? xxh3::detail::read64(p + 8 * j) : 0;
     }
-    for (int offset = 2; offset < 32; offset <<= 1) {
-      for (int j = 0; j < 4; ++j) part[j] += __shfl_xor_sync(0xffffffffu, part[j], offset);
-    }
-    if (lane < 2) {
-      for (int j = 0; j < 4; ++j) sums[r][4 * lane + j] = part[j];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const uint64_t r = r0 + uint64_t{kWarps} * u;
+      if (r > rounds) break;            // uniform over the warp
+      uint64_t part[4] = {0, 0, 0, 0};  // accumulator lanes 4·half … 4·half + 3
+      if (active[u]) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint64_t key = v[u][j] ^ xxh3::detail::read64(k + 8 * j);
+          part[j ^ 1] += v[u][j];
+          part[j] += (key & 0xffffffffULL) * (key >> 32);
+        }
+      }
+      for (int offset = 2; offset < 32; offset <<= 1) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) part[j] += __shfl_xor_sync(0xffffffffu, part[j], offset);
+      }
+      if (lane < 2) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) sums[r][4 * lane + j] = part[j];
+      }
     }
   }
   __syncthreads();
   if (threadIdx.x == 0) {
     uint64_t acc[8];
     xxh3::chain_rounds(sums, rounds, secret, acc);
-    const xxh3::Hash128 h = xxh3::finish_long(in, len, secret, acc);
+    const xxh3::Hash128 h = xxh3::finish_long_summed(in, len, secret, acc, sums[rounds]);
     out[out_stride * b] = h.high;
     out[out_stride * b + 1] = h.low;
   }
