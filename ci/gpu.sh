@@ -39,7 +39,8 @@
 #              standalone (candidate) MTP: each rank's measured op sum (CUDA events, computes
 #              one at a time) against the simulated busy time from the costs calibrated in the
 #              same command (exit 1 when a rank is off by more than 10 %); then the small
-#              preset's two layouts again with --cuda-graphs against the same costs
+#              preset's two layouts again with --cuda-graphs, against costs calibrated with
+#              --cuda-graphs (graphed stage ops) in that command
 #     cp       context and expert parallelism (issue 24): scenarios/cp_ep.toml with every rank as
 #              a thread on the one GPU (float64), twice (the runs must be identical), and each
 #              variant's GPU record against its CPU-thread record (rel_l2:1e-9: cuBLAS and
@@ -289,9 +290,10 @@ step validate_small $B calibrate --preset small --out $out/costs_small_validate.
   --validate 'E|t*3|(t|)*5mL' --validate 'E|t*3|(t|)*4tm|L'
 cat "$log/validate_small.log" >> "$summary"
 # The same layouts with every chunk's forward and backward replayed as CUDA graphs: the ops'
-# device time without the host's (the eager runs are host-bound), against the same costs.
-step validate_small_graphs $B calibrate --preset small --costs $out/costs_small_validate.json \
-  --pp 4 --cuda-graphs --validate 'E|t*3|(t|)*5mL' --validate 'E|t*3|(t|)*4tm|L'
+# device time without the host's (the eager runs are host-bound), against costs timed the same
+# way (calibrate --cuda-graphs: graphed pipelined stages, cli/calibrate_graphs.h).
+step validate_small_graphs $B calibrate --preset small --cuda-graphs \
+  --out $out/costs_small_graphed.json --pp 4 --validate 'E|t*3|(t|)*5mL' --validate 'E|t*3|(t|)*4tm|L'
 cat "$log/validate_small_graphs.log" >> "$summary"
 step validate_tiny $B calibrate --preset tiny --out $out/costs_tiny_validate.json --pp 4 \
   --validate 'E|t|t|t|t|||mL' --validate 'E|t|t|t|t||m|L'

@@ -38,6 +38,7 @@
 #include <map>
 #include <set>
 
+#include "harness/cli/calibrate_graphs.h"
 #include "harness/cli/calibrate_support.h"
 #include "harness/cli/calibrate_validate.h"
 #include "harness/cli/commands.h"
@@ -249,36 +250,10 @@ std::map<CostNode, sim::NodeCost> time_nodes(const config::ModelConfig& cfg,
   return out;
 }
 
-}  // namespace
-
-int run_calibrate(const CalibrateOptions& opt) {
-  const bool cuda = opt.device == "cuda";
-  if (opt.validate_cuda_graphs && !cuda) {
-    throw InputError("calibrate --cuda-graphs: CUDA graphs need --device cuda");
-  }
-  const config::ModelConfig m = sim::preset_model(opt.preset);
-  check_validation_plans(m, opt, cuda);  // refused before anything is timed or written
-  if (!opt.costs.empty()) {              // validate a costs file, calibrate nothing
-    const sim::CostTable costs = sim::read_costs(opt.costs);
-    sim::check_costs_fit(costs, m);
-    engine::apply_determinism();
-    return validate_costs(m, costs, opt, cuda);
-  }
-  FileRoles files;
-  files.output("--out", opt.out);
-  engine::apply_determinism();
-  sim::CostTable t;
-  t.link = sim::named_link(opt.link);
-  if (cuda) {
-    const auto fp = gpu::gpu_fingerprint(0);
-    t.gpu = fp.count("gpu_name") ? fp.at("gpu_name") : "CUDA device 0";
-    for (const auto& [k, v] : fp) t.fingerprint[k] = v;
-  } else {
-    t.gpu = "CPU";
-  }
-  for (const auto& [k, v] : engine::determinism_fingerprint()) t.fingerprint[k] = v;
-  std::cerr << fmt::format("# calibrate: preset {} on {} ({} warm-up + {} timed repetitions)\n",
-                           opt.preset, t.gpu, opt.warmup, opt.repeats);
+/// The eager calibration (the file comment's method) of `m` into `t`'s nodes, measured_at and
+/// notes.
+void calibrate_eager(const config::ModelConfig& m, const CalibrateOptions& opt, bool cuda,
+                     sim::CostTable& t) {
   const config::ModelConfig with_mtp = slice(m, opt.experts_per_rank, 1);
   const config::ModelConfig without = slice(m, opt.experts_per_rank, 0);
   std::pair<double, double> sa, sz;
@@ -322,20 +297,15 @@ int run_calibrate(const CalibrateOptions& opt) {
       std::max(0.0, a.at(measured).forward_ms - sign * (moe_layer.forward_ms - dense.forward_ms)),
       std::max(0.0,
                a.at(measured).backward_ms - sign * (moe_layer.backward_ms - dense.backward_ms))};
-  t.measured_at = {{"preset", opt.preset},
-                   {"hidden_size", m.hidden_size},
-                   {"ffn_hidden_size", m.ffn_hidden_size},
-                   {"num_attention_heads", m.num_attention_heads},
-                   {"vocab_size", m.vocab_size},
-                   {"seq_length", m.seq_length},
-                   {"micro_batch_size", m.micro_batch_size},
-                   {"routed_experts_timed", with_mtp.num_moe_experts},
-                   {"router_topk_timed", with_mtp.moe_router_topk},
-                   {"dtype", cuda ? "bfloat16" : "float32"},
-                   {"attention", cuda ? "flash" : "unfused"},
-                   {"kernels", "harness"},
-                   {"repeats", opt.repeats},
-                   {"warmup", opt.warmup}};
+  t.measured_at = sim::measured_dimensions(m);
+  t.measured_at["preset"] = opt.preset;
+  t.measured_at["routed_experts_timed"] = with_mtp.num_moe_experts;
+  t.measured_at["router_topk_timed"] = with_mtp.moe_router_topk;
+  t.measured_at["dtype"] = cuda ? "bfloat16" : "float32";
+  t.measured_at["attention"] = cuda ? "flash" : "unfused";
+  t.measured_at["kernels"] = "harness";
+  t.measured_at["repeats"] = opt.repeats;
+  t.measured_at["warmup"] = opt.warmup;
   if (moe) {
     t.notes.push_back(fmt::format(
         "decoder_moe and the MoE MTP block timed with {} routed experts and top-{} (the model has "
@@ -363,14 +333,54 @@ int run_calibrate(const CalibrateOptions& opt) {
   };
   t.notes.push_back(whole_line("with MTP", wa));
   t.notes.push_back(whole_line("without MTP", wz));
+}
+
+}  // namespace
+
+int run_calibrate(const CalibrateOptions& opt) {
+  const bool cuda = opt.device == "cuda";
+  if (opt.validate_cuda_graphs && !cuda) {
+    throw InputError("calibrate --cuda-graphs: CUDA graphs need --device cuda");
+  }
+  const config::ModelConfig m = sim::preset_model(opt.preset);
+  check_validation_plans(m, opt, cuda);  // refused before anything is timed or written
+  if (opt.validate_cuda_graphs && opt.costs.empty()) check_graphed_calibration(m, opt);
+  if (!opt.costs.empty()) {  // validate a costs file, calibrate nothing
+    const sim::CostTable costs = sim::read_costs(opt.costs);
+    sim::check_costs_fit(costs, m);
+    engine::apply_determinism();
+    return validate_costs(m, costs, opt, cuda);
+  }
+  FileRoles files;
+  files.output("--out", opt.out);
+  engine::apply_determinism();
+  sim::CostTable t;
+  t.link = sim::named_link(opt.link);
+  if (cuda) {
+    const auto fp = gpu::gpu_fingerprint(0);
+    t.gpu = fp.count("gpu_name") ? fp.at("gpu_name") : "CUDA device 0";
+    for (const auto& [k, v] : fp) t.fingerprint[k] = v;
+  } else {
+    t.gpu = "CPU";
+  }
+  for (const auto& [k, v] : engine::determinism_fingerprint()) t.fingerprint[k] = v;
+  std::cerr << fmt::format("# calibrate: preset {} on {} ({} warm-up + {} timed repetitions)\n",
+                           opt.preset, t.gpu, opt.warmup, opt.repeats);
+  if (opt.validate_cuda_graphs) {
+    calibrate_graphed(m, opt, t);
+  } else {
+    calibrate_eager(m, opt, cuda, t);
+  }
   write_file_atomically(opt.out, sim::to_json(t).dump(2) + "\n");
   std::cout << fmt::format("# {:<16} {:>12} {:>12}\n", "node", "forward(ms)", "backward(ms)");
   for (const auto& [n, c] : t.nodes) {
     std::cout << fmt::format("  {:<16} {:>12.4f} {:>12.4f}\n", sim::cost_node_name(n), c.forward_ms,
                              c.backward_ms);
   }
-  std::cout << "# " << whole_line("with MTP", wa) << "\n";
-  std::cout << "# " << whole_line("without MTP", wz) << "\n";
+  for (const std::string& n : t.notes) {
+    if (n.rfind("whole program", 0) == 0 || n.rfind("graphed", 0) == 0)
+      std::cout << "# " << n << "\n";
+  }
   std::cout << "# written: " << opt.out << "\n";
   return opt.validate.empty() ? kExitOk : validate_costs(m, t, opt, cuda);
 }

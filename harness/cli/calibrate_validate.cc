@@ -79,18 +79,9 @@ class OpTimer {
   std::vector<std::vector<Timed>> blocks_;  // per pipeline rank, in op order
 };
 
-/// Medians over the timed steps: per rank the sum of its blocks, per (stage, forward?) the mean
-/// single op (combined pairs are not split between their two ops).
-struct Measured {
-  std::vector<double> rank_sum_ms;
-  std::map<std::pair<int, bool>, double> stage_op_ms;
-  std::map<std::pair<int, bool>, double> stage_host_ms;  ///< the host's part of stage_op_ms
-};
+}  // namespace
 
-/// `graphs`: every chunk's forward and backward replayed as CUDA graphs (tm planned with
-/// cuda_graphs), main grads accumulated after each backward as a run does (the graphs need it);
-/// the warm-up steps run the eager warm-up and the captures.
-Measured measure(TimedModel& tm, int warmup, int repeats, bool cuda, bool graphs) {
+MeasuredOps measure_ops(TimedModel& tm, int warmup, int repeats, bool cuda, bool graphs) {
   const layout::PipelineLayout& layout = tm.plan.layout;
   const int P = layout.pipeline_size;
   transport::InProcessOptions topt;
@@ -135,12 +126,14 @@ Measured measure(TimedModel& tm, int warmup, int repeats, bool cuda, bool graphs
       stage_host[key].push_back(shn[1] / shn[2]);
     }
   }
-  Measured m;
+  MeasuredOps m;
   for (const auto& v : rank_sums) m.rank_sum_ms.push_back(median(v));
   for (const auto& [key, v] : stage_ops) m.stage_op_ms[key] = median(v);
   for (const auto& [key, v] : stage_host) m.stage_host_ms[key] = median(v);
   return m;
 }
+
+namespace {
 
 /// The implementation that runs `layout`: MTP in a stage of its own, the candidate; MTP with
 /// the loss, the reference.
@@ -192,7 +185,7 @@ int validate_costs(const config::ModelConfig& model, const sim::CostTable& costs
                             sp.schedule.virtual_size == tm.plan.schedule.virtual_size,
                         "the simulated schedule is not the one the run uses");
     const sim::SimResult r = sim::simulate(sp.layout, stages, sp.schedule, costs.link);
-    const Measured m = measure(tm, opt.warmup, opt.repeats, cuda, graphs);
+    const MeasuredOps m = measure_ops(tm, opt.warmup, opt.repeats, cuda, graphs);
     // The graphs died with measure(): their pools back to the device before the next layout's.
     if (graphs) gpu::release_cached_memory(0);
     const int P = sp.layout.pipeline_size;

@@ -15,11 +15,32 @@
 // compared: P ranks sharing one device are not P devices.
 #pragma once
 
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "harness/cli/calibrate_support.h"
 #include "harness/command_line/options.h"
 #include "harness/config/model_config.h"
 #include "harness/sim/costs.h"
 
 namespace mtp::cli {
+
+/// Medians over the timed steps of measure_ops, in ms: per pipeline rank the sum of its ops'
+/// times; per (stage, forward?) the mean single op (combined 1F1B pairs are not split between
+/// their two ops) and the host's time issuing it.
+struct MeasuredOps {
+  std::vector<double> rank_sum_ms;
+  std::map<std::pair<int, bool>, double> stage_op_ms;
+  std::map<std::pair<int, bool>, double> stage_host_ms;
+};
+
+/// Runs `warmup` + `repeats` steps of `tm`'s layout with its ranks as threads, every op's compute
+/// timed one at a time (the file comment). `graphs`: every chunk's forward and backward replayed
+/// as CUDA graphs (tm planned with cuda_graphs), main grads accumulated after each backward as a
+/// run does (the graphs need it); the warm-up steps run the eager warm-up and the captures.
+/// Throws InfraError when the device fails.
+MeasuredOps measure_ops(TimedModel& tm, int warmup, int repeats, bool cuda, bool graphs);
 
 /// Runs every --validate layout of `opt` for `model` against `costs` and prints the tables.
 /// Returns kExitOk when every rank's measured op sum is within opt.tolerance (relative) of the

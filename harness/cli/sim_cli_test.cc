@@ -262,10 +262,16 @@ TEST(SimCliTest, BadInputExitsTwo) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("--validate E|t|tL: "));
   EXPECT_FALSE(std::filesystem::exists(never));
-  // --cuda-graphs: only for --validate runs, and only on CUDA (refused before calibrating).
-  r = run("calibrate --preset tiny --device cpu --out x.json --cuda-graphs");
+  // --cuda-graphs: only on CUDA, and graphed costs only for a dense model (refused before
+  // calibrating: no --out file).
+  const std::string graphed = dir.file("graphed.json");
+  r = run("calibrate --preset tiny --device cpu --out " + graphed + " --cuda-graphs");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("--cuda-graphs requires --validate"));
+  EXPECT_THAT(r.out, HasSubstr("CUDA graphs need --device cuda"));
+  r = run("calibrate --preset tiny --device cuda --out " + graphed + " --cuda-graphs");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("preset \"tiny\" has MoE layers; CUDA graphs need a dense model"));
+  EXPECT_FALSE(std::filesystem::exists(graphed));
   r = run("calibrate --preset tiny --device cpu --costs " + costs +
           " --validate 'E|t|t|t|t|||mL' --pp 4 --cuda-graphs");
   EXPECT_EQ(r.code, 2) << r.out;

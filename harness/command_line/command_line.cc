@@ -376,9 +376,9 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
       ->check(finite_number(0.0, 10.0, /*lo_open=*/false))
       ->needs(cal_validate);
   cbx->add_flag("--cuda-graphs", cal.validate_cuda_graphs,
-                "the --validate runs replay each chunk's forward and backward as CUDA graphs "
-                "(the ops' device time without the host's; CUDA, dense models)")
-      ->needs(cal_validate);
+                "time the costs (dense models with MTP: from graphed pipelined stages) and the "
+                "--validate runs with each chunk's forward and backward replayed as CUDA graphs: "
+                "the device's time without the host's (CUDA)");
   auto* cal_costs = cbx->add_option("--costs", cal.costs,
                                     "validate this costs file instead of calibrating (no --out)")
                         ->check(non_empty)

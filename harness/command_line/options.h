@@ -145,9 +145,10 @@ struct CalibrateOptions {
   int validate_microbatches = 8;   ///< --microbatches M (with --validate)
   double tolerance = 0.10;         ///< --tolerance: relative bound of the validation
   std::string costs;               ///< --costs F.json: validate these costs, calibrate nothing
-  /// --cuda-graphs (with --validate, CUDA): the validation runs replay every chunk's forward and
+  /// --cuda-graphs (CUDA): the costs are timed from graphed pipelined stages (dense models with
+  /// MTP, cli/calibrate_graphs.h) and the validation runs replay every chunk's forward and
   /// backward as CUDA graphs (engine/chunk_graphs.h), so an op's time is the device's work
-  /// without the host's issue time.
+  /// without the host's issue time. With --costs: the validation runs only.
   bool validate_cuda_graphs = false;
 };
 

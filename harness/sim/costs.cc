@@ -249,6 +249,12 @@ void check_costs_fit(const CostTable& costs, const config::ModelConfig& model) {
   }
 }
 
+nlohmann::json measured_dimensions(const config::ModelConfig& model) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [key, member] : kMeasuredDimensions) j[key] = model.*member;
+  return j;
+}
+
 CostTable read_costs(const std::string& path) {
   const std::vector<uint8_t> bytes = read_input_file(path, "costs file", kMaxSmallInputBytes);
   return parse_costs(std::string(bytes.begin(), bytes.end()), path);

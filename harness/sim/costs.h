@@ -92,6 +92,11 @@ inline constexpr double kMinBandwidthGbPerS = 1e-3, kMaxBandwidthGbPerS = 1e6;
 /// at those dimensions). A table without measured_at is accepted (hand-made costs).
 void check_costs_fit(const CostTable& costs, const config::ModelConfig& model);
 
+/// The model dimensions a costs file's measured_at records (the ones check_costs_fit compares:
+/// hidden_size, ffn_hidden_size, num_attention_heads, vocab_size, seq_length, micro_batch_size),
+/// as a JSON object of `model`'s values; calibrate adds its method's keys to it.
+nlohmann::json measured_dimensions(const config::ModelConfig& model);
+
 /// The JSON form above.
 nlohmann::json to_json(const CostTable& t);
 /// Reads `text` (from `source`, named in errors). Throws InputError naming the source and the key:

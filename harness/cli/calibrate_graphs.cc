@@ -1,0 +1,130 @@
+#include "harness/cli/calibrate_graphs.h"
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <string>
+
+#include "harness/cli/calibrate_support.h"
+#include "harness/cli/calibrate_validate.h"
+#include "harness/common/error.h"
+#include "harness/gpu/gpu.h"
+#include "harness/sim/graphed_costs.h"
+
+namespace mtp::cli {
+namespace {
+
+/// One graphed layout of the calibration: its text, P, and the implementation that runs it.
+struct GraphedRun {
+  const char* layout;
+  int pipeline_size;
+  int64_t num_layers;  ///< decoder layers the layout holds
+  int64_t mtp_depths;
+  config::Implementation implementation;  ///< standalone MTP: the candidate
+};
+
+constexpr GraphedRun kWithMtp{sim::kGraphedLayoutWithMtp, sim::kGraphedPipelineWithMtp, 5, 1,
+                              config::Implementation::kCandidate};
+constexpr GraphedRun kWithoutMtp{sim::kGraphedLayoutWithoutMtp, sim::kGraphedPipelineWithoutMtp, 4,
+                                 0, config::Implementation::kReference};
+
+config::ModelConfig model_of(const config::ModelConfig& m, const GraphedRun& r) {
+  config::ModelConfig c = m;
+  c.num_layers = r.num_layers;
+  c.mtp_num_layers = r.mtp_depths;
+  return c;
+}
+
+void require_dense_with_mtp(const config::ModelConfig& m, const std::string& preset) {
+  if (m.num_moe_experts > 0) {
+    throw InputError(fmt::format(
+        "calibrate --cuda-graphs: preset \"{}\" has MoE layers; CUDA graphs need a dense model "
+        "(MoE permutes tokens on the host): calibrate it without --cuda-graphs",
+        preset));
+  }
+  if (m.mtp_num_layers < 1) {
+    throw InputError(fmt::format(
+        "calibrate --cuda-graphs: preset \"{}\" has no MTP depth; the graphed layouts time one",
+        preset));
+  }
+}
+
+sim::NodeCost stage(const MeasuredOps& m, int s, const GraphedRun& r) {
+  const auto f = m.stage_op_ms.find({s, true});
+  const auto b = m.stage_op_ms.find({s, false});
+  if (f == m.stage_op_ms.end() || b == m.stage_op_ms.end()) {
+    throw InfraError(
+        fmt::format("calibrate --cuda-graphs: stage {} of '{}' ran no timed op", s, r.layout));
+  }
+  return {f->second, b->second};
+}
+
+MeasuredOps run(const config::ModelConfig& m, const GraphedRun& r, const CalibrateOptions& opt) {
+  TimedModel tm = build_timed_model(model_of(m, r), r.layout, r.pipeline_size,
+                                    opt.validate_microbatches, /*cuda=*/true, r.implementation,
+                                    /*cuda_graphs=*/true);
+  MeasuredOps out = measure_ops(tm, opt.warmup, opt.repeats, /*cuda=*/true, /*graphs=*/true);
+  gpu::release_cached_memory(0);  // the graphs' pools back before the next layout's
+  return out;
+}
+
+std::string times(const sim::NodeCost& c) {
+  return fmt::format("{:.4f} / {:.4f}", c.forward_ms, c.backward_ms);
+}
+
+}  // namespace
+
+void check_graphed_calibration(const config::ModelConfig& model, const CalibrateOptions& opt) {
+  require_dense_with_mtp(model, opt.preset);
+  for (const GraphedRun& r : {kWithMtp, kWithoutMtp}) {
+    (void)plan_timed_model(model_of(model, r), r.layout, r.pipeline_size, opt.validate_microbatches,
+                           /*cuda=*/true, r.implementation,
+                           /*cuda_graphs=*/true);
+  }
+}
+
+void calibrate_graphed(const config::ModelConfig& model, const CalibrateOptions& opt,
+                       sim::CostTable& t) {
+  check_graphed_calibration(model, opt);
+  // Stages: "E|t|ttt|t|m|L" → 0 E, 1 t, 2 ttt, 3 t, 4 m, 5 L; "E|t|ttt|L" → 0 E, 1 t, 2 ttt, 3 L.
+  const MeasuredOps a = run(model, kWithMtp, opt);
+  const MeasuredOps z = run(model, kWithoutMtp, opt);
+  sim::GraphedStageTimes s;
+  s.embedding = stage(z, 0, kWithoutMtp);
+  const sim::NodeCost t1 = stage(a, 1, kWithMtp), t3 = stage(a, 3, kWithMtp),
+                      t1z = stage(z, 1, kWithoutMtp);
+  s.one_layer = {(t1.forward_ms + t3.forward_ms + t1z.forward_ms) / 3.0,
+                 (t1.backward_ms + t3.backward_ms + t1z.backward_ms) / 3.0};
+  const sim::NodeCost t3a = stage(a, 2, kWithMtp), t3z = stage(z, 2, kWithoutMtp);
+  s.three_layers = {(t3a.forward_ms + t3z.forward_ms) / 2.0,
+                    (t3a.backward_ms + t3z.backward_ms) / 2.0};
+  s.mtp_block = stage(a, 4, kWithMtp);
+  s.loss_with_mtp = stage(a, 5, kWithMtp);
+  s.loss_without_mtp = stage(z, 3, kWithoutMtp);
+  std::vector<std::string> notes;
+  for (const auto& [node, cost] : sim::costs_from_graphed_stages(s, &notes)) t.nodes[node] = cost;
+  for (std::string& n : notes) t.notes.push_back(std::move(n));
+  t.notes.push_back(fmt::format(
+      "graphed stage ops (ms per microbatch, forward / backward; medians of {} steps of M = {} "
+      "after {} warm-up, ranks as threads, every chunk replayed as a CUDA graph): E {}, t {} "
+      "(mean of three), ttt {}, m {}, L with MTP {}, L without MTP {}; layouts '{}' (P = {}) and "
+      "'{}' (P = {})",
+      opt.repeats, opt.validate_microbatches, opt.warmup, times(s.embedding), times(s.one_layer),
+      times(s.three_layers), times(s.mtp_block), times(s.loss_with_mtp), times(s.loss_without_mtp),
+      kWithMtp.layout, kWithMtp.pipeline_size, kWithoutMtp.layout, kWithoutMtp.pipeline_size));
+  t.notes.push_back(
+      "graphed costs (sim/graphed_costs.h): layer = (ttt - t) / 2, chunk_op = t - layer, each "
+      "other node its stage less chunk_op; final_layernorm is priced inside output_head (the loss "
+      "stage holds both); mtp_head = L with MTP - L without");
+  t.measured_at = sim::measured_dimensions(model);
+  t.measured_at["preset"] = opt.preset;
+  t.measured_at["dtype"] = "bfloat16";
+  t.measured_at["attention"] = "flash";
+  t.measured_at["kernels"] = "harness";
+  t.measured_at["cuda_graphs"] = true;
+  t.measured_at["microbatches"] = opt.validate_microbatches;
+  t.measured_at["repeats"] = opt.repeats;
+  t.measured_at["warmup"] = opt.warmup;
+}
+
+}  // namespace mtp::cli
