@@ -342,6 +342,12 @@ int run_calibrate(const CalibrateOptions& opt) {
   if (opt.validate_cuda_graphs && !cuda) {
     throw InputError("calibrate --cuda-graphs: CUDA graphs need --device cuda");
   }
+  if (opt.validate_cuda_graphs && opt.warmup < 2) {
+    throw InputError(fmt::format(
+        "calibrate --cuda-graphs: --warmup {} must be at least 2 (the first steps run eagerly "
+        "and capture the graphs; the timed steps must be replays)",
+        opt.warmup));
+  }
   const config::ModelConfig m = sim::preset_model(opt.preset);
   check_validation_plans(m, opt, cuda);  // refused before anything is timed or written
   if (opt.validate_cuda_graphs && opt.costs.empty()) check_graphed_calibration(m, opt);

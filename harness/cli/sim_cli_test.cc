@@ -272,6 +272,10 @@ TEST(SimCliTest, BadInputExitsTwo) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("preset \"tiny\" has MoE layers; CUDA graphs need a dense model"));
   EXPECT_FALSE(std::filesystem::exists(graphed));
+  r = run("calibrate --preset small --device cuda --out " + graphed + " --cuda-graphs --warmup 1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--warmup 1 must be at least 2"));
+  EXPECT_FALSE(std::filesystem::exists(graphed));
   r = run("calibrate --preset tiny --device cpu --costs " + costs +
           " --validate 'E|t|t|t|t|||mL' --pp 4 --cuda-graphs");
   EXPECT_EQ(r.code, 2) << r.out;
