@@ -269,20 +269,8 @@ void calibrate_eager(const config::ModelConfig& m, const CalibrateOptions& opt, 
   const sim::NodeCost head = z.at(CostNode::kOutputHead);
   const sim::NodeCost both = a.at(CostNode::kOutputHead);
   t.nodes[CostNode::kOutputHead] = head;
-  // The MTP head does the LM head's work (the same GEMM to the vocabulary and cross entropy): a
-  // difference under a quarter of it is noise of two separate timings (a loaded host), and the
-  // LM head's time is the better estimate.
-  auto mtp_part = [&t](double with, double without, const char* what) {
-    const double d = with - without;
-    if (d >= 0.25 * without) return d;
-    t.notes.push_back(
-        fmt::format("mtp_head {} measured as {:.4f} ms, under a quarter of the LM "
-                    "head's {:.4f} ms (timing noise): set to the LM head's",
-                    what, d, without));
-    return without;
-  };
-  t.nodes[CostNode::kMtpHead] = {mtp_part(both.forward_ms, head.forward_ms, "forward"),
-                                 mtp_part(both.backward_ms, head.backward_ms, "backward")};
+  t.nodes[CostNode::kMtpHead] = sim::mtp_head_cost(
+      {both.forward_ms - head.forward_ms, both.backward_ms - head.backward_ms}, head, &t.notes);
   const bool moe = m.num_moe_experts > 0;
   if (!moe) t.nodes[CostNode::kDecoderMoe] = t.nodes[CostNode::kDecoderDense];
   const CostNode measured =

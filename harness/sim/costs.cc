@@ -249,6 +249,23 @@ void check_costs_fit(const CostTable& costs, const config::ModelConfig& model) {
   }
 }
 
+NodeCost mtp_head_cost(const NodeCost& difference, const NodeCost& lm_head,
+                       std::vector<std::string>* notes) {
+  auto part = [notes](double d, double lm, const char* what) {
+    if (d >= 0.25 * lm) return d;
+    if (notes != nullptr) {
+      notes->push_back(
+          fmt::format("mtp_head {} measured as {:.4f} ms, under a quarter of the LM "
+                      "head's {:.4f} ms (the noise of two timings): set to the LM "
+                      "head's",
+                      what, d, lm));
+    }
+    return lm;
+  };
+  return {part(difference.forward_ms, lm_head.forward_ms, "forward"),
+          part(difference.backward_ms, lm_head.backward_ms, "backward")};
+}
+
 nlohmann::json measured_dimensions(const config::ModelConfig& model) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [key, member] : kMeasuredDimensions) j[key] = model.*member;

@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -91,6 +92,14 @@ inline constexpr double kMinBandwidthGbPerS = 1e-3, kMaxBandwidthGbPerS = 1e6;
 /// micro_batch_size that measured_at records must equal the model's (node costs are per layer
 /// at those dimensions). A table without measured_at is accepted (hand-made costs).
 void check_costs_fit(const CostTable& costs, const config::ModelConfig& model);
+
+/// The MTP head's cost from `difference` (a loss timed with one MTP depth minus the same loss
+/// without) and `lm_head` (the LM head's cost), per direction: the difference, or the LM head's
+/// cost where the difference is under a quarter of it. The MTP head does the LM head's work
+/// (the same GEMM to the vocabulary and cross entropy), so a smaller difference is the noise of
+/// two separate timings. `notes` (may be null) gets a line per direction replaced.
+NodeCost mtp_head_cost(const NodeCost& difference, const NodeCost& lm_head,
+                       std::vector<std::string>* notes);
 
 /// The model dimensions a costs file's measured_at records (the ones check_costs_fit compares:
 /// hidden_size, ffn_hidden_size, num_attention_heads, vocab_size, seq_length, micro_batch_size),

@@ -47,19 +47,7 @@ std::map<CostNode, NodeCost> costs_from_graphed_stages(const GraphedStageTimes& 
   out[CostNode::kFinalLayernorm] = {};
   const NodeCost head = minus(t.loss_without_mtp, op);
   out[CostNode::kOutputHead] = head;
-  const NodeCost mtp = minus(t.loss_with_mtp, t.loss_without_mtp);
-  auto part = [notes](double d, double lm, const char* what) {
-    if (d >= 0.25 * lm) return d;
-    if (notes != nullptr) {
-      notes->push_back(
-          fmt::format("mtp_head {} measured as {:.4f} ms, under a quarter of the LM "
-                      "head's {:.4f} ms (two runs' noise): set to the LM head's",
-                      what, d, lm));
-    }
-    return lm;
-  };
-  out[CostNode::kMtpHead] = {part(mtp.forward_ms, head.forward_ms, "forward"),
-                             part(mtp.backward_ms, head.backward_ms, "backward")};
+  out[CostNode::kMtpHead] = mtp_head_cost(minus(t.loss_with_mtp, t.loss_without_mtp), head, notes);
   return out;
 }
 

@@ -37,9 +37,9 @@ struct GraphedStageTimes {
 /// The node costs of a dense model from its graphed stage times, forward and backward each: a
 /// layer = (ttt − t) / 2; chunk_op = t − layer (an op's fixed part); embedding = E − chunk_op;
 /// mtp_block_dense = m − chunk_op; output_head = L without MTP − chunk_op, with final_layernorm
-/// priced inside it (0: the loss stage always holds both); mtp_head = L with MTP − L without,
-/// or output_head's cost when that difference is under a quarter of it (two runs' noise; the
-/// MTP head does the LM head's work). The MoE kinds take the dense ones' (a dense model has
+/// priced inside it (0: the loss stage always holds both); mtp_head = mtp_head_cost(L with MTP
+/// − L without, output_head) (sim/costs.h: the LM head's cost where the difference is noise). The
+/// MoE kinds take the dense ones' (a dense model has
 /// none). Negative differences (noise) clamp to 0. `notes` gets one line per estimate replaced.
 /// Throws InputError when a time is negative or not finite.
 std::map<CostNode, NodeCost> costs_from_graphed_stages(const GraphedStageTimes& t,
