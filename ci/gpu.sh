@@ -146,6 +146,10 @@ step mtp_placements_cuda $B check scenarios/mtp_placements.toml --device cuda --
 grep -E "PASS|FAIL|expectation\(s\)" "$log/mtp_placements_cuda.log" | grep -v "vs oracle" | tee -a "$summary"
 step bf16_cuda $B check scenarios/bf16.toml --device cuda --out $R/bf16
 grep -E "PASS|FAIL|expectation\(s\)" "$log/bf16_cuda.log" | tee -a "$summary"
+# 2f. The harness's own attention kernel (the CPU scenario, here on the GPU).
+step harness_attention_cuda $B check scenarios/harness_attention.toml --device cuda \
+  --out $R/harness_attention
+grep -E "PASS|FAIL|expectation\(s\)" "$log/harness_attention_cuda.log" | grep -v "vs oracle" | tee -a "$summary"
 step gpu_flash $B check scenarios/gpu_flash.toml --out $R/gpu_flash
 grep -E "PASS|FAIL|expectation\(s\)|error" "$log/gpu_flash.log" | tee -a "$summary"
 step gpu_flash_rerun $B check scenarios/gpu_flash.toml --out $R/gpu_flash_b --variant ref_p4v2 --variant cand_p4v2_tm --allow-skipped

@@ -25,11 +25,13 @@
 //   torch_deterministic  the LibTorch formulation with deterministic algorithms on
 //   torch_default        the same LibTorch ops with deterministic algorithms off
 //
-// Attention backends (the model's attention_backend; deterministic algorithms on for both):
+// Attention backends (the model's attention_backend; deterministic algorithms on for all):
 //   unfused  the model's composite (harness/model/layers.cc): q·kᵀ in the input dtype, scaled,
 //            masked (−10000 above the diagonal) and softmaxed in fp32, cast back, times v
 //   flash    mtp::kernels::flash_causal_attention (LibTorch's flash kernel; bf16 on CUDA with
 //            LibTorch >= 2 only, skipped with the reason elsewhere)
+//   harness  mtp::kernels::causal_attention (the harness's fixed-order kernel, no tensor cores,
+//            an [s, s] scratch per sample and head): registered for sequences up to 256 only
 //
 // The LibTorch formulations: embedding = index_select (the model's "torch" path; its backward is
 // index_add_ into zeros); RMSNorm = x · rsqrt(mean(x²) + eps) · w (the model's op); cross entropy =
@@ -226,23 +228,33 @@ void run_case(benchmark::State& state, Variant v, Dev dev, Body&& body) {
   }
 }
 
-/// BM_CopyBandwidth: dst.copy_(src) of `bytes` bytes (float32 buffers) on the device. Time per
-/// copy; achieved_GBps counts the bytes read plus the bytes written (2 × bytes).
-void BM_CopyBandwidth(benchmark::State& state, Dev dev) {
+/// Runs one case that is not a kernel variant: skipped with the reason when `dev` cannot run;
+/// `body` runs with deterministic algorithms on; an exception skips the case with its message.
+template <typename Body>
+void run_device_case(benchmark::State& state, Dev dev, Body&& body) {
   if (auto why = mtp::bench::device_unavailable(dev)) {
     state.SkipWithError(why->c_str());
     return;
   }
   try {
+    DeterministicScope det(true);
+    body();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+/// BM_CopyBandwidth: dst.copy_(src) of `bytes` bytes (float32 buffers) on the device. Time per
+/// copy; achieved_GBps counts the bytes read plus the bytes written (2 × bytes).
+void BM_CopyBandwidth(benchmark::State& state, Dev dev) {
+  run_device_case(state, dev, [&] {
     const int64_t bytes = state.range(0);
     const auto opts = options_for(dev, at::kFloat);
     at::Tensor src = at::ones({bytes / 4}, opts);
     at::Tensor dst = at::empty_like(src);
     time_op(state, dev, 2.0 * static_cast<double>(bytes), /*with_fraction=*/false,
             [&] { dst.copy_(src); });
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-  }
+  });
 }
 
 /// BM_BlockSummaries: kernels::block_summaries of `bytes` bytes of float32 (blocks of 65536
@@ -250,18 +262,12 @@ void BM_CopyBandwidth(benchmark::State& state, Dev dev) {
 /// Time per call; achieved_GBps counts the bytes read once. Small tensors measure the kernels'
 /// latency, which a record pays once per tensor.
 void BM_BlockSummaries(benchmark::State& state, Dev dev) {
-  if (auto why = mtp::bench::device_unavailable(dev)) {
-    state.SkipWithError(why->c_str());
-    return;
-  }
-  try {
+  run_device_case(state, dev, [&] {
     const int64_t bytes = state.range(0);
     at::Tensor t = at::randn({bytes / 4}, options_for(dev, at::kFloat));
     time_op(state, dev, static_cast<double>(bytes), /*with_fraction=*/true,
             [&] { (void)mtp::kernels::block_summaries(t, 65536); });
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-  }
+  });
 }
 
 /// BM_EmbeddingBackward: the word-embedding backward, grad_table [V, H] from grad_out [T, H] and
@@ -353,11 +359,23 @@ void BM_Swiglu(benchmark::State& state, Variant v, Dev dev, at::ScalarType dtype
 }
 
 /// AttentionBackend: which causal attention BM_Attention times.
-enum class AttentionBackend { kUnfused, kFlash };
+enum class AttentionBackend { kUnfused, kFlash, kHarness };
 
 const char* attention_name(AttentionBackend a) {
-  return a == AttentionBackend::kFlash ? "flash" : "unfused";
+  switch (a) {
+    case AttentionBackend::kFlash:
+      return "flash";
+    case AttentionBackend::kHarness:
+      return "harness";
+    case AttentionBackend::kUnfused:
+      break;
+  }
+  return "unfused";
 }
+
+/// The longest sequence the harness attention rows are registered for (O(s²) work without
+/// tensor cores: it is meant for short sequences).
+constexpr int64_t kHarnessAttentionMaxSeq = 256;
 
 /// The model's unfused causal attention (harness/model/layers.cc self_attention after the
 /// projections): q, k, v [b, heads, s, hn] → [b, heads, s, hn].
@@ -374,19 +392,14 @@ at::Tensor unfused_causal_attention(const at::Tensor& q, const at::Tensor& k, co
 /// s, hn] with scale 1/sqrt(hn), deterministic algorithms on. Time per forward + backward.
 void BM_Attention(benchmark::State& state, AttentionBackend backend, Dev dev,
                   at::ScalarType dtype) {
-  if (auto why = mtp::bench::device_unavailable(dev)) {
-    state.SkipWithError(why->c_str());
-    return;
-  }
   if (backend == AttentionBackend::kFlash &&
       (dev != Dev::kCuda || dtype != at::kBFloat16 || !mtp::kernels::flash_attention_available())) {
     state.SkipWithError("flash attention needs bf16 on CUDA and a CUDA LibTorch >= 2");
     return;
   }
-  try {
+  run_device_case(state, dev, [&] {
     const int64_t b = state.range(0), heads = state.range(1), s = state.range(2),
                   hn = state.range(3);
-    DeterministicScope det(true);
     const auto opts = options_for(dev, dtype);
     at::Tensor q = at::randn({b, heads, s, hn}, opts).requires_grad_(true);
     at::Tensor k = at::randn({b, heads, s, hn}, opts).requires_grad_(true);
@@ -395,21 +408,21 @@ void BM_Attention(benchmark::State& state, AttentionBackend backend, Dev dev,
     const double scale = 1.0 / std::sqrt(static_cast<double>(hn));
     const double seconds = timed_loop(state, dev, [&] {
       for (at::Tensor* t : {&q, &k, &v}) t->mutable_grad().reset();
-      at::Tensor out = backend == AttentionBackend::kFlash
-                           ? mtp::kernels::flash_causal_attention(q, k, v, scale)
-                           : unfused_causal_attention(q, k, v, scale);
+      at::Tensor out =
+          backend == AttentionBackend::kFlash ? mtp::kernels::flash_causal_attention(q, k, v, scale)
+          : backend == AttentionBackend::kHarness ? mtp::kernels::causal_attention(q, k, v, scale)
+                                                  : unfused_causal_attention(q, k, v, scale);
       out.backward(dout);
     });
     const double flops = 6.0 * static_cast<double>(b * heads * hn) * static_cast<double>(s * s);
     state.counters["TFLOPs"] = flops * static_cast<double>(state.iterations()) / seconds / 1e12;
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-  }
+  });
 }
 
 /// Sizes: small on the CPU (the whole CPU run takes well under a minute), training sizes on CUDA
 /// (T = N = 8192 tokens; H = 4096; V = 32768 and Llama-3's 128256; attention of the small
-/// model of issue 8: 16 heads of 64, s = 2048, one sample and 8).
+/// model of issue 8: 16 heads of 64, s = 2048, one sample and 8; and of the tiny model: b 2,
+/// 4 heads of 16, s 32, on both devices).
 struct Sizes {
   std::vector<std::vector<int64_t>> embedding;      ///< {T, H, V}
   std::vector<std::vector<int64_t>> rms_norm;       ///< {N, H}
@@ -421,14 +434,16 @@ struct Sizes {
 
 Sizes sizes_for(Dev d) {
   if (d == Dev::kCpu) {
-    return {{{2048, 256, 8192}}, {{2048, 1024}}, {{1024, 8192}}, {{1, 4, 256, 64}}, {},
-            {at::kFloat}};
+    return {
+        {{2048, 256, 8192}}, {{2048, 1024}}, {{1024, 8192}}, {{1, 4, 256, 64}, {2, 4, 32, 16}}, {},
+        {at::kFloat}};
   }
   return {{{8192, 4096, 32768}, {8192, 4096, 128256}},
           {{8192, 1024}, {8192, 4096}},
           {{8192, 32768}, {8192, 128256}},
-          {{1, 16, 2048, 64}, {8, 16, 2048, 64}},  // issue 8's small model: one, and M = 8
-          {{2048, 2816}, {8192, 2816}},            // the small model's MLP: one sample, four
+          // issue 8's small model: one sample, and M = 8; the tiny model (b 2, s 32)
+          {{1, 16, 2048, 64}, {8, 16, 2048, 64}, {2, 4, 32, 16}},
+          {{2048, 2816}, {8192, 2816}},  // the small model's MLP: one sample, four
           {at::kFloat, at::kBFloat16}};
 }
 
@@ -481,10 +496,12 @@ void register_benchmarks() {
     }
     for (const auto& args : sizes.attention) {
       for (at::ScalarType dtype : sizes.dtypes) {
-        for (AttentionBackend a : {AttentionBackend::kUnfused, AttentionBackend::kFlash}) {
+        for (AttentionBackend a :
+             {AttentionBackend::kUnfused, AttentionBackend::kFlash, AttentionBackend::kHarness}) {
           if (a == AttentionBackend::kFlash && (dev != Dev::kCuda || dtype != at::kBFloat16)) {
             continue;  // flash exists for bf16 on CUDA only
           }
+          if (a == AttentionBackend::kHarness && args[2] > kHarnessAttentionMaxSeq) continue;
           const std::string name =
               std::string("BM_Attention/") + attention_name(a) + "/" + d + "/" + dtype_name(dtype);
           benchmark::RegisterBenchmark(name.c_str(), BM_Attention, a, dev, dtype)

@@ -6,6 +6,7 @@
 
 #include <torch/version.h>
 
+#include <cmath>
 #include <vector>
 
 #include <ATen/EmptyTensor.h>
@@ -476,10 +477,99 @@ struct SwigluFn : public torch::autograd::Function<SwigluFn> {
   }
 };
 
+// --- causal attention --------------------------------------------------------------------------
+
+/// AttentionDims of [b, heads, s, hn] q.
+AttentionDims attention_dims(const at::Tensor& q) {
+  AttentionDims d;
+  d.n = q.size(0) * q.size(1);
+  d.s = q.size(2);
+  d.hn = q.size(3);
+  return d;
+}
+
+/// Acc<T> scratch of `sizes` on q's device.
+at::Tensor acc_scratch(const at::Tensor& q, at::IntArrayRef sizes) {
+  return uninitialized(sizes, q.options().dtype(acc_dtype(q.scalar_type())));
+}
+
+struct CausalAttentionFn : public torch::autograd::Function<CausalAttentionFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q_in, const at::Tensor& k_in,
+                            const at::Tensor& v_in, double scale) {
+    constexpr const char* kOp = "mtp::kernels::causal_attention";
+    const at::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+    const AttentionDims dims = attention_dims(q);
+    at::Tensor o = uninitialized(q.sizes(), q.options());
+    at::Tensor lse = acc_scratch(q, {q.size(0), q.size(1), dims.s});
+    const at::Tensor probs = acc_scratch(q, {dims.n, dims.s, dims.s});
+    const bool cuda = use_cuda(q, kOp);
+    dispatch_dtype(q.scalar_type(), kOp, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      AttentionForwardBuffers<T> b;
+      b.q = data<T>(q), b.k = data<T>(k), b.v = data<T>(v), b.o = data<T>(o);
+      b.lse = data<Acc<T>>(lse), b.probs = data<Acc<T>>(probs);
+      if (!cuda) return cpu::attention_forward<T>(b, dims, scale);
+#if defined(MTP_KERNELS_WITH_CUDA)
+      const c10::cuda::CUDAGuard guard(q.device());
+      cuda::attention_forward<T>(b, dims, scale, current_stream());
+#endif
+    });
+    ctx->save_for_backward({q, k, v, lse});  // not o: the backward's D is rowsum(P ∘ dP)
+    ctx->saved_data["scale"] = scale;
+    return o;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    constexpr const char* kOp = "mtp::kernels::causal_attention backward";
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &lse = saved[3];
+    const at::Tensor d_o = grad_outputs[0].contiguous();
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const AttentionDims dims = attention_dims(q);
+    at::Tensor dq = uninitialized(q.sizes(), q.options());
+    at::Tensor dk = uninitialized(q.sizes(), q.options());
+    at::Tensor dv = uninitialized(q.sizes(), q.options());
+    const at::Tensor probs = acc_scratch(q, {dims.n, dims.s, dims.s});
+    const at::Tensor ds = acc_scratch(q, {dims.n, dims.s, dims.s});
+    const at::Tensor delta = acc_scratch(q, {dims.n, dims.s});
+    const bool cuda = use_cuda(q, kOp);
+    dispatch_dtype(q.scalar_type(), kOp, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      AttentionBackwardBuffers<T> b;
+      b.q = data<T>(q), b.k = data<T>(k), b.v = data<T>(v), b.d_o = data<T>(d_o);
+      b.lse = data<Acc<T>>(lse);
+      b.dq = data<T>(dq), b.dk = data<T>(dk), b.dv = data<T>(dv);
+      b.probs = data<Acc<T>>(probs), b.ds = data<Acc<T>>(ds), b.delta = data<Acc<T>>(delta);
+      if (!cuda) return cpu::attention_backward<T>(b, dims, scale);
+#if defined(MTP_KERNELS_WITH_CUDA)
+      const c10::cuda::CUDAGuard guard(q.device());
+      cuda::attention_backward<T>(b, dims, scale, current_stream());
+#endif
+    });
+    return {dq, dk, dv, at::Tensor()};
+  }
+};
+
 }  // namespace
 
 at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   return RopeFn::apply(x, cos, sin);
+}
+
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            double scale) {
+  constexpr const char* kOp = "mtp::kernels::causal_attention";
+  TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.sizes() == q.sizes(), kOp,
+              ": q, k, v must be [b, heads, s, hn] of one shape, got ", q.sizes(), ", ", k.sizes(),
+              ", ", v.sizes());
+  TORCH_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(), kOp,
+              ": q, k, v must have one dtype, got ", q.scalar_type(), ", ", k.scalar_type(), ", ",
+              v.scalar_type());
+  check_same_device(q, k, kOp);
+  check_same_device(q, v, kOp);
+  TORCH_CHECK(std::isfinite(scale), kOp, ": scale must be finite, got ", scale);
+  dispatch_dtype(q.scalar_type(), kOp, [](auto) {});
+  use_cuda(q, kOp);
+  return CausalAttentionFn::apply(q, k, v, scale);
 }
 
 at::Tensor swiglu(const at::Tensor& gate_up) {

@@ -89,6 +89,19 @@ void accumulate_main_grad(at::Tensor& main_grad, const at::Tensor& grad);
 /// cuda_kernels_built: whether CUDA tensors can be dispatched (built against a CUDA LibTorch).
 bool cuda_kernels_built();
 
+/// causal_attention: q, k, v [b, heads, s, hn] (float32, float64 or bf16; CPU or CUDA; one dtype
+/// and device) → softmax(q·kᵀ·scale + causal mask)·v [b, heads, s, hn] in q's dtype: the
+/// harness's own attention (attention_backend = "harness"), kernels/attention_math.h's fixed
+/// order on both devices (the CPU and the GPU give the same bits for fp32 and bf16).
+/// Differentiable in q, k, v (its own backward; no partial buffers, no atomics): deterministic
+/// and batch-invariant by construction, the whole batch in one launch. Not bitwise equal to the
+/// unfused composite or to flash (another summation order, probabilities kept in fp32); within
+/// the bounds ops_test.cc checks against fp64. Memory: an [b·heads, s, s] fp32 scratch per call
+/// (two in the backward): for short sequences, where attention is launch-bound. c10::Error for
+/// mismatched shapes, dtypes or devices, another dtype or a non-finite scale.
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            double scale);
+
 /// flash_attention_available: whether flash_causal_attention can run (LibTorch >= 2 with CUDA).
 bool flash_attention_available();
 

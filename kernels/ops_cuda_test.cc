@@ -191,6 +191,23 @@ TEST(KernelOpsCudaTest, RopeIsBitwiseTheCompositeOnTheGpuAndTheCpu_CUDA) {
   }
 }
 
+TEST(KernelOpsCudaTest, CausalAttentionIsTheCpuOpsBits_CUDA) {
+  MTP_SKIP_WITHOUT_CUDA_OPS();
+  // The tiny benchmark model's shape (b 2, 4 heads, s 32, hn 16) and an odd one.
+  for (const std::array<int64_t, 4>& shape :
+       {std::array<int64_t, 4>{2, 4, 32, 16}, std::array<int64_t, 4>{3, 2, 45, 24}}) {
+    for (auto dtype : {at::kFloat, at::kDouble, at::kBFloat16}) {
+      SCOPED_TRACE(std::string(c10::toString(dtype)) + " s " + std::to_string(shape[2]));
+      const auto make = [&] { return at::randn(shape).to(dtype).requires_grad_(true); };
+      const double scale = 1.0 / std::sqrt(static_cast<double>(shape[3]));
+      compare_devices("causal_attention", {make(), make(), make()},
+                      [scale](const std::vector<at::Tensor>& in) {
+                        return causal_attention(in[0], in[1], in[2], scale);
+                      });
+    }
+  }
+}
+
 TEST(KernelOpsCudaTest, BlockDigestsOfADeviceTensorEqualTheHostTensors_CUDA) {
   MTP_SKIP_WITHOUT_CUDA_OPS();
   at::manual_seed(12);

@@ -251,9 +251,9 @@ std::map<CostNode, sim::NodeCost> time_nodes(const config::ModelConfig& cfg,
 }
 
 /// The eager calibration (the file comment's method) of `m` into `t`'s nodes, measured_at and
-/// notes.
-void calibrate_eager(const config::ModelConfig& m, const CalibrateOptions& opt, bool cuda,
-                     sim::CostTable& t) {
+/// notes; returns the notes calibrate prints (the whole program's device and host times).
+std::vector<std::string> calibrate_eager(const config::ModelConfig& m, const CalibrateOptions& opt,
+                                         bool cuda, sim::CostTable& t) {
   const config::ModelConfig with_mtp = slice(m, opt.experts_per_rank, 1);
   const config::ModelConfig without = slice(m, opt.experts_per_rank, 0);
   std::pair<double, double> sa, sz;
@@ -319,8 +319,9 @@ void calibrate_eager(const config::ModelConfig& m, const CalibrateOptions& opt, 
         "the host's issue time; backward {:.4f} / {:.4f} ms",
         what, w.forward_ms, w.forward_host_ms, w.backward_ms, w.backward_host_ms);
   };
-  t.notes.push_back(whole_line("with MTP", wa));
-  t.notes.push_back(whole_line("without MTP", wz));
+  std::vector<std::string> shown = {whole_line("with MTP", wa), whole_line("without MTP", wz)};
+  t.notes.insert(t.notes.end(), shown.begin(), shown.end());
+  return shown;
 }
 
 }  // namespace
@@ -360,21 +361,15 @@ int run_calibrate(const CalibrateOptions& opt) {
   for (const auto& [k, v] : engine::determinism_fingerprint()) t.fingerprint[k] = v;
   std::cerr << fmt::format("# calibrate: preset {} on {} ({} warm-up + {} timed repetitions)\n",
                            opt.preset, t.gpu, opt.warmup, opt.repeats);
-  if (opt.validate_cuda_graphs) {
-    calibrate_graphed(m, opt, t);
-  } else {
-    calibrate_eager(m, opt, cuda, t);
-  }
+  const std::vector<std::string> shown =
+      opt.validate_cuda_graphs ? calibrate_graphed(m, opt, t) : calibrate_eager(m, opt, cuda, t);
   write_file_atomically(opt.out, sim::to_json(t).dump(2) + "\n");
   std::cout << fmt::format("# {:<16} {:>12} {:>12}\n", "node", "forward(ms)", "backward(ms)");
   for (const auto& [n, c] : t.nodes) {
     std::cout << fmt::format("  {:<16} {:>12.4f} {:>12.4f}\n", sim::cost_node_name(n), c.forward_ms,
                              c.backward_ms);
   }
-  for (const std::string& n : t.notes) {
-    if (n.rfind("whole program", 0) == 0 || n.rfind("graphed", 0) == 0)
-      std::cout << "# " << n << "\n";
-  }
+  for (const std::string& n : shown) std::cout << "# " << n << "\n";
   std::cout << "# written: " << opt.out << "\n";
   return opt.validate.empty() ? kExitOk : validate_costs(m, t, opt, cuda);
 }

@@ -83,9 +83,9 @@ void check_graphed_calibration(const config::ModelConfig& model, const Calibrate
   }
 }
 
-void calibrate_graphed(const config::ModelConfig& model, const CalibrateOptions& opt,
-                       sim::CostTable& t) {
-  check_graphed_calibration(model, opt);
+std::vector<std::string> calibrate_graphed(const config::ModelConfig& model,
+                                           const CalibrateOptions& opt, sim::CostTable& t) {
+  check_graphed_calibration(model, opt);  // both layouts plan before the first is timed
   // Stages: "E|t|ttt|t|m|L" → 0 E, 1 t, 2 ttt, 3 t, 4 m, 5 L; "E|t|ttt|L" → 0 E, 1 t, 2 ttt, 3 L.
   const MeasuredOps a = run(model, kWithMtp, opt);
   const MeasuredOps z = run(model, kWithoutMtp, opt);
@@ -104,7 +104,8 @@ void calibrate_graphed(const config::ModelConfig& model, const CalibrateOptions&
   std::vector<std::string> notes;
   for (const auto& [node, cost] : sim::costs_from_graphed_stages(s, &notes)) t.nodes[node] = cost;
   for (std::string& n : notes) t.notes.push_back(std::move(n));
-  t.notes.push_back(fmt::format(
+  std::vector<std::string> shown;
+  shown.push_back(fmt::format(
       "graphed stage ops (ms per microbatch, forward / backward; medians of {} steps of M = {} "
       "after {} warm-up, ranks as threads, every chunk replayed as a CUDA graph): E {}, t {} "
       "(mean of three), ttt {}, m {}, L with MTP {}, L without MTP {}; layouts '{}' (P = {}) and "
@@ -112,10 +113,11 @@ void calibrate_graphed(const config::ModelConfig& model, const CalibrateOptions&
       opt.repeats, opt.validate_microbatches, opt.warmup, times(s.embedding), times(s.one_layer),
       times(s.three_layers), times(s.mtp_block), times(s.loss_with_mtp), times(s.loss_without_mtp),
       kWithMtp.layout, kWithMtp.pipeline_size, kWithoutMtp.layout, kWithoutMtp.pipeline_size));
-  t.notes.push_back(
+  shown.push_back(
       "graphed costs (sim/graphed_costs.h): layer = (ttt - t) / 2, chunk_op = t - layer, each "
       "other node its stage less chunk_op; final_layernorm is priced inside output_head (the loss "
       "stage holds both); mtp_head = L with MTP - L without");
+  t.notes.insert(t.notes.end(), shown.begin(), shown.end());
   t.measured_at = sim::measured_dimensions(model);
   t.measured_at["preset"] = opt.preset;
   t.measured_at["dtype"] = "bfloat16";
@@ -125,6 +127,7 @@ void calibrate_graphed(const config::ModelConfig& model, const CalibrateOptions&
   t.measured_at["microbatches"] = opt.validate_microbatches;
   t.measured_at["repeats"] = opt.repeats;
   t.measured_at["warmup"] = opt.warmup;
+  return shown;
 }
 
 }  // namespace mtp::cli

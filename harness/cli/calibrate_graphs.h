@@ -9,6 +9,9 @@
 // sim::costs_from_graphed_stages.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "harness/command_line/options.h"
 #include "harness/config/model_config.h"
 #include "harness/sim/costs.h"
@@ -22,9 +25,10 @@ void check_graphed_calibration(const config::ModelConfig& model, const Calibrate
 
 /// Times both layouts on CUDA device 0 (bf16, flash, harness kernels, deterministic; opt.warmup
 /// + opt.repeats steps of opt.validate_microbatches microbatches) and fills `t`'s nodes,
-/// measured_at and notes (the stage times among them). Throws InputError as
+/// measured_at and notes (the stage times among them); returns the notes calibrate prints (the
+/// stage times and the rule that turns them into costs). Throws InputError as
 /// check_graphed_calibration, InfraError when the device fails.
-void calibrate_graphed(const config::ModelConfig& model, const CalibrateOptions& opt,
-                       sim::CostTable& t);
+std::vector<std::string> calibrate_graphed(const config::ModelConfig& model,
+                                           const CalibrateOptions& opt, sim::CostTable& t);
 
 }  // namespace mtp::cli

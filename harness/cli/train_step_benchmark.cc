@@ -44,7 +44,9 @@
 //              in-flight slot, engine/chunk_graphs.h; CUDA, bf16, harness kernels)
 //   dtype      fp32 | bf16 (Megatron --bf16: bf16 parameters and activations, fp32 main grads)
 //   attention  unfused (the composite, softmax in fp32) | flash (LibTorch's flash kernel; bf16
-//              on CUDA with LibTorch >= 2 only, registered for CUDA and bf16 only)
+//              on CUDA with LibTorch >= 2 only, registered for CUDA and bf16 only) | harness
+//              (kernels::causal_attention, the harness's fixed-order kernel: registered for
+//              CUDA, bf16 and the tiny model only: it is for short sequences)
 //   placement  reference: MTP with the loss, "E|t*3|(t|)*5mL" (p4v2), "Et*8mL" (p1)
 //              candidate: MTP in a standalone stage, "E|t*3|(t|)*4tm|L" (p4v2); at p1 also
 //              "Et*8mL", co-located (Megatron's rule R8 puts the MTP stage last, v = V − 1, and
@@ -595,8 +597,9 @@ void BM_TrainStep(benchmark::State& state, Setting setting, RecordChoice record,
 }
 
 /// Every setting of `dev`: tiny only on the CPU, small and tiny on CUDA; flash attention only
-/// for bf16 on CUDA. Order: size, pipeline, dtype, attention, placement, kernels (so that the
-/// pairs a ratio compares print next to each other).
+/// for bf16 on CUDA, the harness's attention only there and for the tiny model. Order: size,
+/// pipeline, dtype, attention, placement, kernels (so that the pairs a ratio compares print next
+/// to each other).
 std::vector<Setting> settings_for(Dev dev) {
   using mtp::config::AttentionBackend;
   using mtp::config::DType;
@@ -610,11 +613,14 @@ std::vector<Setting> settings_for(Dev dev) {
       if (graphed(pipeline) && dev != Dev::kCuda) continue;
       for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
         if (graphed(pipeline) && dtype != DType::kBFloat16) continue;
-        for (AttentionBackend attention : {AttentionBackend::kUnfused, AttentionBackend::kFlash}) {
-          if (attention == AttentionBackend::kFlash &&
+        for (AttentionBackend attention :
+             {AttentionBackend::kUnfused, AttentionBackend::kFlash, AttentionBackend::kHarness}) {
+          if (attention != AttentionBackend::kUnfused &&
               (dtype != DType::kBFloat16 || dev != Dev::kCuda)) {
             continue;
           }
+          // The harness's attention is for short sequences (kernels::causal_attention): tiny.
+          if (attention == AttentionBackend::kHarness && size.seq > 256) continue;
           for (Placement placement : {Placement::kReference, Placement::kCandidate}) {
             for (Kernels kernels : {Kernels::kTorch, Kernels::kHarness}) {
               if (graphed(pipeline) && kernels != Kernels::kHarness) continue;

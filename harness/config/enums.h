@@ -47,9 +47,12 @@ enum class Device { kCpu, kCuda };
 enum class Kernels { kTorch, kHarness };
 
 /// How attention is computed (Megatron-LM's --attention-backend): the composite of matmuls,
-/// scale, −10000 mask and softmax (Megatron's "unfused"/"local" DotProductAttention), or
-/// LibTorch's flash-attention kernel (bf16 on CUDA, LibTorch >= 2; Megatron's "flash").
-enum class AttentionBackend { kUnfused, kFlash };
+/// scale, −10000 mask and softmax (Megatron's "unfused"/"local" DotProductAttention),
+/// LibTorch's flash-attention kernel (bf16 on CUDA, LibTorch >= 2; Megatron's "flash"), or the
+/// harness's own fused causal attention (kernels::causal_attention: one fixed order on the CPU
+/// and the GPU, no partial-buffer reduction in its backward; for short sequences; no Megatron
+/// counterpart).
+enum class AttentionBackend { kUnfused, kFlash, kHarness };
 
 /// The optimizer of a variant. Both run Adam with decoupled weight decay and identical
 /// per-element arithmetic; the distributed one shards it over the data-parallel ranks as
@@ -114,7 +117,9 @@ template <>
 struct EnumTable<AttentionBackend> {
   static constexpr const char* kWhat = "attention_backend";
   static constexpr std::pair<AttentionBackend, std::string_view> kValues[] = {
-      {AttentionBackend::kUnfused, "unfused"}, {AttentionBackend::kFlash, "flash"}};
+      {AttentionBackend::kUnfused, "unfused"},
+      {AttentionBackend::kFlash, "flash"},
+      {AttentionBackend::kHarness, "harness"}};
 };
 template <>
 struct EnumTable<Optimizer> {

@@ -91,8 +91,10 @@ void check_context_parallel(const RunPlan& plan) {
   if (const std::string why = config::context_parallel_misfit(plan.model, cp); !why.empty()) {
     refuse(why);
   }
-  if (plan.model.attention_backend == config::AttentionBackend::kFlash) {
-    refuse("needs attention_backend = \"unfused\" (the flash kernel takes no global positions)");
+  if (plan.model.attention_backend != config::AttentionBackend::kUnfused) {
+    refuse(fmt::format(
+        "needs attention_backend = \"unfused\" (the {} kernel takes no global positions)",
+        config::enum_name(plan.model.attention_backend)));
   }
   if (plan.model.accumulation == config::Accumulation::kCanonical) {
     refuse("needs accumulation = \"megatron\" (canonical holders are data-parallel replicas)");

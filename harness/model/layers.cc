@@ -128,6 +128,12 @@ at::Tensor self_attention(const at::Tensor& x, const LayerWeights& w,
     context = context.permute({2, 0, 1, 3}).reshape({s, b, nh * hn});
     return linear_no_bias(context, w.linear_proj);
   }
+  if (cfg.attention_backend == config::AttentionBackend::kHarness) {
+    MTP_INTERNAL_ASSERT(cp == nullptr, "harness attention with context parallelism");
+    auto context = kernels::causal_attention(qb, kb, vb, scale);  // [b, nh, s, hn]
+    context = context.permute({2, 0, 1, 3}).reshape({s, b, nh * hn});
+    return linear_no_bias(context, w.linear_proj);
+  }
   // bf16: scale, mask and softmax in fp32, probabilities cast back (Megatron
   // FusedScaleMaskSoftmax with attention_softmax_in_fp32).
   auto scores = loss_precision(at::matmul(qb, kb.transpose(-2, -1))) * scale;

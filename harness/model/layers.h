@@ -88,7 +88,9 @@ struct LayerWeights {
 
 /// Causal self-attention with RoPE and GQA. x [s, b, H] (already normalised) → [s, b, H].
 /// Scores · 1/√hn, masked (future) scores set to −10000, softmax over keys, query head h reads
-/// KV group h / (nh/ng). Megatron SelfAttention + DotProductAttention (local spec).
+/// KV group h / (nh/ng). Megatron SelfAttention + DotProductAttention (local spec). With
+/// cfg.attention_backend = flash or harness the scores-to-context part is one fused op
+/// (kernels::flash_causal_attention, kernels::causal_attention) on the same q, k, v.
 /// Context parallel (rope.cp of size > 1): x holds this rank's s/CP tokens; K and V (after RoPE)
 /// are all-gathered into global order (context_parallel.h), each query attends to the keys at
 /// global positions ≤ its own, so every score row is the one the whole sequence gives.

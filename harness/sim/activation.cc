@@ -43,7 +43,8 @@ uint64_t head_activation_bytes(const config::ModelConfig& m, uint64_t element_by
 
 uint64_t stage_activation_bytes(const config::ModelConfig& m, const layout::StagePlan& st,
                                 uint64_t element_bytes, int cp) {
-  const bool flash = m.attention_backend == config::AttentionBackend::kFlash;
+  // The fused kernels (flash, harness) keep no [s, s] probabilities for the backward.
+  const bool flash = m.attention_backend != config::AttentionBackend::kUnfused;
   const uint64_t sbh = local_tokens(m, cp) * static_cast<uint64_t>(m.micro_batch_size) *
                        static_cast<uint64_t>(m.hidden_size);
   uint64_t bytes = 0;

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+#include "kernels/attention_math.h"
 #include "kernels/numerics.h"
 #include "kernels/rope_math.h"
 
@@ -124,5 +125,25 @@ void rope_forward(const T* x, const RopeDims& dims, const T* cos, const T* sin, 
 /// Throws std::invalid_argument like rope_forward.
 template <typename T>
 void rope_backward(const T* grad, const RopeDims& dims, const T* cos, const T* sin, T* dx);
+
+/// attention_forward: the harness's causal attention of each of dims.n (sample, head) pairs,
+/// o = softmax(q·kᵀ·scale + causal mask)·v, in kernels/attention_math.h's fixed order.
+///   b.q, b.k, b.v  [n, s, hn] type T, contiguous
+///   b.o            [n, s, hn] type T, output
+///   b.lse          [n, s] Acc<T>, output: each row's log Σ exp (the backward's input)
+///   b.probs        [n, s, s] Acc<T>, scratch
+/// scale is rounded to Acc<T>. Deterministic and batch-invariant (pairs are independent).
+/// Throws std::invalid_argument (negative sizes, a non-finite scale, null pointers with nonzero
+/// sizes). Follows FlashAttention-2's forward (Dao 2023) without tiling.
+template <typename T>
+void attention_forward(const AttentionForwardBuffers<T>& b, const AttentionDims& dims,
+                       double scale);
+
+/// attention_backward: dq, dk, dv [n, s, hn] type T of attention_forward from the output
+/// gradient b.d_o [n, s, hn] and the forward's q, k, v, o, lse (kernels/attention_math.h);
+/// b.probs, b.ds [n, s, s] and b.delta [n, s] Acc<T> are scratch. Throws like attention_forward.
+template <typename T>
+void attention_backward(const AttentionBackwardBuffers<T>& b, const AttentionDims& dims,
+                        double scale);
 
 }  // namespace mtp::kernels::cpu

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/attention_math.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/numerics.h"
 #include "kernels/rope_math.h"
@@ -125,5 +126,14 @@ void swiglu_backward(const T* dy, const T* gate_up, int64_t rows, int64_t f, T* 
 /// at::add_'s bits), 16-byte loads where both pointers are 16-byte aligned (accumulate.cu).
 /// Throws std::invalid_argument (negative n, null pointers), CudaError.
 void accumulate_bf16_into_fp32(float* main, const Bf16* grad, int64_t n, cudaStream_t stream);
+
+/// attention_forward / attention_backward: as cpu::attention_forward / cpu::attention_backward
+/// (device pointers; the same bits for fp32 and bf16), one block per (sample, head) pair.
+template <typename T>
+void attention_forward(const AttentionForwardBuffers<T>& b, const AttentionDims& dims, double scale,
+                       cudaStream_t stream);
+template <typename T>
+void attention_backward(const AttentionBackwardBuffers<T>& b, const AttentionDims& dims,
+                        double scale, cudaStream_t stream);
 
 }  // namespace mtp::kernels::cuda

@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cuda/kernels_cuda.h"
+#include "kernels/testing/attention_problem.h"
 #include "kernels/testing/testbed.h"
 
 namespace mtp::kernels::cuda {
@@ -413,6 +414,56 @@ TEST(BlockDigestsCudaTest, BadArgumentsThrow_CUDA) {
                std::invalid_argument);
   EXPECT_THROW(block_digests(nullptr, 8, 8, out.get(), nullptr), std::invalid_argument);
   EXPECT_NO_THROW(block_digests(nullptr, 0, 8, nullptr, nullptr));
+}
+
+// --- the harness's causal attention ------------------------------------------------------------
+
+/// run_gpu: cuda::attention_forward then cuda::attention_backward on `stream`, outputs and
+/// scratch poisoned with `poison` bytes (testing::run_cpu's GPU twin).
+template <typename T>
+AttentionOutputs<T> run_gpu(const AttentionProblem<T>& p, unsigned char poison) {
+  using A = Acc<T>;
+  const AttentionDims& d = p.dims;
+  const size_t e = static_cast<size_t>(d.n * d.s * d.hn), rows = static_cast<size_t>(d.n * d.s);
+  const size_t sq = static_cast<size_t>(d.n * d.s * d.s);
+  DeviceBuffer<T> q(p.q), k(p.k), v(p.v), d_o(p.d_o), o(e), dq(e), dk(e), dv(e);
+  DeviceBuffer<A> lse(rows), probs(sq), ds(sq), delta(rows);
+  for (auto* b : {&o, &dq, &dk, &dv}) b->fill_bytes(poison);
+  for (auto* b : {&lse, &probs, &ds, &delta}) b->fill_bytes(poison);
+  inputs_ready();
+  Stream stream;
+  AttentionForwardBuffers<T> f;
+  f.q = q.get(), f.k = k.get(), f.v = v.get(), f.o = o.get(), f.lse = lse.get();
+  f.probs = probs.get();
+  attention_forward<T>(f, d, p.scale, stream.get());
+  AttentionBackwardBuffers<T> b;
+  b.q = q.get(), b.k = k.get(), b.v = v.get(), b.d_o = d_o.get();
+  b.lse = lse.get(), b.dq = dq.get(), b.dk = dk.get(), b.dv = dv.get();
+  b.probs = probs.get(), b.ds = ds.get(), b.delta = delta.get();
+  attention_backward<T>(b, d, p.scale, stream.get());
+  stream.sync();
+  return {o.download(), dq.download(), dk.download(), dv.download(), lse.download()};
+}
+
+TYPED_TEST(KernelsCudaTest, AttentionMatchesCpu_CUDA) {
+  MTP_SKIP_WITHOUT_CUDA_DEVICE();
+  using T = TypeParam;
+  for (const AttentionDims& d : attention_shapes()) {
+    const std::string name =
+        "n " + std::to_string(d.n) + ", s " + std::to_string(d.s) + ", hn " + std::to_string(d.hn);
+    SCOPED_TRACE(name);
+    const auto p = AttentionProblem<T>::make(d.n, d.s, d.hn, this->seed(name));
+    const auto cpu = run_cpu(p, 0x00);
+    const auto gpu = run_gpu(p, 0xff);
+    expect_gpu_matches_cpu("o", gpu.o, cpu.o, d.hn);
+    expect_gpu_matches_cpu("lse", gpu.lse, cpu.lse, d.s);
+    expect_gpu_matches_cpu("dq", gpu.dq, cpu.dq, d.hn);
+    expect_gpu_matches_cpu("dk", gpu.dk, cpu.dk, d.hn);
+    expect_gpu_matches_cpu("dv", gpu.dv, cpu.dv, d.hn);
+    const auto again = run_gpu(p, 0x00);
+    EXPECT_TRUE(bitwise_equal("o, a second GPU run", again.o, gpu.o, d.hn));
+    EXPECT_TRUE(bitwise_equal("dq, a second GPU run", again.dq, gpu.dq, d.hn));
+  }
 }
 
 }  // namespace

@@ -183,4 +183,22 @@ inline bool check_swiglu(const char* fn, const void* gate_up, const void* dy, co
   return any;
 }
 
+/// attention: n, s, hn ≥ 0, a finite scale, and every pointer of the buffer set
+/// (AttentionForwardBuffers or AttentionBackwardBuffers, kernels/attention_math.h) non-null when
+/// there is anything to compute.
+template <typename Buffers>
+inline bool check_attention(const char* fn, const Buffers& b, int64_t n, int64_t s, int64_t hn,
+                            double scale) {
+  require_size(fn, "n", n);
+  require_size(fn, "s", s);
+  require_size(fn, "hn", hn);
+  if (!(scale == scale) || scale - scale != 0) {
+    throw std::invalid_argument(std::string(fn) + ": scale = " + std::to_string(scale) +
+                                " is not finite");
+  }
+  const bool any = n > 0 && s > 0 && hn > 0;
+  b.for_each_pointer([&](const char* name, const void* p) { require_ptr(fn, name, p, any); });
+  return any;
+}
+
 }  // namespace mtp::kernels::internal
