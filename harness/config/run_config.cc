@@ -19,6 +19,15 @@ ModelConfig variant_model(const ModelConfig& model, const VariantSpec& variant) 
   return m;
 }
 
+void clear_model_overrides(VariantSpec& variant) {
+  variant.mtp_loss_scaling_factor.reset();
+  variant.mtp_num_layers.reset();
+  variant.kernels.reset();
+  variant.attention_backend.reset();
+  variant.untie_embeddings.reset();
+  variant.calculate_per_token_loss.reset();
+}
+
 int64_t variant_num_microbatches(const TrainingConfig& training, const ModelConfig& model,
                                  const VariantSpec& variant) {
   if (!training.global_batch_size) {

@@ -130,6 +130,12 @@ inline layout::MtpRule mtp_rule(Implementation impl) {
 /// kernels, untie_embeddings, calculate_per_token_loss, inject, accumulation). Not validated.
 ModelConfig variant_model(const ModelConfig& model, const VariantSpec& variant);
 
+/// clear_model_overrides: removes from `variant` every override of the model variant_model
+/// would apply that changes the model's arithmetic (λ, D, kernels, attention_backend,
+/// untie_embeddings, calculate_per_token_loss), so that the variant trains the model as given
+/// elsewhere (replay --variant-like: the record's). The planted bug and the accumulation stay.
+void clear_model_overrides(VariantSpec& variant);
+
 /// M for `variant`: training.num_microbatches, or global_batch_size / (micro_batch_size · DP).
 /// Throws InputError when the global batch does not divide (Megatron's rule) or M < 1.
 int64_t variant_num_microbatches(const TrainingConfig& training, const ModelConfig& model,

@@ -123,7 +123,8 @@ ResourceEstimate estimate_resources(const RunPlan& plan, const Implementation& i
     } else if (bf16) {
       optimizer += copies * me;  // masters
     }
-    const uint64_t activations = peak_activation_bytes(plan, p);
+    const uint64_t activations =
+        peak_activation_bytes(plan, p) + sim::attention_workspace_bytes(m, e);
     for (int d = 0; d < DP; ++d) {
       est.weight_bytes += weights;
       est.grad_bytes += grads;

@@ -35,7 +35,9 @@ struct ResourceEstimate {
   uint64_t optimizer_bytes = 0;
   /// Activations saved for backward at the schedule's peak: per rank, the most microbatches any
   /// point of its op order (schedule::rank_ops) has in flight per model chunk, times the chunk's
-  /// saved activations per microbatch (see estimate_resources).
+  /// saved activations per microbatch (see estimate_resources), plus per rank the transient
+  /// workspace of one attention call (sim::attention_workspace_bytes: the harness kernel's
+  /// [b·a, s, s] scratch).
   uint64_t activation_bytes = 0;
   /// Host memory of the run itself: the initial weights as float64 values and one step's record
   /// staging (the gathered grads and weights). Counted in memory_bytes() for CPU runs only.

@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "candidate/candidate.h"
 #include "harness/common/error.h"
 #include "harness/config/param_specs.h"
 #include "harness/config/testing/tiny_model.h"
 #include "harness/engine/trainer.h"
+#include "harness/sim/activation.h"
 #include "reference/reference.h"
 
 namespace mtp::engine {
@@ -22,7 +24,8 @@ using ::testing::HasSubstr;
 
 RunPlan plan_of(const char* layout, int pp, int dp, int64_t microbatches,
                 config::Optimizer optimizer = config::Optimizer::kAdam,
-                config::DType dtype = config::DType::kFloat32) {
+                config::DType dtype = config::DType::kFloat32,
+                std::optional<config::AttentionBackend> attention = std::nullopt) {
   config::TrainingConfig t;
   t.steps = 2;
   t.num_microbatches = microbatches;
@@ -34,6 +37,7 @@ RunPlan plan_of(const char* layout, int pp, int dp, int64_t microbatches,
   v.pipeline_size = pp;
   v.data_parallel_size = dp;
   v.optimizer = optimizer;
+  v.attention_backend = attention;
   return plan_variant(config::testing::tiny_model(), t, v, *reference::make_reference());
 }
 
@@ -82,6 +86,24 @@ TEST(ResourceEstimateTest, OneFOneBHoldsPMinusRankMicrobatchesInFlight) {
   EXPECT_GT(d0, 0);
   EXPECT_EQ(static_cast<int64_t>(four.activation_bytes - one.activation_bytes), d0);
   EXPECT_GT(one.activation_bytes, static_cast<uint64_t>(d0));  // A1 > 0
+}
+
+TEST(ResourceEstimateTest, TheHarnessAttentionAddsItsScratchOncePerRank) {
+  const auto impl = reference::make_reference();
+  const RunPlan h = plan_of("Et*8mmL", 1, 1, 2, config::Optimizer::kAdam, config::DType::kFloat32,
+                            config::AttentionBackend::kHarness);
+  // Closed form: b·a (sample, head) pairs, each two [s, s] fp32 scratch tensors and an [s] D.
+  const uint64_t b = static_cast<uint64_t>(h.model.micro_batch_size);
+  const uint64_t a = static_cast<uint64_t>(h.model.num_attention_heads);
+  const uint64_t sq = static_cast<uint64_t>(h.model.seq_length);
+  const uint64_t ws = b * a * (2 * sq * sq + sq) * 4;
+  EXPECT_EQ(sim::attention_workspace_bytes(h.model, 4), ws);
+  EXPECT_EQ(sim::attention_workspace_bytes(h.model, 8), 2 * ws);  // fp64 scratch
+  EXPECT_EQ(sim::attention_workspace_bytes(plan_of("Et*8mmL", 1, 1, 2).model, 4), 0u);
+  // P = 1: one microbatch in flight, its saved activations (no [s, s] probabilities kept) plus
+  // the scratch of one call.
+  const ResourceEstimate e = estimate_resources(h, *impl);
+  EXPECT_EQ(e.activation_bytes, sim::stage_activation_bytes(h.model, h.layout.at(0, 0), 4) + ws);
 }
 
 TEST(ResourceEstimateTest, DistributedAdamShardsTheMomentsOverDataParallelRanks) {

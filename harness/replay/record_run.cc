@@ -625,12 +625,9 @@ void apply_variant_like(RecordRun& run, const config::VariantSpec& like) {
         run.variant.inject ? config::enum_name(*run.variant.inject) : "none"));
   }
   v.clip_grad.reset();
-  v.mtp_loss_scaling_factor.reset();
-  v.mtp_num_layers.reset();  // the record's D
-  v.resume_of.clear();       // the replay's own start applies
+  config::clear_model_overrides(v);  // the record's model (D, λ, kernels, attention, …)
+  v.resume_of.clear();               // the replay's own start applies
   v.resume_step = 0;
-  v.kernels.reset();
-  v.untie_embeddings.reset();
   run.variant = v;
   run.training.num_microbatches = K / like.data_parallel_size;
   run.notes.push_back(fmt::format(

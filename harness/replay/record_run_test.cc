@@ -344,7 +344,26 @@ TEST(RecordRunTest, VariantLikeKeepsTheModelAndTheGlobalBatch) {
   like.data_parallel_size = 1;
   like.mtp_loss_scaling_factor = 0.5;
   like.clip_grad = 3.0;
+  // Every model override of the variant (each the opposite of the record's) gives way to the
+  // record's model.
+  const config::ModelConfig recorded = r.model;
+  like.mtp_num_layers = 0;
+  like.kernels = recorded.kernels == config::Kernels::kHarness ? config::Kernels::kTorch
+                                                               : config::Kernels::kHarness;
+  like.attention_backend = recorded.attention_backend == config::AttentionBackend::kHarness
+                               ? config::AttentionBackend::kUnfused
+                               : config::AttentionBackend::kHarness;
+  like.untie_embeddings = !recorded.untie_embeddings;
+  like.calculate_per_token_loss = !recorded.calculate_per_token_loss;
   apply_variant_like(r, like);
+  EXPECT_FALSE(r.variant.mtp_num_layers || r.variant.kernels || r.variant.attention_backend ||
+               r.variant.untie_embeddings || r.variant.calculate_per_token_loss);
+  const config::ModelConfig trained = config::variant_model(r.model, r.variant);
+  EXPECT_EQ(trained.mtp_num_layers, 2);
+  EXPECT_EQ(trained.kernels, recorded.kernels);
+  EXPECT_EQ(trained.attention_backend, recorded.attention_backend);
+  EXPECT_EQ(trained.untie_embeddings, recorded.untie_embeddings);
+  EXPECT_EQ(trained.calculate_per_token_loss, recorded.calculate_per_token_loss);
   EXPECT_EQ(r.variant.implementation, config::Implementation::kReference);
   EXPECT_EQ(r.variant.pipeline_size, 1);
   EXPECT_EQ(r.variant.layout, "");

@@ -35,6 +35,15 @@ uint64_t layer_activation_bytes(const config::ModelConfig& m, bool moe, bool fla
   return (13 * h + 3 * ffn) * sl * b * element_bytes + attention + router + gathered_kv;
 }
 
+uint64_t attention_workspace_bytes(const config::ModelConfig& m, uint64_t element_bytes) {
+  if (m.attention_backend != config::AttentionBackend::kHarness) return 0;
+  const uint64_t acc = element_bytes == 8 ? 8 : 4;
+  const uint64_t pairs =
+      static_cast<uint64_t>(m.micro_batch_size) * static_cast<uint64_t>(m.num_attention_heads);
+  const uint64_t s = static_cast<uint64_t>(m.seq_length);
+  return pairs * (2 * s * s + s) * acc;
+}
+
 uint64_t head_activation_bytes(const config::ModelConfig& m, uint64_t element_bytes, int cp) {
   const uint64_t sb = local_tokens(m, cp) * static_cast<uint64_t>(m.micro_batch_size);
   return sb * static_cast<uint64_t>(m.vocab_size) * (element_bytes + 8) +

@@ -29,6 +29,13 @@ uint64_t layer_activation_bytes(const config::ModelConfig& m, bool moe, bool fla
 /// layernorm (s_l = s / cp). Throws nothing.
 uint64_t head_activation_bytes(const config::ModelConfig& m, uint64_t element_bytes, int cp = 1);
 
+/// The transient workspace one attention call needs beyond the saved activations, in bytes: for
+/// attention_backend "harness" (kernels::causal_attention) the backward's two [b·a, s, s] scratch
+/// tensors of the accumulation type (fp64 for fp64, else fp32) and its [b·a, s] D; 0 for the
+/// other backends (their score memory is counted as saved activations or is O(s)). A rank runs
+/// one attention at a time, so a rank's peak adds it once. Throws nothing.
+uint64_t attention_workspace_bytes(const config::ModelConfig& m, uint64_t element_bytes);
+
 /// Saved activations of model chunk `st` for one microbatch on one of `cp` context-parallel
 /// ranks: the embedding output (s_l·b·h), its decoder layers, each MTP depth (6·s_l·b·h for two
 /// norms, the 2h concatenation and eh_proj, plus its layer and head) and, with `L`, the LM head.
