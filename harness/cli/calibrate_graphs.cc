@@ -1,5 +1,7 @@
 #include "harness/cli/calibrate_graphs.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <iostream>
@@ -27,6 +29,14 @@ constexpr GraphedRun kWithMtp{sim::kGraphedLayoutWithMtp, sim::kGraphedPipelineW
                               config::Implementation::kCandidate};
 constexpr GraphedRun kWithoutMtp{sim::kGraphedLayoutWithoutMtp, sim::kGraphedPipelineWithoutMtp, 4,
                                  0, config::Implementation::kReference};
+
+/// M of run `r`: --microbatches rounded up to a multiple of its P (the interleaved schedule
+/// needs the last microbatch group M mod P to be 0 or >= P; P = 3 with the default M = 8 is
+/// neither).
+int graphed_microbatches(const GraphedRun& r, int requested) {
+  const int p = r.pipeline_size;
+  return (std::max(requested, 1) + p - 1) / p * p;
+}
 
 config::ModelConfig model_of(const config::ModelConfig& m, const GraphedRun& r) {
   config::ModelConfig c = m;
@@ -61,8 +71,8 @@ sim::NodeCost stage(const MeasuredOps& m, int s, const GraphedRun& r) {
 
 MeasuredOps run(const config::ModelConfig& m, const GraphedRun& r, const CalibrateOptions& opt) {
   TimedModel tm = build_timed_model(model_of(m, r), r.layout, r.pipeline_size,
-                                    opt.validate_microbatches, /*cuda=*/true, r.implementation,
-                                    /*cuda_graphs=*/true);
+                                    graphed_microbatches(r, opt.validate_microbatches),
+                                    /*cuda=*/true, r.implementation, /*cuda_graphs=*/true);
   MeasuredOps out = measure_ops(tm, opt.warmup, opt.repeats, /*cuda=*/true, /*graphs=*/true);
   gpu::release_cached_memory(0);  // the graphs' pools back before the next layout's
   return out;
@@ -77,9 +87,9 @@ std::string times(const sim::NodeCost& c) {
 void check_graphed_calibration(const config::ModelConfig& model, const CalibrateOptions& opt) {
   require_dense_with_mtp(model, opt.preset);
   for (const GraphedRun& r : {kWithMtp, kWithoutMtp}) {
-    (void)plan_timed_model(model_of(model, r), r.layout, r.pipeline_size, opt.validate_microbatches,
-                           /*cuda=*/true, r.implementation,
-                           /*cuda_graphs=*/true);
+    (void)plan_timed_model(model_of(model, r), r.layout, r.pipeline_size,
+                           graphed_microbatches(r, opt.validate_microbatches), /*cuda=*/true,
+                           r.implementation, /*cuda_graphs=*/true);
   }
 }
 
@@ -106,13 +116,15 @@ std::vector<std::string> calibrate_graphed(const config::ModelConfig& model,
   for (std::string& n : notes) t.notes.push_back(std::move(n));
   std::vector<std::string> shown;
   shown.push_back(fmt::format(
-      "graphed stage ops (ms per microbatch, forward / backward; medians of {} steps of M = {} "
-      "after {} warm-up, ranks as threads, every chunk replayed as a CUDA graph): E {}, t {} "
-      "(mean of three), ttt {}, m {}, L with MTP {}, L without MTP {}; layouts '{}' (P = {}) and "
-      "'{}' (P = {})",
-      opt.repeats, opt.validate_microbatches, opt.warmup, times(s.embedding), times(s.one_layer),
-      times(s.three_layers), times(s.mtp_block), times(s.loss_with_mtp), times(s.loss_without_mtp),
-      kWithMtp.layout, kWithMtp.pipeline_size, kWithoutMtp.layout, kWithoutMtp.pipeline_size));
+      "graphed stage ops (ms per microbatch, forward / backward; medians of {} steps after {} "
+      "warm-up, ranks as threads, every chunk replayed as a CUDA graph): E {}, t {} (mean of "
+      "three), ttt {}, m {}, L with MTP {}, L without MTP {}; layouts '{}' (P = {}, M = {}) and "
+      "'{}' (P = {}, M = {})",
+      opt.repeats, opt.warmup, times(s.embedding), times(s.one_layer), times(s.three_layers),
+      times(s.mtp_block), times(s.loss_with_mtp), times(s.loss_without_mtp), kWithMtp.layout,
+      kWithMtp.pipeline_size, graphed_microbatches(kWithMtp, opt.validate_microbatches),
+      kWithoutMtp.layout, kWithoutMtp.pipeline_size,
+      graphed_microbatches(kWithoutMtp, opt.validate_microbatches)));
   shown.push_back(
       "graphed costs (sim/graphed_costs.h): layer = (ttt - t) / 2, chunk_op = t - layer, each "
       "other node its stage less chunk_op; final_layernorm is priced inside output_head (the loss "
@@ -124,7 +136,7 @@ std::vector<std::string> calibrate_graphed(const config::ModelConfig& model,
   t.measured_at["attention"] = "flash";
   t.measured_at["kernels"] = "harness";
   t.measured_at["cuda_graphs"] = true;
-  t.measured_at["microbatches"] = opt.validate_microbatches;
+  t.measured_at["microbatches"] = graphed_microbatches(kWithMtp, opt.validate_microbatches);
   t.measured_at["repeats"] = opt.repeats;
   t.measured_at["warmup"] = opt.warmup;
   return shown;

@@ -24,7 +24,8 @@ namespace mtp::cli {
 void check_graphed_calibration(const config::ModelConfig& model, const CalibrateOptions& opt);
 
 /// Times both layouts on CUDA device 0 (bf16, flash, harness kernels, deterministic; opt.warmup
-/// + opt.repeats steps of opt.validate_microbatches microbatches) and fills `t`'s nodes,
+/// + opt.repeats steps of opt.validate_microbatches microbatches, rounded up to a multiple of
+/// each layout's P as the interleaved schedule needs) and fills `t`'s nodes,
 /// measured_at and notes (the stage times among them); returns the notes calibrate prints (the
 /// stage times and the rule that turns them into costs). Throws InputError as
 /// check_graphed_calibration, InfraError when the device fails.
