@@ -20,7 +20,10 @@
 #              gpu_flash.toml, and the P = 1 and P4 V2 bf16 rows of BM_PipelineStep with and
 #              without graphs, both placements (MTP_GRAPHS_FILTER)
 #     digest   the default scenario on the GPU with full records and with digest-only records
-#              (digests computed on the GPU): every tensor must compare EQUAL by digests
+#              (digests computed on the GPU): every tensor must compare EQUAL by digests; then
+#              kernels_benchmark's BM_BlockSummaries(List) rows and BM_TrainStep's small P = 1
+#              rows (eager and graphed) with and without a digest record (MTP_DIGEST_FILTER;
+#              MTP_BENCH_REPETITIONS, default 3)
 #     diag     commands that crashed on this machine before (golden check, replay), with the
 #              crash handler's backtrace resolved by addr2line
 #     ab       same-machine A/B of a base commit against this tree: builds the base's source
@@ -334,6 +337,17 @@ for f in $R/digest_full/*.h5; do
   step "digest_vs_full_$v" $B compare $R/digest_only/$v.h5 $f --records batch,loss,grad,weight
   grep -E "EQUAL|DIFFERENT|decided by digests|first divergence" "$log/digest_vs_full_$v.log" | sed "s/^/  $v: /" | tee -a "$summary"
 done
+# What a digest record costs: the summary kernels on one tensor and on a list (one call per
+# tensor against one call for the list), and the small model's step with a digest record
+# against the same step without one (issue 25: <= 1.05), medians of MTP_BENCH_REPETITIONS.
+step digest_kernels timeout 120 $build/kernels_benchmark --benchmark_filter='BM_(CopyBandwidth|BlockSummaries|BlockSummariesList)/cuda' \
+  --benchmark_out=$work/digest_kernels.json --benchmark_out_format=json
+grep -E "^BM_" "$log/digest_kernels.log" >> "$summary"
+step digest_step env TMPDIR=/tmp timeout 300 $build/train_step_benchmark \
+  --benchmark_filter="${MTP_DIGEST_FILTER:-BM_TrainStep/small/(p1|p1graphs)/bf16/flash/reference/harness/cuda/record:(none|digest)/}" \
+  --benchmark_repetitions=${MTP_BENCH_REPETITIONS:-3} --benchmark_display_aggregates_only=true \
+  --benchmark_out=$work/digest_step.json --benchmark_out_format=json
+grep -E "^BM_.*_median" "$log/digest_step.log" >> "$summary"
 fi
 if want matrix; then
 gpu_ctx="gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1),driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"

@@ -19,6 +19,10 @@
 //                                                             runs per tensor; the small model's
 //                                                             layernorm weight, attention
 //                                                             projection and embedding)
+//   BM_BlockSummariesList/<dev>/<each|batched>/tensors:N/bytes:B
+//                                                             the same of N tensors of B bytes:
+//                                                             one call per tensor, or one call
+//                                                             on the list (the step recorder's)
 //
 // Variants:
 //   harness              mtp::kernels autograd ops (fixed reduction orders, no atomics)
@@ -270,6 +274,25 @@ void BM_BlockSummaries(benchmark::State& state, Dev dev) {
   });
 }
 
+/// BM_BlockSummariesList: kernels::block_summaries of `tensors` float32 tensors of `bytes` bytes
+/// each, as one list (`batched`: two launches per 64 tensors) or one call per tensor (`each`:
+/// what the step recorder did before it passed a group's tensors together). Time per list.
+void BM_BlockSummariesList(benchmark::State& state, Dev dev, bool batched) {
+  run_device_case(state, dev, [&] {
+    const int64_t count = state.range(0), bytes = state.range(1);
+    std::vector<at::Tensor> ts;
+    for (int64_t i = 0; i < count; ++i)
+      ts.push_back(at::randn({bytes / 4}, options_for(dev, at::kFloat)));
+    time_op(state, dev, static_cast<double>(count * bytes), /*with_fraction=*/true, [&] {
+      if (batched) {
+        (void)mtp::kernels::block_summaries(ts, 65536);
+      } else {
+        for (const at::Tensor& t : ts) (void)mtp::kernels::block_summaries(t, 65536);
+      }
+    });
+  });
+}
+
 /// BM_EmbeddingBackward: the word-embedding backward, grad_table [V, H] from grad_out [T, H] and
 /// ids [T] drawn uniformly from [0, V). Time per backward (forward not timed).
 void BM_EmbeddingBackward(benchmark::State& state, Variant v, Dev dev, at::ScalarType dtype) {
@@ -477,6 +500,17 @@ void register_benchmarks() {
           ->Arg(bytes)
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
+    }
+    for (const bool batched : {false, true}) {
+      for (int64_t bytes : {int64_t{4096}, int64_t{1} << 20}) {
+        benchmark::RegisterBenchmark(
+            ("BM_BlockSummariesList/" + d + (batched ? "/batched" : "/each")).c_str(),
+            BM_BlockSummariesList, dev, batched)
+            ->ArgNames({"tensors", "bytes"})
+            ->Args({128, bytes})
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
     }
     const Sizes sizes = sizes_for(dev);
     for (const Kernel& k : kernels) {

@@ -635,54 +635,94 @@ uint64_t exponent_bits_of(at::ScalarType dtype, const char* op) {
   }
 }
 
-/// block_digests and block_summaries: `t`'s digests (and with `summaries` its non-finite
-/// elements) into [blocks, 2] or [blocks, 5].
-at::Tensor digest_blocks(const at::Tensor& t, int64_t block_elements, bool summaries,
-                         const char* op) {
-  const int64_t element = static_cast<int64_t>(t.element_size());
+/// Checks block_elements for `element_size`-byte elements (blocks of at most 512 KiB).
+void check_block_elements(int64_t block_elements, int64_t element_size, const char* op) {
   TORCH_CHECK(block_elements > 0 &&
-                  static_cast<uint64_t>(block_elements) * static_cast<uint64_t>(element) <=
+                  static_cast<uint64_t>(block_elements) * static_cast<uint64_t>(element_size) <=
                       internal::kMaxDigestBlockBytes,
-              op, ": block_elements = ", block_elements, " of ", element,
+              op, ": block_elements = ", block_elements, " of ", element_size,
               "-byte elements is outside [1, ", internal::kMaxDigestBlockBytes, " bytes]");
-  const uint64_t exponent_bits = summaries ? exponent_bits_of(t.scalar_type(), op) : 0;
-  const bool cuda = use_cuda(t, op);
-  const at::Tensor c = t.contiguous();
-  const int64_t blocks = (c.numel() + block_elements - 1) / block_elements;
-  const int64_t width = summaries ? 5 : 2;
-  at::Tensor out = uninitialized({blocks, width}, c.options().dtype(at::kLong));
-  const uint64_t nbytes = static_cast<uint64_t>(c.numel()) * static_cast<uint64_t>(element);
-  const uint64_t block_bytes = static_cast<uint64_t>(block_elements * element);
-  int64_t* values = out.data_ptr<int64_t>();
-  auto* digests = reinterpret_cast<uint64_t*>(values);
-  const auto stride = static_cast<uint64_t>(width);
-  if (!cuda) {
-    cpu::block_digests(c.data_ptr(), nbytes, block_bytes, digests, stride);
-    if (summaries) {
-      cpu::nonfinite_blocks(c.data_ptr(), c.numel(), static_cast<int>(element), exponent_bits,
-                            block_elements, values + 2, width);
-    }
-    return out;
-  }
-#if defined(MTP_KERNELS_WITH_CUDA)
-  const c10::cuda::CUDAGuard guard(c.device());
-  cuda::block_digests(c.data_ptr(), nbytes, block_bytes, digests, current_stream(), stride);
-  if (summaries) {
-    cuda::nonfinite_blocks(c.data_ptr(), c.numel(), static_cast<int>(element), exponent_bits,
-                           block_elements, values + 2, width, current_stream());
-  }
-#endif
-  return out;
+}
+
+/// Blocks of n elements.
+int64_t blocks_of(int64_t n, int64_t block_elements) {
+  return (n + block_elements - 1) / block_elements;
 }
 
 }  // namespace
 
 at::Tensor block_digests(const at::Tensor& t, int64_t block_elements) {
-  return digest_blocks(t, block_elements, /*summaries=*/false, "mtp::kernels::block_digests");
+  constexpr const char* kOp = "mtp::kernels::block_digests";
+  const int64_t element = static_cast<int64_t>(t.element_size());
+  check_block_elements(block_elements, element, kOp);
+  const bool cuda = use_cuda(t, kOp);
+  const at::Tensor c = t.contiguous();
+  at::Tensor out =
+      uninitialized({blocks_of(c.numel(), block_elements), 2}, c.options().dtype(at::kLong));
+  const uint64_t nbytes = static_cast<uint64_t>(c.numel()) * static_cast<uint64_t>(element);
+  const uint64_t block_bytes = static_cast<uint64_t>(block_elements * element);
+  auto* digests = reinterpret_cast<uint64_t*>(out.data_ptr<int64_t>());
+  if (!cuda) {
+    cpu::block_digests(c.data_ptr(), nbytes, block_bytes, digests);
+    return out;
+  }
+#if defined(MTP_KERNELS_WITH_CUDA)
+  const c10::cuda::CUDAGuard guard(c.device());
+  cuda::block_digests(c.data_ptr(), nbytes, block_bytes, digests, current_stream());
+#endif
+  return out;
 }
 
 at::Tensor block_summaries(const at::Tensor& t, int64_t block_elements) {
-  return digest_blocks(t, block_elements, /*summaries=*/true, "mtp::kernels::block_summaries");
+  return block_summaries(at::TensorList(&t, 1), block_elements).rows;
+}
+
+BlockSummaryBatch block_summaries(at::TensorList ts, int64_t block_elements) {
+  constexpr const char* kOp = "mtp::kernels::block_summaries";
+  TORCH_CHECK(!ts.empty(), kOp, ": no tensors");
+  BlockSummaryBatch batch;
+  batch.first_row.push_back(0);
+  std::vector<at::Tensor> contiguous;  // alive until the kernels are issued
+  contiguous.reserve(ts.size());
+  for (const at::Tensor& t : ts) {
+    check_same_device(ts.front(), t, kOp);
+    check_block_elements(block_elements, static_cast<int64_t>(t.element_size()), kOp);
+    (void)exponent_bits_of(t.scalar_type(), kOp);
+    contiguous.push_back(t.contiguous());
+    batch.first_row.push_back(batch.first_row.back() +
+                              blocks_of(contiguous.back().numel(), block_elements));
+  }
+  const bool cuda = use_cuda(ts.front(), kOp);
+  constexpr int64_t kWidth = 5;
+  batch.rows =
+      uninitialized({batch.first_row.back(), kWidth}, ts.front().options().dtype(at::kLong));
+  int64_t* values = batch.rows.data_ptr<int64_t>();
+  if (!cuda) {
+    for (size_t i = 0; i < contiguous.size(); ++i) {
+      const at::Tensor& c = contiguous[i];
+      const int64_t element = static_cast<int64_t>(c.element_size());
+      int64_t* rows = values + kWidth * batch.first_row[i];
+      cpu::block_digests(c.data_ptr(), static_cast<uint64_t>(c.numel() * element),
+                         static_cast<uint64_t>(block_elements * element),
+                         reinterpret_cast<uint64_t*>(rows), kWidth);
+      cpu::nonfinite_blocks(c.data_ptr(), c.numel(), static_cast<int>(element),
+                            exponent_bits_of(c.scalar_type(), kOp), block_elements, rows + 2,
+                            kWidth);
+    }
+    return batch;
+  }
+#if defined(MTP_KERNELS_WITH_CUDA)
+  const c10::cuda::CUDAGuard guard(ts.front().device());
+  std::vector<cuda::BlockSpan> spans;
+  spans.reserve(contiguous.size());
+  for (const at::Tensor& c : contiguous) {
+    spans.push_back({c.data_ptr(), c.numel(), static_cast<int>(c.element_size()),
+                     exponent_bits_of(c.scalar_type(), kOp)});
+  }
+  cuda::block_summaries(spans.data(), static_cast<int>(spans.size()), block_elements, values,
+                        current_stream());
+#endif
+  return batch;
 }
 
 bool flash_attention_available() {

@@ -79,6 +79,26 @@ at::Tensor block_digests(const at::Tensor& t, int64_t block_elements);
 /// stream. c10::Error as block_digests, and for a complex dtype.
 at::Tensor block_summaries(const at::Tensor& t, int64_t block_elements);
 
+/// BlockSummaryBatch: block_summaries of several tensors, made together.
+struct BlockSummaryBatch {
+  at::Tensor rows;  ///< int64 [Σ blocks_i, 5] on the tensors' device
+  std::vector<int64_t>
+      first_row;  ///< n + 1 values: tensor i's rows are [first_row[i], first_row[i + 1])
+
+  /// of: tensor i's rows, [blocks_i, 5] (a view of `rows`).
+  at::Tensor of(size_t i) const {
+    return rows.narrow(0, first_row.at(i), first_row.at(i + 1) - first_row[i]);
+  }
+};
+
+/// block_summaries of a list: each tensor's rows bitwise as block_summaries(ts[i]) gives them,
+/// in one int64 [Σ blocks_i, 5] allocation. On CUDA two kernel launches per 64 non-empty
+/// tensors on the current stream, their blocks side by side (a record's many small tensors
+/// would otherwise pay each launch's latency one after another: kernels/cuda/span_table.cuh).
+/// Every tensor on one device. c10::Error as block_summaries, and for tensors on different
+/// devices.
+BlockSummaryBatch block_summaries(at::TensorList ts, int64_t block_elements);
+
 /// accumulate_main_grad: main_grad += grad, bitwise at::add_ (Megatron's DDP hook,
 /// param.main_grad.add_(param.grad)), not differentiable. An fp32 main grad and a bf16 grad,
 /// both contiguous on CUDA, take one vectorized kernel (kernels/cuda/accumulate.cu: LibTorch

@@ -30,6 +30,7 @@
 
 #include "harness/model/testing/rope_check.h"
 #include "kernels/ops.h"
+#include "kernels/testing/summary_cases.h"
 
 namespace mtp::kernels {
 namespace {
@@ -261,6 +262,32 @@ TEST(KernelOpsCudaTest, BlockSummariesOfADeviceTensorEqualTheHostRows_CUDA) {
       EXPECT_EQ(host[2][2].item<int64_t>(), 0);
       EXPECT_EQ(host[2][3].item<int64_t>(), -1);
     }
+  }
+}
+
+/// block_summaries of a list on the GPU: the CPU batch's rows bitwise, over 154 tensors (22
+/// rounds of summary_cases, 132 of them non-empty: three launches of at most 64 spans, the
+/// boundaries inside the list), misaligned and transposed views made on the device, and a
+/// second run bitwise.
+TEST(KernelOpsCudaTest, BlockSummariesOfADeviceListEqualTheHostRows_CUDA) {
+  MTP_SKIP_WITHOUT_CUDA_OPS();
+  std::vector<at::Tensor> host, dev;
+  for (uint64_t round = 0; round < 22; ++round) {
+    for (const at::Tensor& t : testing::summary_cases(at::kCPU, 100 + round)) host.push_back(t);
+    for (const at::Tensor& t : testing::summary_cases(at::kCUDA, 100 + round)) dev.push_back(t);
+  }
+  ASSERT_EQ(host.size(), 154u);
+  EXPECT_NE(reinterpret_cast<uintptr_t>(dev[6].data_ptr()) % 16, 0u);  // the misaligned view
+  const BlockSummaryBatch want = block_summaries(host, 65536);
+  const BlockSummaryBatch got = block_summaries(dev, 65536);
+  ASSERT_TRUE(got.rows.is_cuda());
+  EXPECT_EQ(got.first_row, want.first_row);
+  EXPECT_TRUE(at::equal(want.rows, got.rows.cpu()));
+  EXPECT_TRUE(at::equal(got.rows, block_summaries(dev, 65536).rows));
+  // Each tensor alone (one span, one launch each) gives its rows of the batch.
+  for (size_t i : {0u, 6u, 77u, 153u}) {
+    SCOPED_TRACE(i);
+    EXPECT_TRUE(at::equal(block_summaries(dev[i], 65536).cpu(), want.of(i)));
   }
 }
 

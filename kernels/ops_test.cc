@@ -13,12 +13,14 @@
 #include <functional>
 #include <random>
 #include <stdexcept>
+#include <vector>
 
 #include "harness/model/layers.h"
 #include "harness/model/loss.h"
 #include "harness/model/testing/rope_check.h"
 #include "kernels/numerics.h"
 #include "kernels/ops.h"
+#include "kernels/testing/summary_cases.h"
 
 namespace mtp::kernels {
 namespace {
@@ -328,6 +330,36 @@ TEST(BlockDigestsOpTest, EachRowIsXxh3OfABlockOfTheContiguousBytes) {
   EXPECT_EQ(block_digests(at::empty({0}), 65536).size(0), 0);
   EXPECT_THROW(block_digests(base, 0), c10::Error);
   EXPECT_THROW(block_digests(base.to(at::kDouble), 65537), c10::Error);  // > 512 KiB blocks
+}
+
+TEST(BlockSummariesOpTest, ABatchIsEachTensorsRowsInOrder) {
+  const std::vector<at::Tensor> cases = testing::summary_cases(at::kCPU);
+  const BlockSummaryBatch batch = block_summaries(cases, 65536);
+  ASSERT_EQ(batch.first_row.size(), cases.size() + 1);
+  EXPECT_EQ(batch.first_row, (std::vector<int64_t>{0, 3, 5, 5, 6, 8, 11, 13}));
+  ASSERT_EQ(batch.rows.sizes(), (at::IntArrayRef{13, 5}));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_TRUE(at::equal(batch.of(i), block_summaries(cases[i], 65536)));
+  }
+  // The planted values, as the rows count them.
+  EXPECT_EQ(batch.of(0)[0][2].item<int64_t>(), 1);
+  EXPECT_EQ(batch.of(0)[1][3].item<int64_t>(), 65536 + 3);
+  EXPECT_EQ(batch.of(1)[1][3].item<int64_t>(), 70000);
+  EXPECT_EQ(batch.of(1)[1][4].item<int64_t>(), 0xff80);  // bf16 −inf
+  EXPECT_EQ(batch.of(4).select(1, 2).sum().item<int64_t>(), 0);
+  EXPECT_EQ(batch.of(6)[1][3].item<int64_t>(), 65536);
+  EXPECT_EQ(batch.of(6)[0][2].item<int64_t>(), 0);
+}
+
+TEST(BlockSummariesOpTest, BadListsThrowBeforeAnyWork) {
+  EXPECT_THROW(block_summaries(std::vector<at::Tensor>{}, 65536), c10::Error);
+  const std::vector<at::Tensor> complex{at::randn({4}), at::randn({4}, at::kComplexFloat)};
+  EXPECT_THROW(block_summaries(complex, 65536), c10::Error);
+  const std::vector<at::Tensor> big{at::randn({4}), at::randn({4}, at::kDouble)};
+  EXPECT_NO_THROW(block_summaries(big, 65536));
+  EXPECT_THROW(block_summaries(big, 65537), c10::Error);  // > 512 KiB blocks of the doubles
+  EXPECT_THROW(block_summaries(big, 0), c10::Error);
 }
 
 }  // namespace

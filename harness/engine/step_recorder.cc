@@ -270,50 +270,119 @@ double StepRecorder::write_losses(int64_t step, const std::vector<double>& lm_pe
   return total;
 }
 
-void StepRecorder::write_tensor(int64_t step, record::Group group_id, const std::string& name,
+void StepRecorder::write_tensor(int64_t step, record::Group group, const std::string& name,
                                 const at::Tensor& t) {
+  write_tensors(step, group, {name}, {t});
+}
+
+void StepRecorder::write_tensors(int64_t step, record::Group group_id,
+                                 const std::vector<std::string>& names,
+                                 const std::vector<at::Tensor>& tensors) {
+  MTP_INTERNAL_ASSERT(names.size() == tensors.size(),
+                      fmt::format("{} names for {} tensors", names.size(), tensors.size()));
   const bool always_full = group_id == record::Group::kBatch || group_id == record::Group::kLoss;
-  const std::string group = record::group_name(group_id);
   const record::Storage storage =
       always_full ? record::Storage::kFull : step_storage(plan_, step, default_storage_);
+  // A digest-only tensor on a GPU is digested there (kernels::block_summaries, on the current
+  // stream, so before anything later changes it): 40 bytes per block go to the host instead of
+  // a snapshot of the tensor (block_summary.h). Consecutive ones on one device share a pass.
+  auto on_device = [&](size_t i) {
+    return storage == record::Storage::kDigest && tensors[i].is_cuda();
+  };
+  for (size_t i = 0; i < tensors.size();) {
+    if (!on_device(i)) {
+      write_snapshot(step, group_id, names[i], tensors[i], storage);
+      ++i;
+      continue;
+    }
+    size_t end = i + 1;
+    while (end < tensors.size() && on_device(end) && tensors[end].device() == tensors[i].device()) {
+      ++end;
+    }
+    write_device_digests(step, group_id, names, tensors, i, end);
+    i = end;
+  }
+}
+
+namespace {
+
+/// A CUDA event on the snapshot's device's current stream, after the work that made it.
+std::optional<c10::Event> ready_event(const at::Tensor& snapshot) {
+  if (!snapshot.is_cuda()) return std::nullopt;
+  c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
+  std::optional<c10::Event> ready;
+  ready.emplace(c10::DeviceType::CUDA);
+  ready->record(impl.getStream(snapshot.device()));
+  return ready;
+}
+
+}  // namespace
+
+void StepRecorder::write_snapshot(int64_t step, record::Group group_id, const std::string& name,
+                                  const at::Tensor& t, record::Storage storage) {
+  const std::string group = record::group_name(group_id);
   const record::DType dtype = record_dtype(t.scalar_type(), name);
   const int s = static_cast<int>(step);
-  // A digest-only tensor on a GPU is digested there (kernels::block_summaries: two kernels on
-  // the current stream, so before anything later changes it): 40 bytes per block go to the host
-  // instead of a snapshot of the tensor (block_summary.h). Elsewhere the snapshot is the
-  // tensor's bytes.
-  const bool device_digest = storage == record::Storage::kDigest && t.is_cuda();
   Writer::Job job;
   {
     c10::NoGradGuard no_grad;
-    job.snapshot = device_digest
-                       ? kernels::block_summaries(t.detach(), record::kDigestBlockElements)
-                       : t.detach().clone(at::MemoryFormat::Contiguous);
+    job.snapshot = t.detach().clone(at::MemoryFormat::Contiguous);
   }
-  if (job.snapshot.is_cuda()) {
-    c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
-    job.ready.emplace(c10::DeviceType::CUDA);
-    job.ready->record(impl.getStream(job.snapshot.device()));
-  }
+  job.ready = ready_event(job.snapshot);
   job.bytes = job.snapshot.nbytes();
-  if (device_digest) {
-    const std::vector<int64_t> shape = t.sizes().vec();
-    const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * t.element_size();
-    const int element_size = static_cast<int>(t.element_size());
-    job.run = [s, group, name, dtype, shape, nbytes, element_size](record::RecordWriter& w,
-                                                                   const at::Tensor& host) {
-      const BlockSummary b = decode_block_summaries(host, element_size);
-      w.write(s, group, record::TensorView{name, dtype, shape, nullptr, nbytes},
-              record::Storage::kDigest, &b.digest, 1, &b.nonfinite);
-    };
-  } else {
-    job.run = [s, group, name, dtype, storage](record::RecordWriter& w, const at::Tensor& host) {
-      record::TensorView v{name, dtype, host.sizes().vec(), host.data_ptr(), host.nbytes()};
-      const record::TensorDigest d = record::digest_bytes(
-          v.data, v.nbytes, record::dtype_size(dtype), record::default_digest_threads());
-      w.write(s, group, v, storage, &d);
-    };
+  job.run = [s, group, name, dtype, storage](record::RecordWriter& w, const at::Tensor& host) {
+    record::TensorView v{name, dtype, host.sizes().vec(), host.data_ptr(), host.nbytes()};
+    const record::TensorDigest d = record::digest_bytes(v.data, v.nbytes, record::dtype_size(dtype),
+                                                        record::default_digest_threads());
+    w.write(s, group, v, storage, &d);
+  };
+  writer_->submit(std::move(job));
+}
+
+void StepRecorder::write_device_digests(int64_t step, record::Group group_id,
+                                        const std::vector<std::string>& names,
+                                        const std::vector<at::Tensor>& tensors, size_t begin,
+                                        size_t end) {
+  /// What the writer thread needs of one tensor besides its rows.
+  struct Entry {
+    std::string name;
+    record::DType dtype;
+    std::vector<int64_t> shape;
+    uint64_t nbytes;
+    int element_size;
+    int64_t first_row, rows;
+  };
+  std::vector<Entry> entries;
+  std::vector<at::Tensor> detached;
+  for (size_t i = begin; i < end; ++i) {
+    const at::Tensor& t = tensors[i];
+    entries.push_back({names[i], record_dtype(t.scalar_type(), names[i]), t.sizes().vec(),
+                       static_cast<uint64_t>(t.numel()) * t.element_size(),
+                       static_cast<int>(t.element_size()), 0, 0});
+    detached.push_back(t.detach());
   }
+  kernels::BlockSummaryBatch batch;
+  {
+    c10::NoGradGuard no_grad;
+    batch = kernels::block_summaries(detached, record::kDigestBlockElements);
+  }
+  for (size_t k = 0; k < entries.size(); ++k) {
+    entries[k].first_row = batch.first_row[k];
+    entries[k].rows = batch.first_row[k + 1] - batch.first_row[k];
+  }
+  Writer::Job job;
+  job.snapshot = batch.rows;
+  job.ready = ready_event(job.snapshot);
+  job.bytes = job.snapshot.nbytes();
+  job.run = [s = static_cast<int>(step), group = record::group_name(group_id),
+             entries = std::move(entries)](record::RecordWriter& w, const at::Tensor& host) {
+    for (const Entry& e : entries) {
+      const BlockSummary b =
+          decode_block_summaries(host.narrow(0, e.first_row, e.rows), e.element_size);
+      w.write(s, group, record::TensorView{e.name, e.dtype, e.shape, nullptr, e.nbytes},
+              record::Storage::kDigest, &b.digest, 1, &b.nonfinite);
+    }
+  };
   writer_->submit(std::move(job));
 }
 

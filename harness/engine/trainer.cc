@@ -411,6 +411,8 @@ class RankWorker {
   // weight sent to the recording rank (collective over every rank).
   void write_copies(int64_t step) {
     c10::NoGradGuard no_grad;
+    std::vector<std::string> names;
+    std::vector<at::Tensor> tensors;
     for (const ParamCopy& c : param_copies(placement_, plan_.data_parallel_size())) {
       const PlacedParam& p = placement_.params[c.param];
       const int holder = topo_.rank(c.stage % plan_.layout.pipeline_size, c.data_parallel_rank);
@@ -423,8 +425,12 @@ class RankWorker {
       } else if (rank_ == 0) {
         t = comm_.recv(holder, p.shape);
       }
-      if (rank_ == 0) recorder_->write_tensor(step, record::Group::kCopies, c.name, t);
+      if (rank_ == 0) {
+        names.push_back(c.name);
+        tensors.push_back(t);
+      }
     }
+    if (rank_ == 0) recorder_->write_tensors(step, record::Group::kCopies, names, tensors);
   }
 
   // The recorded copy's holder: gradient-group member 0 of the owner stage's pipeline rank, or
@@ -446,6 +452,7 @@ class RankWorker {
         return n;
       }) {
     std::vector<at::Tensor> out;
+    std::vector<std::string> names;
     for (size_t i = 0; i < placement_.params.size(); ++i) {
       const PlacedParam& p = placement_.params[i];
       const int owner = owner_rank(p);
@@ -460,10 +467,13 @@ class RankWorker {
         t = comm_.recv(owner, p.shape);
       }
       if (rank_ == 0) {
-        if (recorder_) recorder_->write_tensor(step, group, name_of(p.name), t);
+        names.push_back(name_of(p.name));
         out.push_back(t);
       }
     }
+    // Written together once every tensor is here (received ones are copies; the recording
+    // rank's own are unchanged until this returns): the digests of one group share a pass.
+    if (rank_ == 0 && recorder_) recorder_->write_tensors(step, group, names, out);
     return out;
   }
 

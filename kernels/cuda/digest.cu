@@ -4,6 +4,7 @@
 // computed where the tensor lives, so that a digest-only record copies 16 bytes per block to the
 // host instead of the tensor.
 #include "kernels/cuda/kernels_cuda.h"
+#include "kernels/cuda/span_table.cuh"
 #include "kernels/internal/arg_checks.h"
 #include "kernels/xxh3.h"
 
@@ -29,15 +30,20 @@ __constant__ uint8_t kSecret[xxh3::kSecretSize] = {MTP_XXH3_DEFAULT_SECRET_BYTES
 /// bits of the one-thread hash128. The block's latency, not the bandwidth, bounds the small
 /// tensors a record digests: the loads are spread over 16 warps and issued kUnroll rounds at a
 /// time, and the partial round is summed in parallel instead of by thread 0.
+/// The spans of a batch (span_table.cuh) share the launch: thread block b digests its block
+/// of span t.span_of(b) into row t.base + b.
 __global__ void __launch_bounds__(kThreads)
-    block_digests_kernel(const uint8_t* data, uint64_t nbytes, uint64_t block_bytes, uint64_t* out,
+    block_digests_kernel(const __grid_constant__ detail::SpanTable t, uint64_t* out,
                          uint64_t out_stride) {
   __shared__ __align__(16) uint8_t secret[xxh3::kSecretSize];
   __shared__ uint64_t sums[kMaxRounds + 1][8];  // + 1: the partial round
-  const uint64_t b = blockIdx.x;
-  const uint8_t* in = data + b * block_bytes;
-  const uint64_t len =
-      nbytes - b * block_bytes < block_bytes ? nbytes - b * block_bytes : block_bytes;
+  const int span = t.span_of(blockIdx.x);
+  const uint64_t row = t.base + blockIdx.x;
+  const uint64_t block_bytes = t.block_elements * static_cast<uint64_t>(t.element_size[span]);
+  const uint64_t begin = (row - t.first_block[span]) * block_bytes;
+  const uint8_t* in = t.data[span] + begin;
+  const uint64_t nbytes = t.nbytes[span];
+  const uint64_t len = nbytes - begin < block_bytes ? nbytes - begin : block_bytes;
   for (int i = static_cast<int>(threadIdx.x); i < xxh3::kSecretSize; i += kThreads) {
     secret[i] = kSecret[i];
   }
@@ -45,8 +51,8 @@ __global__ void __launch_bounds__(kThreads)
   if (len <= xxh3::kMidSizeMax) {
     if (threadIdx.x == 0) {
       const xxh3::Hash128 h = xxh3::hash128(in, len, secret);
-      out[out_stride * b] = h.high;
-      out[out_stride * b + 1] = h.low;
+      out[out_stride * row] = h.high;
+      out[out_stride * row + 1] = h.low;
     }
     return;
   }
@@ -97,12 +103,22 @@ __global__ void __launch_bounds__(kThreads)
     uint64_t acc[8];
     xxh3::chain_rounds(sums, rounds, secret, acc);
     const xxh3::Hash128 h = xxh3::finish_long_summed(in, len, secret, acc, sums[rounds]);
-    out[out_stride * b] = h.high;
-    out[out_stride * b + 1] = h.low;
+    out[out_stride * row] = h.high;
+    out[out_stride * row + 1] = h.low;
   }
 }
 
 }  // namespace
+
+void detail::launch_digests(const BlockSpan* spans, int count, uint64_t block_elements,
+                            uint64_t* out, uint64_t out_stride, cudaStream_t stream,
+                            const char* fn) {
+  detail::for_each_launch(
+      spans, count, block_elements, fn, [&](const detail::SpanTable& table, unsigned blocks) {
+        block_digests_kernel<<<blocks, kThreads, 0, stream>>>(table, out, out_stride);
+        MTP_CUDA_CHECK(cudaGetLastError());
+      });
+}
 
 void block_digests(const void* data, uint64_t nbytes, uint64_t block_bytes, uint64_t* out,
                    cudaStream_t stream, uint64_t out_stride) {
@@ -110,14 +126,34 @@ void block_digests(const void* data, uint64_t nbytes, uint64_t block_bytes, uint
                                      out_stride)) {
     return;
   }
-  const uint64_t blocks = (nbytes + block_bytes - 1) / block_bytes;
-  if (blocks > 0x7fffffffULL) {
-    throw std::invalid_argument("cuda::block_digests: " + std::to_string(blocks) +
-                                " blocks exceed one launch's grid");
+  // One span of bytes: blocks of block_bytes one-byte elements.
+  const BlockSpan span{data, static_cast<int64_t>(nbytes), 1, 0};
+  detail::launch_digests(&span, 1, block_bytes, out, out_stride, stream, "cuda::block_digests");
+}
+
+void block_summaries(const BlockSpan* spans, int count, int64_t block_elements, int64_t* out,
+                     cudaStream_t stream) {
+  constexpr const char* kFn = "cuda::block_summaries";
+  if (count < 0 || (count > 0 && spans == nullptr)) {
+    throw std::invalid_argument(std::string(kFn) + ": " + std::to_string(count) +
+                                " spans at a null or negative list");
   }
-  block_digests_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      static_cast<const uint8_t*>(data), nbytes, block_bytes, out, out_stride);
-  MTP_CUDA_CHECK(cudaGetLastError());
+  bool any = false;
+  for (int i = 0; i < count; ++i) {
+    const BlockSpan& s = spans[i];
+    const uint64_t bytes = static_cast<uint64_t>(block_elements > 0 ? block_elements : 0) *
+                           static_cast<uint64_t>(s.element_size > 0 ? s.element_size : 0);
+    internal::check_nonfinite_blocks(kFn, s.data, s.numel, s.element_size, block_elements, out,
+                                     /*out_stride=*/5);
+    internal::check_block_digests(kFn, s.data, static_cast<uint64_t>(s.numel) * s.element_size,
+                                  bytes, out,
+                                  /*out_stride=*/5);
+    any = any || s.numel > 0;
+  }
+  if (!any) return;
+  const auto n = static_cast<uint64_t>(block_elements);
+  detail::launch_digests(spans, count, n, reinterpret_cast<uint64_t*>(out), 5, stream, kFn);
+  detail::launch_nonfinite(spans, count, n, out + 2, 5, stream, kFn);
 }
 
 }  // namespace mtp::kernels::cuda

@@ -85,7 +85,7 @@ void cross_entropy_backward(const T* logits, const int64_t* labels, const Acc<T>
 
 /// block_digests: out [ceil(nbytes / block_bytes), 2] uint64 (device) from nbytes bytes at
 /// `data` (device, any alignment; 8-byte aligned reads are single loads), as
-/// cpu::block_digests: per block XXH3-128 (seed 0), high half then low. One block of 256 threads
+/// cpu::block_digests: per block XXH3-128 (seed 0), high half then low. One block of 512 threads
 /// per digest block: each warp sums whole 1 KiB rounds (coalesced 1 KiB loads, lane sums mod
 /// 2^64 across the warp), then one thread chains the rounds' scrambles and finishes the hash.
 /// Throws std::invalid_argument (block_bytes outside [1, 512 KiB], null pointers), CudaError.
@@ -94,12 +94,35 @@ void block_digests(const void* data, uint64_t nbytes, uint64_t block_bytes, uint
                    cudaStream_t stream, uint64_t out_stride = 2);
 
 /// nonfinite_blocks: as cpu::nonfinite_blocks (device pointers): one block of 256 threads per
-/// block of elements, each thread counting its elements (i ≡ thread mod 256, ascending) and
-/// keeping its first; the counts summed and the firsts' minimum taken by a tree in shared
-/// memory (integers: the order does not matter). Throws std::invalid_argument, CudaError.
+/// block of elements, each thread counting its elements in ascending order (16-byte vectors
+/// where the block starts 16-byte aligned, vector k ≡ thread mod 256, then the tail's elements
+/// i ≡ thread mod 256) and keeping its first; the counts summed and the firsts' minimum taken
+/// by a tree in shared memory (integers: the order does not matter). Throws
+/// std::invalid_argument, CudaError.
 void nonfinite_blocks(const void* data, int64_t numel, int element_size, uint64_t exponent_bits,
                       int64_t block_elements, int64_t* out, int64_t out_stride,
                       cudaStream_t stream);
+
+/// BlockSpan: one buffer of a batched block_summaries call.
+struct BlockSpan {
+  const void* data = nullptr;  ///< device, numel elements, aligned to element_size
+  int64_t numel = 0;
+  int element_size = 1;        ///< 1, 2, 4 or 8
+  uint64_t exponent_bits = 0;  ///< the dtype's exponent field (kExponentBits*; 0: integers)
+};
+
+/// block_summaries: block_digests and nonfinite_blocks of `count` buffers in one pass each.
+///   out  int64 [Σ ceil(numel_i / block_elements), 5] (device), span i's rows after span i − 1's:
+///        per block of block_elements elements (the last of each span shorter) its digest
+///        (block_digests with block_bytes = block_elements · element_size: high, low), then
+///        nonfinite_blocks' count, first index within the span and bits; bitwise the values
+///        of those functions called span by span
+/// Two launches per 64 non-empty spans, whatever their sizes: the blocks of every span run side
+/// by side (a digest record's ~100–200 tensors a step, most of them a few blocks, each paid one
+/// latency-bound launch pair before). block_elements · element_size ≤ 512 KiB.
+/// Throws std::invalid_argument (bad sizes, null pointers), CudaError.
+void block_summaries(const BlockSpan* spans, int count, int64_t block_elements, int64_t* out,
+                     cudaStream_t stream);
 
 /// rope_forward / rope_backward: as cpu::rope_forward / cpu::rope_backward (device pointers),
 /// a warp per row of D elements (grid-stride over rows), no reductions.
