@@ -2,7 +2,8 @@
 # The one command for the GPU machine (see ../shared/device/README.md): unpack the carried
 # Debian packages, configure against the CUDA LibTorch, build, run every test (GPU ones too),
 # run the scenarios on the GPU, the two-process NCCL runs and the benchmarks (compared with the
-# perf baseline golden/perf/h200.json by `mtp-harness perf compare`), and write logs and results
+# perf baseline of the card, golden/perf/<card>.json such as h200.json, by `mtp-harness perf
+# compare`), and write logs and results
 # to OUT_DIR (summary.txt, the benchmark JSON, results.tar.gz).
 # Usage: ci/gpu.sh OUT_DIR        (needs .device-debs/ from ../shared/device/fetch-debs.sh)
 #   MTP_GPU_PARTS: which parts to run after the build, comma-separated, default all of
@@ -231,7 +232,7 @@ else
 fi
 fi
 # 5. Benchmarks (Google Benchmark, CUDA rows) with repetitions into JSON, then `perf compare`
-#    against the committed baseline golden/perf/h200.json (golden/perf/RESULTS.md, "Perf
+#    against the committed baseline of the card, golden/perf/<card>.json (RESULTS.md, "Perf
 #    baselines"). About 4 minutes on one H200: kernels_benchmark's CUDA rows at 0.05 s per
 #    repetition; of train_step_benchmark the BM_PipelineStep rows below (the small model in
 #    bf16 with flash and unfused attention at P = 1 (with and without CUDA graphs) and P4 V2,
@@ -256,13 +257,17 @@ grep -E "^BM_.*_median" "$log/bench_train_step.log" >> "$summary"
 # One file for both programs (what a baseline holds), then the comparison.
 if step perf_merge $B perf merge $work/kernels_benchmark.json $work/train_step_benchmark.json \
      --out $work/bench.json; then
-  if [ -f golden/perf/h200.json ]; then
-    step perf_compare $B perf compare golden/perf/h200.json $work/bench.json \
+  # One baseline per card model (a baseline holds only for the machine it was measured on:
+  # perf compare refuses another GPU's): golden/perf/h200.json, golden/perf/h100.json, ...
+  card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE '\b[A-Z][0-9]{2,4}\b' | head -1 | tr 'A-Z' 'a-z')
+  baseline=golden/perf/${card:-gpu}.json
+  if [ -f "$baseline" ]; then
+    step perf_compare $B perf compare "$baseline" $work/bench.json \
       --json $work/perf_compare.json
     cat "$log/perf_compare.log" >> "$summary"
   else
-    cp $work/bench.json $work/h200.json
-    say "no baseline golden/perf/h200.json: this run's h200.json (in OUT_DIR) is the candidate baseline; commit it as golden/perf/h200.json"
+    cp $work/bench.json "$out/$(basename "$baseline")"
+    say "no baseline $baseline: this run's $(basename "$baseline") (in OUT_DIR) is the candidate baseline; commit it as $baseline"
   fi
 fi
 fi
