@@ -44,7 +44,8 @@
 #              one at a time) against the simulated busy time from the costs calibrated in the
 #              same command (exit 1 when a rank is off by more than 10 %); then the small
 #              preset's two layouts again with --cuda-graphs, against costs calibrated with
-#              --cuda-graphs (graphed stage ops) in that command
+#              --cuda-graphs (graphed stage ops) in that command, and eager against costs
+#              read off eager stage ops (--from-stages)
 #     cp       context and expert parallelism (issue 24): scenarios/cp_ep.toml with every rank as
 #              a thread on the one GPU (float64), twice (the runs must be identical), and each
 #              variant's GPU record against its CPU-thread record (rel_l2:1e-9: cuBLAS and
@@ -307,6 +308,11 @@ cat "$log/validate_small.log" >> "$summary"
 step validate_small_graphs $B calibrate --preset small --cuda-graphs \
   --out $out/costs_small_graphed.json --pp 4 --validate 'E|t*3|(t|)*5mL' --validate 'E|t*3|(t|)*4tm|L'
 cat "$log/validate_small_graphs.log" >> "$summary"
+# The same layouts eager, against costs read off eager pipelined stage ops with ranks as threads
+# (calibrate --from-stages): the host's issue time on a rank thread, which the eager ops pay.
+step validate_small_stages $B calibrate --preset small --from-stages \
+  --out $out/costs_small_stages.json --pp 4 --validate 'E|t*3|(t|)*5mL' --validate 'E|t*3|(t|)*4tm|L'
+cat "$log/validate_small_stages.log" >> "$summary"
 step validate_tiny $B calibrate --preset tiny --out $out/costs_tiny_validate.json --pp 4 \
   --validate 'E|t|t|t|t|||mL' --validate 'E|t|t|t|t||m|L'
 cat "$log/validate_tiny.log" >> "$summary"

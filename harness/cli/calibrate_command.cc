@@ -38,7 +38,7 @@
 #include <map>
 #include <set>
 
-#include "harness/cli/calibrate_graphs.h"
+#include "harness/cli/calibrate_stages.h"
 #include "harness/cli/calibrate_support.h"
 #include "harness/cli/calibrate_validate.h"
 #include "harness/cli/commands.h"
@@ -339,7 +339,8 @@ int run_calibrate(const CalibrateOptions& opt) {
   }
   const config::ModelConfig m = sim::preset_model(opt.preset);
   check_validation_plans(m, opt, cuda);  // refused before anything is timed or written
-  if (opt.validate_cuda_graphs && opt.costs.empty()) check_graphed_calibration(m, opt);
+  const bool from_stages = opt.from_stages || opt.validate_cuda_graphs;
+  if (from_stages && opt.costs.empty()) check_stage_calibration(m, opt);
   if (!opt.costs.empty()) {  // validate a costs file, calibrate nothing
     const sim::CostTable costs = sim::read_costs(opt.costs);
     sim::check_costs_fit(costs, m);
@@ -362,7 +363,7 @@ int run_calibrate(const CalibrateOptions& opt) {
   std::cerr << fmt::format("# calibrate: preset {} on {} ({} warm-up + {} timed repetitions)\n",
                            opt.preset, t.gpu, opt.warmup, opt.repeats);
   const std::vector<std::string> shown =
-      opt.validate_cuda_graphs ? calibrate_graphed(m, opt, t) : calibrate_eager(m, opt, cuda, t);
+      from_stages ? calibrate_from_stages(m, opt, t) : calibrate_eager(m, opt, cuda, t);
   write_file_atomically(opt.out, sim::to_json(t).dump(2) + "\n");
   std::cout << fmt::format("# {:<16} {:>12} {:>12}\n", "node", "forward(ms)", "backward(ms)");
   for (const auto& [n, c] : t.nodes) {

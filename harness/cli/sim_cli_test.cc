@@ -270,8 +270,22 @@ TEST(SimCliTest, BadInputExitsTwo) {
   EXPECT_THAT(r.out, HasSubstr("CUDA graphs need --device cuda"));
   r = run("calibrate --preset tiny --device cuda --out " + graphed + " --cuda-graphs");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("preset \"tiny\" has MoE layers; CUDA graphs need a dense model"));
+  EXPECT_THAT(r.out, HasSubstr("calibrate --cuda-graphs: preset \"tiny\" has MoE layers; the "
+                               "stage layouts price dense layers only (and CUDA graphs cannot "
+                               "hold MoE"));
   EXPECT_FALSE(std::filesystem::exists(graphed));
+  // --from-stages (eager stage ops, any device): dense models with MTP only, refused before
+  // calibrating; it calibrates, so --costs (validate only) excludes it.
+  r = run("calibrate --preset tiny --device cpu --out " + graphed + " --from-stages");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("calibrate --from-stages: preset \"tiny\" has MoE layers; the "
+                               "stage layouts price dense layers only: calibrate it without "
+                               "--from-stages"));
+  EXPECT_FALSE(std::filesystem::exists(graphed));
+  r = run("calibrate --preset tiny --device cpu --costs " + costs +
+          " --validate 'E|t|t|t|t|||mL' --pp 4 --from-stages");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--costs excludes --from-stages"));
   r = run("calibrate --preset small --device cuda --out " + graphed + " --cuda-graphs --warmup 1");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("--warmup 1 must be at least 2"));

@@ -384,6 +384,11 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
                         ->check(non_empty)
                         ->needs(cal_validate)
                         ->excludes(cal_out);
+  cbx->add_flag("--from-stages", cal.from_stages,
+                "time the costs from the ops of two pipelined runs with ranks as threads, each "
+                "stage one node kind (dense models with MTP), as --validate times its ops; "
+                "implied by --cuda-graphs")
+      ->excludes(cal_costs);
   cbx->callback([cal_out, cal_costs] {
     if (cal_out->count() == 0 && cal_costs->count() == 0) {
       throw CLI::RequiredError("--out (or --costs with --validate)");

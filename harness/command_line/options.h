@@ -146,10 +146,15 @@ struct CalibrateOptions {
   double tolerance = 0.10;         ///< --tolerance: relative bound of the validation
   std::string costs;               ///< --costs F.json: validate these costs, calibrate nothing
   /// --cuda-graphs (CUDA): the costs are timed from graphed pipelined stages (dense models with
-  /// MTP, cli/calibrate_graphs.h) and the validation runs replay every chunk's forward and
+  /// MTP, cli/calibrate_stages.h) and the validation runs replay every chunk's forward and
   /// backward as CUDA graphs (engine/chunk_graphs.h), so an op's time is the device's work
   /// without the host's issue time. With --costs: the validation runs only.
   bool validate_cuda_graphs = false;
+  /// --from-stages: the costs are read off the ops of two pipelined runs with ranks as threads,
+  /// each stage one node kind (dense models with MTP, cli/calibrate_stages.h), timed as a
+  /// --validate run times its ops, instead of per-node bursts on one thread. Implied by
+  /// --cuda-graphs.
+  bool from_stages = false;
 };
 
 struct GoldenOptions {
