@@ -126,6 +126,17 @@ TEST(CliTest, CheckRejectsBadScenariosWithFileAndLine) {
   EXPECT_THAT(unknown.out, HasSubstr("no variant named \"nope\""));
 }
 
+TEST(CliTest, ACudaCheckOnACpuBuildIsRefusedBeforeItsRunDirectoryIsMade) {
+  if (MTP_HARNESS_CUDA_BUILD) GTEST_SKIP() << "a CUDA build runs --device cuda";
+  const std::string dir = testing::TempDir() + "/cli_cuda_on_cpu";
+  std::filesystem::remove_all(dir);
+  auto r = run("check scenarios/default.toml --device cuda --out " + dir);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("device = \"cuda\": this mtp-harness was built without CUDA "
+                               "LibTorch"));
+  EXPECT_FALSE(std::filesystem::exists(dir));
+}
+
 TEST(CliTest, CheckOneVariantPairAndCompareItsRecords) {
   ScratchDir dir;
   const std::string out = dir.path();

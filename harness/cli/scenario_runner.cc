@@ -21,6 +21,7 @@
 #include "harness/data/token_source.h"
 #include "harness/engine/step_recorder.h"
 #include "harness/engine/trainer.h"
+#include "harness/gpu/gpu.h"
 #include "harness/oracle/check/record_check.h"
 #include "harness/record/record.h"
 #include "harness/report/faster.h"
@@ -166,6 +167,14 @@ std::vector<engine::RunPlan> plan_variants(const scenario::Scenario& sc,
                           fmt::format("resumes variant \"{}\": select it too (--variant {})",
                                       spec.resume_of, spec.resume_of));
     }
+  }
+  // Before anything is planned or made (a run directory, a record): a CUDA run needs a CUDA
+  // build, which the planner does not ask (its rules are tested on every build).
+  if (sc.training.device == config::Device::kCuda && !gpu::cuda_build()) {
+    throw InputError(fmt::format(
+        "{}: device = \"cuda\": this mtp-harness was built without CUDA LibTorch (build on the "
+        "GPU machine with ci/gpu.sh, or run with --device cpu)",
+        sc.position("training.device")));
   }
   std::vector<engine::RunPlan> plans;
   for (const auto& v : sc.variants) {
