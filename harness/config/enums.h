@@ -180,14 +180,16 @@ std::string accepted_names() {
   return out;
 }
 
-/// The value spelled `text`. Throws InputError "<key> = "<text>": accepted <names>" otherwise;
+/// The value spelled `text`. Throws InputError "<key> = "<text>": accepted <names>" otherwise
+/// (the text quoted and escaped as fmt's {:?} does);
 /// `key` names the setting as the user wrote it (default: EnumTable<E>::kWhat).
 template <class E>
 E parse_enum(std::string_view text, std::string_view key = EnumTable<E>::kWhat) {
   for (const auto& [v, name] : EnumTable<E>::kValues) {
     if (name == text) return v;
   }
-  throw InputError(fmt::format("{} = \"{}\": accepted {}", key, text, accepted_names<E>()));
+  // {:?}: quoted and escaped (a newline, a NUL or a quote in the value shows as \n, \x00, \").
+  throw InputError(fmt::format("{} = {:?}: accepted {}", key, text, accepted_names<E>()));
 }
 
 }  // namespace mtp::config

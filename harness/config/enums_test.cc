@@ -39,6 +39,13 @@ TEST(EnumsTest, UnknownNameListsTheAcceptedOnes) {
   } catch (const InputError& e) {
     EXPECT_STREQ(e.what(), "[training].device = \"CPU\": accepted \"cpu\", \"cuda\"");
   }
+  // A value holding a newline, a NUL or a quote is shown escaped, whole, on one line.
+  try {
+    parse_enum<Device>(std::string_view("cp\nu\0x\"", 7), "[training].device");
+    ADD_FAILURE() << "accepted a value with control characters";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "[training].device = \"cp\\nu\\x00x\\\"\": accepted \"cpu\", \"cuda\"");
+  }
   EXPECT_EQ(accepted_names<Kernels>(), "\"torch\", \"harness\"");
   EXPECT_EQ(enum_names<RecordMode>(), (std::vector<std::string>{"full", "digest", "auto"}));
   EXPECT_EQ(enum_names<DType>(), (std::vector<std::string>{"float32", "float64", "bfloat16"}));

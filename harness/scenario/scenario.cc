@@ -203,7 +203,7 @@ config::HyperValue hyper_value(const Ctx& ctx, const toml::node* n, const std::s
       if (std::find(h.choices.begin(), h.choices.end(), text) == h.choices.end()) {
         std::vector<std::string> quoted;
         for (const auto& c : h.choices) quoted.push_back(fmt::format("\"{}\"", c));
-        ctx.fail(n, fmt::format("{} = \"{}\": accepted {}", key, text, fmt::join(quoted, ", ")));
+        ctx.fail(n, fmt::format("{} = {:?}: accepted {}", key, text, fmt::join(quoted, ", ")));
       }
       v = text;
       break;
